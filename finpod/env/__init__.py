@@ -1,0 +1,8 @@
+"""Vectorized trading MDP in torch (CPU and CUDA), rollouts, scores, gymnasium wrappers."""
+
+from finpod.env.config import EnvConfig
+from finpod.env.core import ObsLayout
+from finpod.env.rollout import Rollout, rollout, score
+from finpod.env.vec_env import VecTradingEnv
+
+__all__ = ["EnvConfig", "ObsLayout", "Rollout", "VecTradingEnv", "rollout", "score"]

@@ -1,0 +1,160 @@
+"""Deterministic single-account rollout over a whole split, as pandas, and its score."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from finpod.data.market import MarketData, periods_per_year
+from finpod.env.config import EnvConfig
+from finpod.env.vec_env import VecTradingEnv
+from finpod.errors import FinpodError
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+SCORES = ("sharpe", "sortino", "calmar", "return")
+#: Scores are clipped to ±SCORE_LIMIT so leaderboards and JSON files stay finite.
+SCORE_LIMIT = 1e9
+
+
+@dataclass
+class Rollout:
+    """One account traded over a whole split; every object is indexed by bar timestamps.
+
+    Attributes:
+        account_value: (T,) dollars at each bar's close; bar 0 is the initial cash.
+        returns: (T − 1,) simple return of each bar after the first (index: timestamps[1:]).
+        cash: (T,) dollars.
+        positions: (T, N + 1) dollar value of each ticker at the bar's mark price, plus a
+            ``cash`` column (pyfolio's ``positions`` layout).
+        holdings: (T, N) shares.
+        transactions: one row per executed (bar, ticker) trade, index ``timestamp`` (the fill
+            bar); columns ``ticker``, ``shares`` (signed, + buy), ``price`` (executed price
+            incl. slippage, dollars), ``cost`` (dollars).
+        costs: (T,) transaction costs paid at each bar, dollars.
+        turnover: (T,) traded notional / account value before the trade.
+        config: the env settings the rollout ran with.
+        bar: bar size of the market (for annualization).
+    """
+
+    account_value: pd.Series
+    returns: pd.Series
+    cash: pd.Series
+    positions: pd.DataFrame
+    holdings: pd.DataFrame
+    transactions: pd.DataFrame
+    costs: pd.Series
+    turnover: pd.Series
+    config: EnvConfig
+    bar: str
+
+
+@torch.no_grad()
+def rollout(
+    policy: Policy,
+    market: MarketData,
+    config: EnvConfig | None = None,
+    device: torch.device | str | None = None,
+) -> Rollout:
+    """Trade ``market`` from bar 0 to its last bar with ``policy``, deterministically.
+
+    ``policy`` maps obs (1, obs_dim) float32 to actions (1, num_stocks) in [-1, 1] and is
+    called once per bar 0..T−2 (the order fills at the next bar). The episode covers the
+    whole split whatever ``config.episode_length`` says, and accounting runs in float64.
+    """
+    config = replace(config if config is not None else EnvConfig(), episode_length=None)
+    config = replace(config, dtype="float64")
+    env = VecTradingEnv(market, config, num_envs=1, seed=0, random_start=False, device=device)
+    n = env.num_stocks
+    steps = env.episode_length
+    obs = env.reset()
+    values, cash, holdings, trades, prices, costs, turnover = [], [], [], [], [], [], []
+    for _ in range(steps):
+        action = policy(obs)
+        if not isinstance(action, torch.Tensor):
+            action = torch.as_tensor(np.asarray(action), dtype=torch.float32)
+        action = action.reshape(1, n).to(env.device, torch.float32)
+        obs, _, _, _, info = env.step(action)
+        values.append(info["account_value"])
+        cash.append(info["cash"])
+        holdings.append(info["holdings"][0])
+        trades.append(info["trade"][0])
+        prices.append(info["fill_price"][0])
+        costs.append(info["cost"])
+        turnover.append(info["turnover"])
+
+    init = float(config.initial_cash)
+    ts = market.timestamps
+    tickers = list(market.tickers)
+    v = np.concatenate([[init], torch.cat(values).cpu().numpy()])
+    c = np.concatenate([[init], torch.cat(cash).cpu().numpy()])
+    h = np.concatenate([np.zeros((1, n)), torch.stack(holdings).cpu().numpy()])
+    tr = torch.stack(trades).cpu().numpy()
+    px = torch.stack(prices).cpu().numpy()
+    cost_steps = np.concatenate([[0.0], torch.cat(costs).cpu().numpy()])
+    turn = np.concatenate([[0.0], torch.cat(turnover).cpu().numpy()])
+    mark = env.tables.step[:, n:].cpu().numpy().astype(np.float64)
+
+    account_value = pd.Series(v, index=ts, name="account_value")
+    holdings_df = pd.DataFrame(h, index=ts, columns=tickers)
+    positions = pd.DataFrame(h * mark, index=ts, columns=tickers)
+    positions["cash"] = c
+    bars, cols = np.nonzero(tr)
+    shares = tr[bars, cols]
+    slip = 1.0 + np.sign(shares) * config.slippage
+    exec_price = px[bars, cols] * slip
+    transactions = pd.DataFrame(
+        {
+            "ticker": [tickers[j] for j in cols],
+            "shares": shares,
+            "price": exec_price,
+            "cost": np.abs(shares) * exec_price * config.cost_rate,
+        },
+        index=pd.DatetimeIndex(ts[bars + 1], name="timestamp"),
+    )
+    return Rollout(
+        account_value=account_value,
+        returns=account_value.pct_change().iloc[1:].rename("returns"),
+        cash=pd.Series(c, index=ts, name="cash"),
+        positions=positions,
+        holdings=holdings_df,
+        transactions=transactions,
+        costs=pd.Series(cost_steps, index=ts, name="costs"),
+        turnover=pd.Series(turn, index=ts, name="turnover"),
+        config=config,
+        bar=market.bar,
+    )
+
+
+def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> float:
+    """Annualized score of a rollout's returns: ``sharpe``, ``sortino``, ``calmar``, ``return``.
+
+    Empyrical-reloaded's definitions with risk-free rate 0 and annualization
+    ``periods_per_year(bar)`` (``bar`` defaults to the rollout's). ``return`` is the
+    annualized (compound) return. Undefined values (no variance, no drawdown) score 0.0;
+    infinite ones are clipped to ±SCORE_LIMIT.
+    """
+    import empyrical
+
+    if name not in SCORES:
+        raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
+    ann = periods_per_year(bar or result.bar)
+    r = result.returns
+    if len(r) == 0:
+        return 0.0
+    if name == "sharpe":
+        value = empyrical.sharpe_ratio(r, annualization=ann)
+    elif name == "sortino":
+        value = empyrical.sortino_ratio(r, annualization=ann)
+    elif name == "calmar":
+        value = empyrical.calmar_ratio(r, annualization=ann)
+    else:
+        value = empyrical.annual_return(r, annualization=ann)
+    value = float(value)
+    if math.isnan(value):
+        return 0.0
+    return float(min(max(value, -SCORE_LIMIT), SCORE_LIMIT))

@@ -1,0 +1,161 @@
+"""``VecTradingEnv``: many trading accounts stepped together on one device."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from finpod.data.market import MarketData
+from finpod.env.config import EnvConfig
+from finpod.env.core import (
+    ObsLayout,
+    State,
+    Tables,
+    build_tables,
+    initial_state,
+    observe,
+    reset_where,
+    transition,
+)
+from finpod.errors import FinpodError
+
+
+class VecTradingEnv:
+    """``num_envs`` independent accounts trading ``market`` (the finpod VecEnv protocol).
+
+    Each env runs episodes of ``episode_length`` decision steps (``EnvConfig``; ``None`` =
+    the whole split, T − 1 steps) starting at a random bar (``random_start=True``, for
+    training) or at bar 0. Episodes of all envs have the same length, so without shorting
+    or borrowing (no bankruptcy possible) every env ends on the same step and the end of
+    an episode is known on the host with no device sync. With shorting or borrowing an
+    account whose value drops to ≤ 0 terminates on its own and is reset alone.
+
+    ``step`` auto-resets ended envs: the returned ``obs`` is then the first observation of
+    the next episode and ``info["final_obs"]`` the last observation of the ended one
+    (``final_obs`` equals ``obs`` for envs that did not end). All other ``info`` entries
+    describe the step just taken (before any reset):
+
+    - ``account_value`` (E,), ``cash`` (E,), ``holdings`` (E, N) shares, after the fill,
+      marked at the close of the fill bar;
+    - ``trade`` (E, N) executed signed shares, ``fill_price`` (E, N) price before slippage,
+      ``cost`` (E,) dollars, ``notional`` (E,) dollars, ``turnover`` (E,) notional / value
+      before the trade; ``bar`` (E,) int64 index of the fill bar in the market.
+
+    All tensors live on ``device``; nothing is copied to the host inside ``step``.
+    """
+
+    def __init__(
+        self,
+        market: MarketData,
+        config: EnvConfig | None = None,
+        num_envs: int = 1,
+        seed: int = 0,
+        random_start: bool = True,
+        device: torch.device | str | None = None,
+    ) -> None:
+        self.config = config if config is not None else EnvConfig()
+        self.config.validate()
+        if num_envs < 1:
+            raise FinpodError(f"num_envs must be ≥ 1, got {num_envs}")
+        self.device = torch.device(device) if device is not None else market.device
+        self.market = market
+        self.num_envs = int(num_envs)
+        self.num_stocks = market.num_stocks
+        self.random_start = bool(random_start)
+        num_bars = market.num_bars
+        if num_bars < 2:
+            raise FinpodError(
+                f"the {market.split} split has {num_bars} bar(s); trading needs at least 2",
+                "use a longer date range",
+            )
+        length = self.config.episode_length
+        self.episode_length = num_bars - 1 if length is None else int(length)
+        if self.episode_length > num_bars - 1:
+            raise FinpodError(
+                f"episode_length {self.episode_length} does not fit the {market.split} split "
+                f"({num_bars} bars allow at most {num_bars - 1} steps)",
+                "lower env.episode_length or use None for the whole split",
+            )
+        self.max_start = num_bars - 1 - self.episode_length
+        self.layout = ObsLayout(market.num_stocks, market.num_features)
+        self.obs_dim = self.layout.obs_dim
+        self.action_dim = market.num_stocks
+        self.tables: Tables = build_tables(market, self.config, self.device)
+        # Bankruptcy is impossible without shorting or borrowing (value ≥ 0 always).
+        self.can_terminate = self.config.allow_short or self.config.allow_negative_cash
+        self._generator = torch.Generator(device="cpu")
+        self._generator.manual_seed(int(seed))
+        self._elapsed = 0
+        self.state: State | None = None
+
+    # -- protocol -----------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Start a new episode in every env; returns obs (num_envs, obs_dim) float32."""
+        if seed is not None:
+            self._generator.manual_seed(int(seed))
+        self.state = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
+        self._elapsed = 0
+        return observe(self.state, self.tables, self.config)
+
+    def step(
+        self, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """One decision step of every env (see the class docstring)."""
+        if self.state is None:
+            raise FinpodError("step() called before reset()", "call env.reset() first")
+        if action.shape != (self.num_envs, self.action_dim):
+            raise FinpodError(
+                f"action has shape {tuple(action.shape)}, expected "
+                f"({self.num_envs}, {self.action_dim})",
+                "pass one action per env and ticker",
+            )
+        if action.device != self.device:
+            action = action.to(self.device)
+        state, out = transition(self.state, action, self.tables, self.config)
+        self._elapsed += 1
+        obs = observe(state, self.tables, self.config)
+        final_obs = obs
+        info: dict[str, Any] = {
+            "account_value": state.value,
+            "cash": state.cash,
+            "holdings": state.holdings,
+            "trade": out.trade,
+            "fill_price": out.fill_price,
+            "cost": out.cost,
+            "notional": out.notional,
+            "turnover": out.turnover,
+            "bar": state.t,
+        }
+        if self.can_terminate:
+            terminated = state.value <= 0
+            truncated = (state.steps >= self.episode_length) & ~terminated
+            done = terminated | truncated
+            fresh = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
+            state = reset_where(done, state, fresh)
+            obs = torch.where(done.unsqueeze(1), observe(state, self.tables, self.config), obs)
+        else:
+            terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+            ended = self._elapsed >= self.episode_length
+            truncated = torch.full((self.num_envs,), ended, dtype=torch.bool, device=self.device)
+            if ended:
+                state = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
+                self._elapsed = 0
+                obs = observe(state, self.tables, self.config)
+        info["final_obs"] = final_obs
+        self.state = state
+        return obs, out.reward, terminated, truncated, info
+
+    # -- helpers ------------------------------------------------------------------------
+    def _starts(self) -> torch.Tensor:
+        # Drawn on a CPU generator so CPU and CUDA runs see the same episodes.
+        if self.random_start and self.max_start > 0:
+            starts = torch.randint(
+                0, self.max_start + 1, (self.num_envs,), generator=self._generator
+            )
+        else:
+            starts = torch.zeros(self.num_envs, dtype=torch.int64)
+        return starts.to(self.device)
+
+    def close(self) -> None:
+        """Release nothing (tensors are freed with the env); for API symmetry."""
