@@ -1,0 +1,106 @@
+"""Agent checkpoints as safetensors files with a checksum.
+
+The file holds the agent's flat :meth:`~finpod.agents.base.Agent.state_dict` plus string
+metadata: ``algorithm``, ``hparams`` (JSON), ``obs_dim``, ``action_dim``, ``seed``,
+``format`` and ``sha256`` — the hash of the tensors' bytes in key order, so a corrupt or
+edited file is detected before anything is loaded. Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from finpod.atomic import atomic_write
+from finpod.errors import FinpodError
+
+#: Version of the checkpoint layout; bumped when the metadata or key scheme changes.
+CHECKPOINT_FORMAT = "finpod-agent-1"
+
+
+def tensors_sha256(sd: dict[str, torch.Tensor]) -> str:
+    """sha256 over (key, dtype, shape, bytes) of every tensor, keys sorted."""
+    h = hashlib.sha256()
+    for key in sorted(sd):
+        t = sd[key].detach().to("cpu").contiguous()
+        h.update(key.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def save_checkpoint(agent: Any, path: str | Path) -> Path:
+    """Write ``agent`` to ``path`` (safetensors, atomically); returns the path."""
+    sd = {k: v.detach().to("cpu").contiguous() for k, v in agent.state_dict().items()}
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "algorithm": agent.algorithm,
+        "hparams": json.dumps(dataclasses.asdict(agent.hparams), sort_keys=True),
+        "obs_dim": str(agent.obs_dim),
+        "action_dim": str(agent.action_dim),
+        "seed": str(agent.seed),
+        "sha256": tensors_sha256(sd),
+    }
+    return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """Metadata and verified tensors of a checkpoint (FinpodError if missing or corrupt)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FinpodError(
+            f"checkpoint {path} does not exist", "check the path or the run directory"
+        )
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as fh:
+            meta = dict(fh.metadata() or {})
+        sd = load_file(str(path))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise FinpodError(
+            f"checkpoint {path} is corrupt or not a safetensors file", "re-create it"
+        ) from err
+    needed = ("format", "algorithm", "hparams", "obs_dim", "action_dim", "sha256")
+    absent = [k for k in needed if k not in meta]
+    if absent or meta.get("format") != CHECKPOINT_FORMAT:
+        raise FinpodError(
+            f"checkpoint {path} is not a finpod agent checkpoint (metadata {absent[0] if absent else 'format'!r})",
+            "use a file written by finpod's save_checkpoint",
+        )
+    if tensors_sha256(sd) != meta["sha256"]:
+        raise FinpodError(
+            f"checkpoint {path} failed its checksum (corrupt or modified)",
+            "re-create it from the run",
+        )
+    return meta, sd
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any:
+    """Rebuild the agent saved at ``path`` on ``device``: networks, optimizers, counters, RNG."""
+    from finpod.agents import make_agent
+
+    meta, sd = read_checkpoint(path)
+    try:
+        hparams = json.loads(meta["hparams"])
+        obs_dim, action_dim = int(meta["obs_dim"]), int(meta["action_dim"])
+    except (ValueError, json.JSONDecodeError) as err:
+        raise FinpodError(f"checkpoint {path} has unreadable metadata", "re-create it") from err
+    agent = make_agent(
+        meta["algorithm"],
+        hparams,
+        obs_dim,
+        action_dim,
+        device=device,
+        seed=int(meta.get("seed", 0)),
+    )
+    agent.load_state_dict(sd)
+    return agent

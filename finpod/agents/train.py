@@ -1,0 +1,272 @@
+"""The training loop: learn in segments, evaluate on validation, log, checkpoint.
+
+``train`` runs ``agent.learn`` in segments of ``eval_every`` env steps. After each
+segment it scores the agent with ``eval_fn`` (on the validation split for trading), logs
+training statistics and the score to ``metrics.csv``, saves ``checkpoints/last.safetensors``
+and, when the score improved, the best-on-validation checkpoint. Each segment starts
+from an env reset seeded by the agent's own generator, so a run restored from
+``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from finpod.agents.checkpoint import save_checkpoint
+from finpod.atomic import atomic_write, atomic_write_text
+
+#: Columns of ``metrics.csv`` (the run-directory contract).
+METRIC_COLUMNS = ("pod_id", "env_steps", "wall_s", "split", "metric", "value")
+
+
+@dataclass
+class TrainResult:
+    """What a training run produced.
+
+    Attributes:
+        best_score: best validation score seen (``-inf`` without ``eval_fn``).
+        best_env_steps: agent env steps at the best score.
+        best_checkpoint: path of the best-on-validation checkpoint (None without run_dir).
+        last_checkpoint: path of the latest checkpoint, for resuming (None without run_dir).
+        history: ``[{"env_steps", "score"}]`` one per evaluation.
+        segments: ``[{"env_steps", **train stats}]`` one per segment (losses etc.).
+        metrics: rows of ``metrics.csv`` as dicts.
+    """
+
+    best_score: float = -math.inf
+    best_env_steps: int = 0
+    best_checkpoint: Path | None = None
+    last_checkpoint: Path | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+    segments: list[dict[str, float]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+
+def train(
+    agent: Any,
+    env: Any,
+    *,
+    total_steps: int,
+    eval_fn: Callable[[Any], float] | None = None,
+    eval_every: int = 100_000,
+    run_dir: str | Path | None = None,
+    progress: bool = True,
+    pod_id: str = "agent",
+    score_name: str = "sharpe",
+    log: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Train ``agent`` on ``env`` until ``agent.env_steps ≥ total_steps``.
+
+    Args:
+        total_steps: target of the agent's env-step counter (a restored agent continues
+            from its counter).
+        eval_fn: ``agent -> score`` (higher is better), called after each segment.
+        eval_every: env steps per segment.
+        run_dir: where ``metrics.csv``, ``learning_curves.png``, ``train.log`` and
+            ``checkpoints/{pod_id,last}.safetensors`` go (nothing is written if None).
+        progress: show a rich progress bar.
+        pod_id: name of the agent in metrics and checkpoints.
+        score_name: name of the validation metric in ``metrics.csv``.
+        log: extra sink for log lines (e.g. the console).
+    """
+    run_dir = Path(run_dir) if run_dir is not None else None
+    result = TrainResult()
+    log_lines: list[str] = []
+    prior_rows: list[dict[str, Any]] = []
+    if run_dir is not None:
+        # Resuming into the same run directory keeps the earlier curves and log.
+        prior_rows = read_metrics(run_dir / "metrics.csv")
+        prior = run_dir / "train.log"
+        if prior.exists():
+            log_lines = prior.read_text(encoding="utf-8").splitlines()
+
+    def emit(line: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        log_lines.append(f"{stamp} {line}")
+        if log is not None:
+            log(line)
+        if run_dir is not None:
+            atomic_write_text(run_dir / "train.log", "\n".join(log_lines) + "\n")
+
+    start = time.perf_counter()
+    bar = _Progress(progress, total_steps, agent.env_steps)
+    emit(f"{pod_id}: training {agent.algorithm} to {total_steps} env steps on {env.num_envs} envs")
+    with bar:
+        while agent.env_steps < total_steps:
+            agent.reset_rollout()
+            chunk = min(eval_every, total_steps - agent.env_steps)
+            stats = agent.learn(env, chunk)
+            wall = time.perf_counter() - start
+            result.segments.append({"env_steps": agent.env_steps, **stats})
+            for name, value in stats.items():
+                result.metrics.append(_row(pod_id, agent.env_steps, wall, "train", name, value))
+            line = f"{pod_id}: {agent.env_steps} steps " + " ".join(
+                f"{k}={v:.4g}" for k, v in stats.items()
+            )
+            if eval_fn is not None:
+                score = float(eval_fn(agent))
+                result.history.append({"env_steps": agent.env_steps, "score": score})
+                result.metrics.append(
+                    _row(
+                        pod_id,
+                        agent.env_steps,
+                        time.perf_counter() - start,
+                        "validation",
+                        score_name,
+                        score,
+                    )
+                )
+                line += f" | validation {score_name}={score:.4g}"
+                if score > result.best_score or result.best_checkpoint is None:
+                    result.best_score, result.best_env_steps = score, agent.env_steps
+                    if run_dir is not None:
+                        result.best_checkpoint = save_checkpoint(
+                            agent, run_dir / "checkpoints" / f"{pod_id}.safetensors"
+                        )
+                    line += " (best)"
+            if run_dir is not None:
+                result.last_checkpoint = save_checkpoint(
+                    agent, run_dir / "checkpoints" / "last.safetensors"
+                )
+                if eval_fn is None:
+                    result.best_checkpoint = save_checkpoint(
+                        agent, run_dir / "checkpoints" / f"{pod_id}.safetensors"
+                    )
+                write_metrics(run_dir / "metrics.csv", prior_rows + result.metrics)
+            emit(line)
+            bar.update(agent.env_steps, result.best_score)
+    if run_dir is not None and result.metrics:
+        plot_learning_curves(run_dir / "metrics.csv", run_dir / "learning_curves.png")
+    return result
+
+
+def _row(
+    pod_id: str, steps: int, wall: float, split: str, metric: str, value: float
+) -> dict[str, Any]:
+    return {
+        "pod_id": pod_id,
+        "env_steps": int(steps),
+        "wall_s": round(float(wall), 3),
+        "split": split,
+        "metric": metric,
+        "value": float(value),
+    }
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Rows of an existing ``metrics.csv`` (empty if there is none)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def write_metrics(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Atomically write ``rows`` to ``path`` as ``metrics.csv``."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def plot_learning_curves(metrics_csv: Path, out_png: Path) -> Path:
+    """Validation score and training episode return against env steps, one line per pod."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    df = pd.read_csv(metrics_csv)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (
+        (axes[0], df[df["split"] == "validation"], "validation score"),
+        (
+            axes[1],
+            df[(df["split"] == "train") & (df["metric"] == "episode_return")],
+            "train episode return",
+        ),
+    )
+    for ax, part, title in panels:
+        for pod, g in part.groupby("pod_id"):
+            ax.plot(g["env_steps"], g["value"], marker=".", label=str(pod))
+        ax.set_title(title)
+        ax.set_xlabel("env steps")
+        ax.grid(alpha=0.3)
+        if part["pod_id"].nunique() <= 10 and len(part):
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    atomic_write(out_png, lambda p: fig.savefig(p, format="png", dpi=100))
+    plt.close(fig)
+    return out_png
+
+
+class _Progress:
+    """Rich progress bar over env steps, or nothing when disabled."""
+
+    def __init__(self, enabled: bool, total: int, done: int) -> None:
+        self.enabled = enabled
+        if enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]training"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("steps"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[best]}"),
+            )
+            self.task = self.progress.add_task("train", total=total, completed=done, best="")
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def update(self, steps: int, best: float) -> None:
+        if self.enabled:
+            text = f"best {best:.3f}" if math.isfinite(best) else ""
+            self.progress.update(
+                self.task, completed=min(steps, self.progress.tasks[0].total), best=text
+            )
+
+
+def make_trading_eval(
+    market: Any, config: Any, score_name: str = "sharpe"
+) -> Callable[[Any], float]:
+    """``agent -> score``: deterministic rollout of the agent over the whole ``market`` split.
+
+    ``market`` is the validation split: checkpoints are selected on it, never on the
+    backtest split.
+    """
+    from finpod.env import rollout, score
+
+    def eval_fn(agent: Any) -> float:
+        result = rollout(
+            lambda obs: agent.act(obs, deterministic=True), market, config, device=agent.device
+        )
+        return score(result, score_name)
+
+    return eval_fn

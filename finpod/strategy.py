@@ -1,0 +1,241 @@
+"""Strategy files: one TOML file says which agent to train, on which env, for how long.
+
+::
+
+    name = "ppo-default"                 # optional
+    [agent]
+    algorithm = "ppo"                    # ppo | a2c | sac | td3 | ddpg
+    [agent.hparams]                      # fields of the algorithm's hyperparameter dataclass
+    learning_rate = 3e-4
+    [env]                                # fields of finpod.env.EnvConfig
+    cost_rate = 0.002
+    [train]                              # see TrainSpec
+    num_envs = 64
+    total_steps = 200_000
+    [tournament]                         # handed as-is to the tournament layer
+    [search]                             # handed as-is to the tournament layer
+
+Every key is checked when the file is loaded: an unknown key or a bad value raises
+:class:`FinpodError` naming it (``train.num_envs must be …``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from finpod.errors import FinpodError
+
+TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
+AGENT_KEYS = ("algorithm", "hparams")
+SCORES = ("sharpe", "sortino", "calmar", "return")
+
+
+@dataclass
+class TrainSpec:
+    """The ``[train]`` table: budget and execution settings of one training run."""
+
+    num_envs: int = 64
+    """Parallel envs the agent collects from."""
+    total_steps: int = 200_000
+    """Env steps to train for (summed over parallel envs)."""
+    eval_every: int = 20_000
+    """Env steps between validation evaluations (and checkpoints)."""
+    seed: int = 0
+    """Seed of networks, exploration and env resets."""
+    device: str = "auto"
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:K``."""
+    score: str = "sharpe"
+    """Validation score used to select checkpoints: sharpe | sortino | calmar | return."""
+
+    def __post_init__(self) -> None:
+        for key in ("num_envs", "total_steps", "eval_every"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise FinpodError(
+                    f"train.{key} must be a positive integer, got {value!r}", "e.g. 64"
+                )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise FinpodError(
+                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. 0"
+            )
+        if not isinstance(self.device, str) or not (
+            self.device in ("auto", "cpu") or self.device.startswith("cuda")
+        ):
+            raise FinpodError(
+                f"train.device = {self.device!r} is not valid", "use auto, cpu, cuda or cuda:K"
+            )
+        if self.score not in SCORES:
+            raise FinpodError(
+                f"train.score = {self.score!r} is not valid", f"use one of {', '.join(SCORES)}"
+            )
+
+
+@dataclass
+class Strategy:
+    """A validated strategy file.
+
+    Attributes:
+        algorithm: registry name of the agent.
+        hparams: the agent's full hyperparameters (defaults filled in), as a plain dict.
+        env: the full env settings (``EnvConfig`` fields), as a plain dict.
+        train: budget and execution settings.
+        tournament, search: raw tables for the tournament layer.
+        name, description: free text.
+        path: the file it was read from (None if built in code).
+    """
+
+    algorithm: str
+    hparams: dict[str, Any]
+    env: dict[str, Any]
+    train: TrainSpec
+    tournament: dict[str, Any] = field(default_factory=dict)
+    search: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+    description: str = ""
+    path: Path | None = None
+
+    def env_config(self, **overrides: Any) -> Any:
+        """``finpod.env.EnvConfig`` of this strategy (with ``overrides``)."""
+        from finpod.env import EnvConfig
+
+        return EnvConfig.from_dict({**self.env, **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved strategy as plain data (what ``run.json`` records)."""
+        out: dict[str, Any] = {}
+        if self.name:
+            out["name"] = self.name
+        if self.description:
+            out["description"] = self.description
+        out["agent"] = {"algorithm": self.algorithm, "hparams": dict(self.hparams)}
+        out["env"] = dict(self.env)
+        out["train"] = dataclasses.asdict(self.train)
+        if self.tournament:
+            out["tournament"] = self.tournament
+        if self.search:
+            out["search"] = self.search
+        return out
+
+    def to_toml(self) -> str:
+        """The resolved strategy as TOML text (``None`` values are left out: they are defaults)."""
+        return dumps_toml(self.to_dict())
+
+
+def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
+    """Validate a parsed strategy mapping (see the module docstring)."""
+    from finpod.agents import ALGORITHMS
+    from finpod.agents.base import build_hparams
+
+    where = f" in {path}" if path else ""
+    _unknown(raw, TOP_LEVEL_KEYS, "", where)
+    agent = _table(raw, "agent", where)
+    _unknown(agent, AGENT_KEYS, "agent.", where)
+    algorithm = agent.get("algorithm", "ppo")
+    if algorithm not in ALGORITHMS:
+        raise FinpodError(
+            f"agent.algorithm = {algorithm!r}{where} is not known",
+            f"use one of {', '.join(sorted(ALGORITHMS))}",
+        )
+    hp_table = agent.get("hparams", {})
+    if not isinstance(hp_table, dict):
+        raise FinpodError(f"agent.hparams{where} must be a table", "write [agent.hparams]")
+    hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
+
+    env = _table(raw, "env", where)
+    try:
+        from finpod.env import EnvConfig
+    except ImportError:  # the env layer is optional for pure agent work (gymnasium)
+        env_resolved = dict(env)
+    else:
+        env_resolved = EnvConfig.from_dict(env).to_dict()
+
+    train_table = _table(raw, "train", where)
+    known = [f.name for f in dataclasses.fields(TrainSpec)]
+    _unknown(train_table, known, "train.", where)
+    train = TrainSpec(**train_table)
+    for key in ("name", "description"):
+        if not isinstance(raw.get(key, ""), str):
+            raise FinpodError(f"{key}{where} must be a string", f'e.g. {key} = "my strategy"')
+    return Strategy(
+        algorithm=algorithm,
+        hparams=dataclasses.asdict(hparams),
+        env=env_resolved,
+        train=train,
+        tournament=_table(raw, "tournament", where),
+        search=_table(raw, "search", where),
+        name=raw.get("name", ""),
+        description=raw.get("description", ""),
+        path=path,
+    )
+
+
+def load_strategy(path: str | Path) -> Strategy:
+    """Read and validate the strategy TOML file at ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FinpodError(f"strategy file {path} does not exist", "see strategies/ for examples")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as err:
+        raise FinpodError(
+            f"strategy file {path} is not valid TOML: {err}", "fix the syntax"
+        ) from err
+    return strategy_from_dict(raw, path)
+
+
+def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise FinpodError(f"{key}{where} must be a table", f"write [{key}]")
+    return value
+
+
+def _unknown(table: dict[str, Any], known: Any, prefix: str, where: str) -> None:
+    extra = sorted(set(table) - set(known))
+    if extra:
+        raise FinpodError(
+            f"unknown key {prefix}{extra[0]!r}{where}",
+            f"valid keys here: {', '.join(sorted(known))}",
+        )
+
+
+def dumps_toml(data: dict[str, Any]) -> str:
+    """Minimal TOML writer for strategy data: scalars, lists and nested tables."""
+    lines: list[str] = []
+
+    def emit_table(table: dict[str, Any], prefix: str) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict) and v is not None}
+        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if prefix and (scalars or not tables):
+            lines.append(f"[{prefix}]")
+        for k, v in scalars.items():
+            lines.append(f"{_key(k)} = {_value(v)}")
+        if prefix and (scalars or not tables):
+            lines.append("")
+        for k, v in tables.items():
+            emit_table(v, f"{prefix}.{_key(k)}" if prefix else _key(k))
+
+    emit_table(data, "")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else _value(k)
+
+
+def _value(v: Any) -> str:
+    import json
+
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v if x is not None) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
