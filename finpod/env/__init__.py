@@ -2,7 +2,17 @@
 
 from finpod.env.config import EnvConfig
 from finpod.env.core import ObsLayout
+from finpod.env.gymnasium_env import TradingGymEnv, TradingGymVectorEnv
 from finpod.env.rollout import Rollout, rollout, score
 from finpod.env.vec_env import VecTradingEnv
 
-__all__ = ["EnvConfig", "ObsLayout", "Rollout", "VecTradingEnv", "rollout", "score"]
+__all__ = [
+    "EnvConfig",
+    "ObsLayout",
+    "Rollout",
+    "TradingGymEnv",
+    "TradingGymVectorEnv",
+    "VecTradingEnv",
+    "rollout",
+    "score",
+]

@@ -1,0 +1,54 @@
+"""Small hand-built markets for the env tests (no dependency on the data pipeline)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from finpod.data.market import MarketData
+
+
+def make_market(
+    num_bars: int = 20,
+    num_stocks: int = 3,
+    num_features: int = 2,
+    seed: int = 0,
+    listing: list[int] | None = None,
+    untradable: float = 0.0,
+) -> MarketData:
+    """Random-walk market; ticker j lists at bar ``listing[j]`` (price 0, untradable before).
+
+    ``untradable`` is the probability that a listed (bar, ticker) is marked not tradable
+    (a filled bar: the price is carried from the previous bar).
+    """
+    rng = np.random.default_rng(seed)
+    steps = rng.normal(0.0, 0.02, size=(num_bars, num_stocks))
+    close = 50.0 * np.exp(np.cumsum(steps, axis=0)) * rng.uniform(0.5, 2.0, size=num_stocks)
+    open_ = close * np.exp(rng.normal(0.0, 0.005, size=close.shape))
+    tradable = np.ones((num_bars, num_stocks), dtype=bool)
+    if untradable > 0:
+        filled = rng.random((num_bars, num_stocks)) < untradable
+        for t in range(1, num_bars):
+            carry = filled[t]
+            close[t, carry] = close[t - 1, carry]
+            open_[t, carry] = close[t - 1, carry]
+        tradable &= ~filled
+    if listing is not None:
+        for j, start in enumerate(listing):
+            close[:start, j] = 0.0
+            open_[:start, j] = 0.0
+            tradable[:start, j] = False
+    features = rng.normal(0.0, 1.0, size=(num_bars, num_stocks, num_features))
+    timestamps = pd.date_range(
+        "2020-01-02 16:00", periods=num_bars, freq="B", tz="America/New_York"
+    )
+    return MarketData(
+        timestamps=timestamps,
+        tickers=[f"T{j:03d}" for j in range(num_stocks)],
+        open=torch.tensor(open_, dtype=torch.float32),
+        close=torch.tensor(close, dtype=torch.float32),
+        features=torch.tensor(features, dtype=torch.float32),
+        feature_names=[f"f{k}" for k in range(num_features)],
+        tradable=torch.tensor(tradable),
+    )
