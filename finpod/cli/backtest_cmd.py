@@ -1,9 +1,75 @@
-"""CLI verbs of this layer (filled in by the layer that owns them)."""
+"""``finpod backtest RUN`` and ``finpod report RUN``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+from rich.console import Console
+
+console = Console()
+
+
+def _print_metrics(result) -> None:
+    from rich.table import Table
+
+    from finpod.backtest.tearsheet import _LABELS, _format
+
+    table = Table(title=f"backtest of {result.run_id}", show_lines=False)
+    table.add_column("metric")
+    for col in result.metrics.columns:
+        table.add_column(str(col), justify="right")
+    for name, row in result.metrics.iterrows():
+        table.add_row(_LABELS.get(str(name), str(name)), *[_format(str(name), v) for v in row])
+    console.print(table)
+
+
+def backtest(
+    run: str = typer.Argument(..., help="Run directory, or a run id under runs/."),
+    agent: str = typer.Option(
+        "best", "--agent", help="best, top-k (mean action of the top 3 entries) or top-N."
+    ),
+    data: Path | None = typer.Option(
+        None, "--data", help="Dataset directory (default: the one recorded by the run)."
+    ),
+    out: Path = typer.Option(Path("reports"), "--out", help="Reports folder."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:K."),
+) -> None:
+    """Backtest the run's agent on the backtest split against the index and simple rules."""
+    from finpod.backtest import run_backtest
+    from finpod.backtest.runner import resolve_run_dir
+    from finpod.device import pick_device
+
+    run_dir = resolve_run_dir(run)
+    with console.status("backtesting the agent and the benchmarks..."):
+        result = run_backtest(run_dir, agent=agent, data_dir=data, device=pick_device(device))
+    if not result.info.get("dataset_hash_matches_run", True):
+        console.print(
+            "[yellow]warning:[/] this dataset differs from the one the run was trained on"
+        )
+    report_dir = out / result.run_id
+    with console.status("writing the tearsheet..."):
+        result.save(report_dir)
+        html = result.to_html(report_dir / "tearsheet.html")
+    _print_metrics(result)
+    console.print(f"tearsheet: {html}")
+
+
+def report(
+    run: str = typer.Argument(..., help="Run id (or a reports/<run> folder)."),
+    out: Path = typer.Option(Path("reports"), "--out", help="Reports folder."),
+) -> None:
+    """Redraw the tearsheet from a saved backtest (no rollout is run)."""
+    from finpod.backtest import BacktestResult
+
+    folder = Path(run) if (Path(run) / "backtest.json").is_file() else out / Path(run).name
+    with console.status("writing the tearsheet..."):
+        result = BacktestResult.load(folder)
+        html = result.to_html(folder / "tearsheet.html")
+    console.print(f"tearsheet: {html}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the finpod app."""
+    """Add ``backtest`` and ``report`` to the finpod app."""
+    app.command("backtest")(backtest)
+    app.command("report")(report)

@@ -1,0 +1,209 @@
+"""``BacktestResult``: the pandas objects of one backtest, its metrics table, save/load and HTML.
+
+A result holds the agent's account history on the backtest split (returns, positions,
+transactions, costs), the same history for each benchmark run through the same env, the
+index returns, and a metrics table (rows: metrics, columns: strategies). It is what a
+notebook works with, and what ``reports/<run>/`` stores so that ``finpod report`` can
+redraw the tearsheet without running anything again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
+from finpod.backtest import metrics as m
+from finpod.errors import FinpodError
+
+#: Column name of the agent in :attr:`BacktestResult.metrics` and the equity frames.
+AGENT = "agent"
+#: Column name of the index (e.g. ^NDX) in the benchmark frames.
+INDEX = "index"
+
+_FRAMES = {
+    "returns": "returns.parquet",
+    "account_value": "account_value.parquet",
+    "positions": "positions.parquet",
+    "transactions": "transactions.parquet",
+    "costs": "costs.parquet",
+    "traded_value": "traded_value.parquet",
+    "benchmark_returns": "benchmark_returns.parquet",
+    "benchmark_costs": "benchmark_costs.parquet",
+    "benchmark_traded_value": "benchmark_traded_value.parquet",
+    "benchmark_account_value": "benchmark_account_value.parquet",
+}
+
+
+@dataclass
+class BacktestResult:
+    """One backtest of a run's agent against the index and simple rules.
+
+    All series and frames are indexed by the backtest split's bar timestamps (tz-aware).
+    """
+
+    run_id: str
+    """Run directory name the agent came from."""
+    bar: str
+    """Bar size of the data (``"1d"``, ``"1min"``, ...); sets the annualization."""
+    initial_capital: float
+    """Starting account value of the agent and of every benchmark, in dollars."""
+    returns: pd.Series
+    """(T,) agent's simple return per bar (0.01 = +1 %)."""
+    account_value: pd.Series
+    """(T,) agent's account value (cash + holdings at close), dollars."""
+    positions: pd.DataFrame
+    """(T, N + 1) agent's dollar value per ticker at each close, plus a ``cash`` column."""
+    transactions: pd.DataFrame
+    """Agent's fills, one row each: timestamp, ticker, shares (signed), price, cost."""
+    costs: pd.Series
+    """(T,) transaction costs the agent paid at each bar, dollars."""
+    traded_value: pd.Series
+    """(T,) dollars the agent bought + sold at each bar."""
+    benchmark_returns: pd.DataFrame
+    """(T, B) returns per bar of the index (column ``index``, if the dataset has one) and
+    of each rule-based benchmark."""
+    benchmark_costs: pd.DataFrame
+    """(T, B') costs paid per bar by each rule-based benchmark, dollars."""
+    benchmark_traded_value: pd.DataFrame
+    """(T, B') dollars traded per bar by each rule-based benchmark."""
+    benchmark_account_value: pd.DataFrame
+    """(T, B') account value of each rule-based benchmark, dollars."""
+    num_trials: int = 1
+    """Candidates the run evaluated before selecting this agent (for the Deflated Sharpe)."""
+    trial_variance: float | None = None
+    """Variance of the candidates' per-bar validation Sharpe ratios (None: unknown)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Provenance: agent selection, checkpoints, dataset hash, split range, env config."""
+    leaderboard: pd.DataFrame | None = None
+    """The run's leaderboard (one row per entry, best first), when available."""
+    learning_curves: pd.DataFrame | None = None
+    """The run's ``metrics.csv`` (pod_id, env_steps, wall_s, split, metric, value)."""
+    metrics: pd.DataFrame = field(init=False)
+    """(M, 1 + B) metrics (rows :data:`finpod.backtest.metrics.METRIC_NAMES`) per strategy."""
+
+    def __post_init__(self) -> None:
+        self.metrics = self.compute_metrics()
+
+    # ------------------------------------------------------------------ metrics
+    @property
+    def all_returns(self) -> pd.DataFrame:
+        """(T, 1 + B) returns of the agent and every benchmark side by side."""
+        frame = pd.concat([self.returns.rename(AGENT), self.benchmark_returns], axis=1)
+        return frame.loc[self.returns.index]
+
+    @property
+    def index_returns(self) -> pd.Series | None:
+        """Returns of the index, or None when the dataset has no index series."""
+        if INDEX in self.benchmark_returns:
+            return self.benchmark_returns[INDEX]
+        return None
+
+    def compute_metrics(self) -> pd.DataFrame:
+        """Metrics table: one column per strategy (agent first), one row per metric."""
+        bench = self.index_returns
+        columns: dict[str, dict[str, float]] = {
+            AGENT: m.performance_metrics(
+                self.returns,
+                self.bar,
+                benchmark=bench,
+                traded_value=self.traded_value,
+                account_value=self.account_value,
+                costs=self.costs,
+                initial_capital=self.initial_capital,
+                num_trials=self.num_trials,
+                trial_variance=self.trial_variance,
+            )
+        }
+        for name in self.benchmark_returns.columns:
+            traded = self.benchmark_traded_value.get(name)
+            columns[name] = m.performance_metrics(
+                self.benchmark_returns[name],
+                self.bar,
+                benchmark=bench if name != INDEX else None,
+                traded_value=traded,
+                account_value=self.benchmark_account_value.get(name),
+                costs=self.benchmark_costs.get(name),
+                initial_capital=self.initial_capital if traded is not None else None,
+            )
+            if name == INDEX:
+                columns[name]["alpha"], columns[name]["beta"] = 0.0, 1.0
+        table = pd.DataFrame(columns)
+        table.index.name = "metric"
+        return table
+
+    # ---------------------------------------------------------------- reports
+    def to_html(self, path: str | Path) -> Path:
+        """Write the self-contained tearsheet (images embedded) to ``path``; return it."""
+        from finpod.backtest.tearsheet import render_tearsheet
+
+        return atomic_write_text(Path(path), render_tearsheet(self))
+
+    def save(self, directory: str | Path) -> Path:
+        """Store every frame (parquet), the metrics (CSV) and provenance (JSON) in ``directory``.
+
+        Files are written atomically; :meth:`load` reads them back.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, filename in _FRAMES.items():
+            obj = getattr(self, name)
+            frame = obj.to_frame(name) if isinstance(obj, pd.Series) else obj
+            atomic_write(directory / filename, lambda p, f=frame: f.to_parquet(p))
+        atomic_write_text(directory / "metrics.csv", self.metrics.to_csv())
+        if self.leaderboard is not None:
+            atomic_write_text(directory / "leaderboard.csv", self.leaderboard.to_csv(index=False))
+        if self.learning_curves is not None:
+            atomic_write_text(
+                directory / "learning_curves.csv", self.learning_curves.to_csv(index=False)
+            )
+        atomic_write_json(
+            directory / "backtest.json",
+            {
+                "run_id": self.run_id,
+                "bar": self.bar,
+                "initial_capital": self.initial_capital,
+                "num_trials": self.num_trials,
+                "trial_variance": self.trial_variance,
+                "info": self.info,
+            },
+        )
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path) -> BacktestResult:
+        """Read a result stored by :meth:`save`."""
+        directory = Path(directory)
+        meta_path = directory / "backtest.json"
+        if not meta_path.is_file():
+            raise FinpodError(
+                f"no saved backtest in {directory}", "run `finpod backtest RUN` first"
+            )
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            frames = {name: pd.read_parquet(directory / f) for name, f in _FRAMES.items()}
+        except (OSError, ValueError) as err:
+            raise FinpodError(
+                f"saved backtest in {directory} is unreadable: {err}",
+                "run `finpod backtest RUN` again",
+            ) from err
+        for name in ("returns", "account_value", "costs", "traded_value"):
+            frames[name] = frames[name][name]
+        optional = {}
+        for name in ("leaderboard", "learning_curves"):
+            path = directory / f"{name}.csv"
+            optional[name] = pd.read_csv(path) if path.is_file() else None
+        return cls(
+            run_id=meta["run_id"],
+            bar=meta["bar"],
+            initial_capital=float(meta["initial_capital"]),
+            num_trials=int(meta["num_trials"]),
+            trial_variance=meta.get("trial_variance"),
+            info=meta.get("info", {}),
+            **frames,
+            **optional,
+        )

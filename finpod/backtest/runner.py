@@ -1,0 +1,314 @@
+"""``run_backtest``: the run's agent and the benchmarks on the backtest split, as a result.
+
+Only the backtest split of the run's dataset is loaded; the agent acts deterministically
+with the run's env settings (capital, costs, fills); each rule-based benchmark trades
+through the same env in target-weights mode; the index is the dataset's benchmark level
+series. Nothing outside the backtest split is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from finpod.backtest import metrics as m
+from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
+from finpod.backtest.result import INDEX, BacktestResult
+from finpod.data.market import MarketData
+from finpod.errors import FinpodError
+
+#: Entries averaged by ``agent="top-k"`` when no number is given.
+DEFAULT_TOP_K = 3
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+
+
+# ------------------------------------------------------------------------ run directory
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """Parse a JSON file of the run directory, or say which file is missing or broken."""
+    if not path.is_file():
+        raise FinpodError(f"{what} not found: {path}", "is this a finpod run directory?")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FinpodError(f"{what} {path} is not valid JSON: {err}", "re-run finpod train") from err
+
+
+def resolve_run_dir(run: str | Path, runs_root: str | Path = "runs") -> Path:
+    """``run`` as a path, or as a run id under ``runs_root``."""
+    path = Path(run)
+    if path.is_dir():
+        return path
+    candidate = Path(runs_root) / str(run)
+    if candidate.is_dir():
+        return candidate
+    raise FinpodError(f"run {run!r} not found", f"give a run directory or an id under {runs_root}/")
+
+
+def parse_agent(agent: str) -> int:
+    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5."""
+    agent = agent.strip().lower()
+    if agent == "best":
+        return 1
+    if agent == "top-k":
+        return DEFAULT_TOP_K
+    match = re.fullmatch(r"top-?(\d+)", agent)
+    if match and int(match.group(1)) >= 1:
+        return int(match.group(1))
+    raise FinpodError(f"unknown agent selection {agent!r}", "use best, top-k or top-N (e.g. top-5)")
+
+
+def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
+    """Annualized validation Sharpe of every candidate the run recorded.
+
+    The last validation ``sharpe`` of each pod in ``metrics.csv`` (it logs every candidate),
+    else the leaderboard scores when the score is the Sharpe ratio.
+    """
+    if learning_curves is not None and {"pod_id", "split", "metric", "value"} <= set(
+        learning_curves.columns
+    ):
+        val = learning_curves[
+            (learning_curves["split"] == "validation") & (learning_curves["metric"] == "sharpe")
+        ]
+        if "env_steps" in val:
+            val = val.sort_values("env_steps")
+        values = val.groupby("pod_id")["value"].last().astype(float).tolist()
+        if len(values) >= 2:
+            return values
+    if leaderboard.get("score_name", "sharpe") == "sharpe":
+        return [float(e["score"]) for e in leaderboard.get("entries", []) if "score" in e]
+    return []
+
+
+def _read_curves(run_dir: Path) -> pd.DataFrame | None:
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None
+
+
+def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
+    rows = []
+    for rank, e in enumerate(leaderboard.get("entries", []), start=1):
+        rows.append(
+            {
+                "rank": rank,
+                "pod_id": e.get("pod_id"),
+                "algorithm": e.get("algorithm"),
+                "score": e.get("score"),
+                "env_steps": (e.get("history") or [{}])[-1].get("env_steps"),
+                "parents": len(e.get("lineage") or []),
+                "hparams": json.dumps(e.get("hparams", {}), sort_keys=True),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _dataset_dir(run_dir: Path, run_meta: dict[str, Any], data_dir: str | Path | None) -> Path:
+    if data_dir is not None:
+        path = Path(data_dir)
+        if not path.is_dir():
+            raise FinpodError(f"dataset directory not found: {path}", "check --data")
+        return path
+    recorded = (run_meta.get("dataset") or {}).get("path")
+    if not recorded:
+        raise FinpodError("run.json records no dataset path", "pass --data DIR")
+    for path in (Path(recorded), run_dir / recorded, run_dir.parent.parent / recorded):
+        if path.is_dir():
+            return path
+    raise FinpodError(f"the run's dataset {recorded} is not on disk", "pass --data DIR")
+
+
+# ------------------------------------------------------------------------------- agents
+def ensemble_policy(agents: Sequence[Any]) -> Policy:
+    """Deterministic policy averaging the actions of ``agents`` (each (B, A) in [-1, 1])."""
+
+    @torch.no_grad()
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        actions = [a.act(obs, deterministic=True) for a in agents]
+        return torch.stack(actions).mean(0)
+
+    return policy
+
+
+def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
+    from finpod.agents import load_checkpoint
+
+    agents = []
+    for entry in entries:
+        rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
+        path = run_dir / rel
+        if not path.is_file():
+            raise FinpodError(
+                f"checkpoint of {entry.get('pod_id')} missing: {path}", "re-run train"
+            )
+        agents.append(load_checkpoint(path, device))
+    return agents
+
+
+# ----------------------------------------------------------------------------- rollouts
+def traded_value(transactions: pd.DataFrame, index: pd.DatetimeIndex) -> pd.Series:
+    """(T,) dollars bought + sold per bar, from a transactions table."""
+    if transactions is None or transactions.empty:
+        return pd.Series(0.0, index=index)
+    when = transactions["timestamp"] if "timestamp" in transactions.columns else transactions.index
+    notional = transactions["shares"].astype(float).abs() * transactions["price"].astype(float)
+    per_bar = notional.groupby(pd.DatetimeIndex(when)).sum()
+    return per_bar.reindex(index, fill_value=0.0).astype(float)
+
+
+def index_returns(market: MarketData) -> pd.Series | None:
+    """(T − 1,) simple returns of the dataset's index level, bar 1 onwards (as a rollout's)."""
+    if market.benchmark is None:
+        return None
+    level = pd.Series(market.benchmark.to_numpy(dtype=float), index=market.timestamps)
+    level = level.where(level > 0)
+    return level.pct_change(fill_method=None).iloc[1:].fillna(0.0)
+
+
+def backtest_market(
+    market: MarketData,
+    policy: Policy,
+    config: Any,
+    run_id: str = "adhoc",
+    num_trials: int = 1,
+    trial_variance: float | None = None,
+    info: dict[str, Any] | None = None,
+    leaderboard: pd.DataFrame | None = None,
+    learning_curves: pd.DataFrame | None = None,
+    with_benchmarks: bool = True,
+) -> BacktestResult:
+    """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it."""
+    from finpod.env import rollout
+
+    agent = rollout(policy, market, config)
+    ts = agent.returns.index
+    bench_returns: dict[str, pd.Series] = {}
+    idx_ret = index_returns(market)
+    if idx_ret is not None:
+        bench_returns[INDEX] = idx_ret
+    costs, traded, values = {}, {}, {}
+    if with_benchmarks:
+        cfg = benchmark_config(config)
+        for name, bench_policy in benchmark_policies(market).items():
+            out = rollout(bench_policy, market, cfg)
+            bench_returns[name] = out.returns
+            costs[name] = out.costs
+            traded[name] = traded_value(out.transactions, ts)
+            values[name] = out.account_value
+    frame = lambda d: pd.DataFrame(d, index=ts)  # noqa: E731
+    return BacktestResult(
+        run_id=run_id,
+        bar=market.bar,
+        initial_capital=float(config.initial_cash),
+        returns=agent.returns,
+        account_value=agent.account_value,
+        positions=agent.positions,
+        transactions=agent.transactions,
+        costs=agent.costs,
+        traded_value=traded_value(agent.transactions, ts),
+        benchmark_returns=frame(bench_returns),
+        benchmark_costs=frame(costs),
+        benchmark_traded_value=frame(traded),
+        benchmark_account_value=frame(values),
+        num_trials=num_trials,
+        trial_variance=trial_variance,
+        info=info or {},
+        leaderboard=leaderboard,
+        learning_curves=learning_curves,
+    )
+
+
+def run_backtest(
+    run_dir: str | Path,
+    agent: str = "best",
+    data_dir: str | Path | None = None,
+    device: torch.device | str = "cpu",
+) -> BacktestResult:
+    """Backtest a run's selected agent on its dataset's backtest split.
+
+    Args:
+        run_dir: a run directory written by ``finpod train`` (run.json, leaderboard.json,
+            checkpoints/).
+        agent: ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
+            the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``.
+        data_dir: dataset directory; default the one recorded in run.json (its content hash
+            must match the run's).
+        device: where the rollout runs.
+
+    Returns:
+        The agent vs the index and the rule-based benchmarks, with metrics.
+    """
+    from finpod.data import load_manifest, load_split
+    from finpod.env.config import EnvConfig
+
+    run_dir = Path(run_dir)
+    device = torch.device(device)
+    k = parse_agent(agent)
+    run_meta = read_json(run_dir / "run.json", "run.json")
+    board = read_json(run_dir / "leaderboard.json", "leaderboard.json")
+    entries = board.get("entries") or []
+    if not entries:
+        raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
+    chosen = entries[:k]
+    env_settings = ((run_meta.get("strategy") or {}).get("env")) or {}
+    config = EnvConfig.from_dict(dict(env_settings))
+
+    dataset = _dataset_dir(run_dir, run_meta, data_dir)
+    manifest = load_manifest(dataset)
+    run_hash = (run_meta.get("dataset") or {}).get("hash")
+    hash_matches = run_hash is None or manifest.get("hash") == run_hash
+    if not hash_matches and data_dir is None:
+        raise FinpodError(
+            f"the dataset at {dataset} changed since run {run_dir.name} was trained "
+            "(content hash differs)",
+            "rebuild the same dataset or pass --data to backtest on another one",
+        )
+    market = load_split(dataset, "backtest", device=device)
+
+    agents = load_agents(run_dir, chosen, device)
+    for a in agents:
+        if getattr(a, "action_dim", market.num_stocks) != market.num_stocks:
+            raise FinpodError(
+                f"the agent trades {a.action_dim} tickers but the backtest split has "
+                f"{market.num_stocks}",
+                "backtest on the dataset the run was trained on",
+            )
+    curves = _read_curves(run_dir)
+    num_trials = int(board.get("candidates_evaluated") or len(entries))
+    variance = m.trial_sharpe_variance(trial_sharpes(board, curves), market.bar)
+    label = "best" if k == 1 else f"top-{len(chosen)} ensemble (mean action)"
+    info = {
+        "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
+        "pod_ids": [e.get("pod_id") for e in chosen],
+        "algorithms": [e.get("algorithm") for e in chosen],
+        "score_name": board.get("score_name", "sharpe"),
+        "dataset_path": str(dataset),
+        "dataset_hash": manifest.get("hash"),
+        "dataset_hash_matches_run": hash_matches,
+        "split": "backtest",
+        "start": str(market.timestamps[0]),
+        "end": str(market.timestamps[-1]),
+        "env": config.to_dict(),
+        "device": str(device),
+    }
+    return backtest_market(
+        market,
+        ensemble_policy(agents),
+        config,
+        run_id=str(run_meta.get("run_id") or run_dir.name),
+        num_trials=num_trials,
+        trial_variance=variance,
+        info=info,
+        leaderboard=_leaderboard_frame(board),
+        learning_curves=curves,
+    )

@@ -1,0 +1,317 @@
+"""The tearsheet: one self-contained HTML page per backtest (every image a base64 PNG).
+
+Panels: metrics table (agent vs benchmarks), equity curves, drawdown, monthly returns,
+rolling Sharpe and beta, holdings and exposure, and the run's learning curves and
+leaderboard. pyfolio-reloaded draws the drawdown, monthly heatmap and annual returns
+(it wants UTC timestamps); finpod draws the rest itself: the equity curve with every
+benchmark, rolling ratios annualized for the bar size (pyfolio assumes daily bars), and
+holdings/exposure (pyfolio's exposure panel comes out blank under current pandas).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from finpod.backtest import metrics as m  # noqa: E402
+from finpod.data.market import periods_per_year  # noqa: E402
+
+if TYPE_CHECKING:
+    from finpod.backtest.result import BacktestResult
+
+#: Metrics shown as percentages in the table; the others are plain ratios or dollars.
+_PERCENT = {"cumulative_return", "annual_return", "annual_volatility", "max_drawdown", "alpha"}
+_DOLLARS = {"costs_paid"}
+_LABELS = {
+    "cumulative_return": "Cumulative return",
+    "annual_return": "Annual return",
+    "annual_volatility": "Annual volatility",
+    "sharpe": "Sharpe ratio",
+    "sortino": "Sortino ratio",
+    "max_drawdown": "Max drawdown",
+    "calmar": "Calmar ratio",
+    "alpha": "Alpha (annual, vs index)",
+    "beta": "Beta (vs index)",
+    "annual_turnover": "Turnover (× capital / year)",
+    "costs_paid": "Costs paid ($)",
+    "costs_pct_capital": "Costs / initial capital",
+    "deflated_sharpe": "Deflated Sharpe (P[SR > 0])",
+}
+#: Most tickers drawn individually in the holdings panel; the rest are summed as "other".
+_TOP_HOLDINGS = 10
+
+
+def _png(draw: Callable[[plt.Figure], None], size: tuple[float, float] = (10, 3.6)) -> str:
+    """Run ``draw(fig)`` on a fresh figure and return it as a data: URI."""
+    fig = plt.figure(figsize=size)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            draw(fig)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90)
+    finally:
+        plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _utc(series: pd.Series) -> pd.Series:
+    series = series.copy()
+    idx = pd.DatetimeIndex(series.index)
+    series.index = idx.tz_localize("UTC") if idx.tz is None else idx.tz_convert("UTC")
+    return series
+
+
+def _pyfolio_plotting():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pyfolio.plotting as pp
+    return pp
+
+
+def _format(name: str, value: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    if name in _PERCENT:
+        return f"{value * 100:.2f} %"
+    if name == "costs_pct_capital":
+        return f"{value * 100:.3f} %"
+    if name in _DOLLARS:
+        return f"{value:,.0f}"
+    return f"{value:.2f}"
+
+
+def _metrics_html(result: BacktestResult) -> str:
+    table = result.metrics
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    rows = []
+    for name, row in table.iterrows():
+        cells = "".join(f"<td>{_format(str(name), float(v))}</td>" for v in row)
+        rows.append(f"<tr><th>{html.escape(_LABELS.get(str(name), str(name)))}</th>{cells}</tr>")
+    return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _frame_html(frame: pd.DataFrame, max_rows: int = 20) -> str:
+    shown = frame.head(max_rows)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    body = []
+    for _, row in shown.iterrows():
+        cells = []
+        for v in row:
+            if isinstance(v, float):
+                cells.append(f"<td>{v:.4g}</td>")
+            else:
+                cells.append(f"<td>{html.escape(str(v))}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _equity(result: BacktestResult) -> Callable[[plt.Figure], None]:
+    def draw(fig: plt.Figure) -> None:
+        ax = fig.add_subplot()
+        for name, col in result.all_returns.items():
+            equity = (1.0 + col.fillna(0.0)).cumprod() * result.initial_capital
+            ax.plot(equity.index, equity.values, label=str(name), lw=2.0 if name == "agent" else 1)
+        ax.set_ylabel("account value ($)")
+        ax.set_title("Equity curve (same capital, costs and fills for every strategy)")
+        ax.legend(loc="best", fontsize=8)
+        ax.grid(alpha=0.3)
+
+    return draw
+
+
+def _drawdown(result: BacktestResult) -> Callable[[plt.Figure], None]:
+    def draw(fig: plt.Figure) -> None:
+        ax = fig.add_subplot()
+        _pyfolio_plotting().plot_drawdown_underwater(_utc(result.returns), ax=ax)
+        ax.set_title("Agent drawdown (underwater)")
+
+    return draw
+
+
+def _monthly(result: BacktestResult) -> Callable[[plt.Figure], None]:
+    def draw(fig: plt.Figure) -> None:
+        pp = _pyfolio_plotting()
+        ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+        pp.plot_monthly_returns_heatmap(_utc(result.returns), ax=ax1)
+        ax1.set_title("Agent monthly returns (%)")
+        pp.plot_annual_returns(_utc(result.returns), ax=ax2)
+
+    return draw
+
+
+def _window(result: BacktestResult) -> int:
+    """Rolling window: about three months of bars, at least 10, at most half the data."""
+    quarter = int(round(periods_per_year(result.bar) / 4))
+    return max(10, min(quarter, len(result.returns) // 2))
+
+
+def _rolling(result: BacktestResult) -> Callable[[plt.Figure], None]:
+    def draw(fig: plt.Figure) -> None:
+        window = _window(result)
+        ax1, ax2 = fig.subplots(1, 2)
+        for name, col in result.all_returns.items():
+            rs = m.rolling_sharpe(col, window, result.bar)
+            ax1.plot(rs.index, rs.values, label=str(name), lw=2.0 if name == "agent" else 1)
+        ax1.axhline(0.0, color="k", lw=0.5)
+        ax1.set_title(f"Rolling Sharpe ({window} bars, annualized)")
+        ax1.legend(fontsize=7)
+        bench = result.index_returns
+        if bench is not None:
+            rb = m.rolling_beta(result.returns, bench, window)
+            ax2.plot(rb.index, rb.values, color="tab:orange")
+            ax2.axhline(1.0, color="k", lw=0.5, ls="--")
+            ax2.set_title(f"Rolling beta to the index ({window} bars)")
+        else:
+            ax2.text(0.5, 0.5, "no index in this dataset", ha="center", va="center")
+            ax2.set_axis_off()
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+    return draw
+
+
+def _holdings(result: BacktestResult) -> Callable[[plt.Figure], None]:
+    def draw(fig: plt.Figure) -> None:
+        pos = result.positions.astype("float64")
+        total = result.account_value.reindex(pos.index).astype("float64")
+        stocks = pos.drop(columns=["cash"], errors="ignore")
+        weights = stocks.div(total.where(total > 0), axis=0).fillna(0.0)
+        ax1, ax2 = fig.subplots(1, 2)
+        top = weights.abs().mean().sort_values(ascending=False).index[:_TOP_HOLDINGS]
+        shown = weights[top].clip(lower=0.0)
+        other = weights.drop(columns=top).clip(lower=0.0).sum(axis=1)
+        if len(weights.columns) > len(top):
+            shown = shown.assign(other=other)
+        if shown.shape[1]:
+            ax1.stackplot(shown.index, shown.T.values, labels=[str(c) for c in shown.columns])
+            ax1.legend(fontsize=6, loc="upper left", ncol=2)
+        ax1.set_ylim(0, max(1.0, float(shown.sum(axis=1).max() or 0) * 1.05))
+        ax1.set_title("Holdings (weight of account value)")
+        long = weights.clip(lower=0.0).sum(axis=1)
+        short = weights.clip(upper=0.0).sum(axis=1)
+        cash = (pos["cash"] / total).fillna(0.0) if "cash" in pos else 1.0 - long - short
+        ax2.plot(long.index, long.values, label="long exposure")
+        if (short < 0).any():
+            ax2.plot(short.index, short.values, label="short exposure")
+        ax2.plot(cash.index, np.asarray(cash), label="cash", ls="--")
+        ax2.set_title("Exposure")
+        ax2.legend(fontsize=7)
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+    return draw
+
+
+def _learning(result: BacktestResult) -> Callable[[plt.Figure], None] | None:
+    curves = result.learning_curves
+    if curves is None or curves.empty or not {"pod_id", "env_steps", "metric"} <= set(curves):
+        return None
+
+    def draw(fig: plt.Figure) -> None:
+        splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
+        splits = splits or [None]
+        axes = np.atleast_1d(fig.subplots(1, len(splits)))
+        score = (result.info.get("score_name") or "sharpe") if result.info else "sharpe"
+        for ax, split in zip(axes, splits, strict=False):
+            sub = curves if split is None else curves[curves["split"] == split]
+            metric = score if (sub["metric"] == score).any() else sub["metric"].iloc[0]
+            sub = sub[sub["metric"] == metric]
+            for pod, g in sub.groupby("pod_id"):
+                g = g.sort_values("env_steps")
+                ax.plot(g["env_steps"], g["value"], lw=1, label=str(pod))
+            ax.set_xlabel("env steps")
+            ax.set_title(f"{split or ''} {metric} per pod".strip())
+            ax.grid(alpha=0.3)
+            if sub["pod_id"].nunique() <= 12:
+                ax.legend(fontsize=6)
+
+    return draw
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
+color:#1b1b1b;max-width:1100px}
+h1{font-size:1.5em;margin-bottom:0}h2{font-size:1.15em;margin-top:1.8em;border-bottom:1px solid #ddd}
+.meta{color:#555;font-size:.9em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}thead th{background:#f3f3f3}
+tbody th{text-align:left;font-weight:500}img{max-width:100%;display:block;margin:.5em 0}
+.note{color:#555;font-size:.85em;max-width:900px}
+"""
+
+
+def render_tearsheet(result: BacktestResult) -> str:
+    """The full tearsheet of ``result`` as one HTML document (no external resources)."""
+    info = result.info or {}
+    idx = result.returns.index
+    span = f"{idx[0]:%Y-%m-%d} → {idx[-1]:%Y-%m-%d}" if len(idx) else "empty"
+    meta = [
+        f"agent: {html.escape(str(info.get('agent', 'best')))}",
+        f"backtest split: {span} ({len(idx)} bars of {html.escape(result.bar)})",
+        f"initial capital: ${result.initial_capital:,.0f}",
+        f"candidates evaluated: {result.num_trials}",
+    ]
+    if info.get("dataset_hash"):
+        meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
+    if info.get("env"):
+        env = info["env"]
+        meta.append(
+            "fills at bar t+1 "
+            f"{html.escape(str(env.get('fill_price', 'open')))}, cost rate "
+            f"{float(env.get('cost_rate', 0.0)) * 100:.2f} %"
+        )
+    sections = [
+        "<h2>Metrics</h2>",
+        _metrics_html(result),
+        '<p class="note">Every strategy starts with the same capital and trades through the '
+        "same environment (next-bar fills, same costs); the index is its level series without "
+        "costs. Annualization uses "
+        f"{periods_per_year(result.bar):g} bars per year. The Deflated Sharpe is the "
+        "probability that the agent's true Sharpe is above zero after allowing for the "
+        f"{result.num_trials} candidates tried (Bailey &amp; López de Prado, 2014).</p>",
+        "<h2>Equity curve</h2>",
+        f'<img alt="equity curve" src="{_png(_equity(result))}">',
+        "<h2>Drawdown</h2>",
+        f'<img alt="drawdown" src="{_png(_drawdown(result), (10, 3))}">',
+        "<h2>Monthly and annual returns</h2>",
+        f'<img alt="monthly returns" src="{_png(_monthly(result), (11, 3.8))}">',
+        "<h2>Rolling Sharpe and beta</h2>",
+        f'<img alt="rolling sharpe and beta" src="{_png(_rolling(result), (11, 3.6))}">',
+        "<h2>Holdings and exposure</h2>",
+        f'<img alt="holdings and exposure" src="{_png(_holdings(result), (11, 3.8))}">',
+    ]
+    learning = _learning(result)
+    if learning is not None:
+        sections += [
+            "<h2>Learning curves</h2>",
+            f'<img alt="learning curves" src="{_png(learning, (11, 3.6))}">',
+        ]
+    if result.leaderboard is not None and not result.leaderboard.empty:
+        sections += ["<h2>Leaderboard</h2>", _frame_html(result.leaderboard)]
+    if not result.transactions.empty:
+        sections += [
+            "<h2>Last transactions</h2>",
+            _frame_html(result.transactions.tail(15).reset_index()),
+        ]
+    title = f"finpod backtest: {html.escape(result.run_id)}"
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{title}</h1><p class='meta'>{' · '.join(meta)}</p>"
+        + "\n".join(sections)
+        + "</body></html>\n"
+    )

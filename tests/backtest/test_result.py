@@ -1,0 +1,107 @@
+"""BacktestResult: metrics table, save/load, and a self-contained tearsheet."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from finpod.backtest import BacktestResult, backtest_market
+from finpod.backtest import metrics as m
+from finpod.backtest.benchmarks import BENCHMARKS
+from finpod.env import EnvConfig
+
+
+def _random_policy(n, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+
+    def policy(obs):
+        return torch.rand(1, n, generator=gen) * 2 - 1
+
+    return policy
+
+
+@pytest.fixture(scope="module")
+def result():
+    from .fakes import make_market
+
+    market = make_market()
+    return backtest_market(
+        market, _random_policy(market.num_stocks), EnvConfig(), run_id="r1", num_trials=20
+    )
+
+
+def test_metrics_table_has_agent_index_and_every_benchmark(result):
+    assert list(result.metrics.columns) == ["agent", "index", *BENCHMARKS]
+    assert list(result.metrics.index) == list(m.METRIC_NAMES)
+
+
+def test_agent_metrics_are_the_metric_functions_of_its_returns(result):
+    col = result.metrics["agent"]
+    r, bench = result.returns, result.index_returns
+    assert col["sharpe"] == pytest.approx(m.sharpe_ratio(r, "1d"))
+    assert col["max_drawdown"] == pytest.approx(m.max_drawdown(r))
+    assert col["beta"] == pytest.approx(m.alpha_beta(r, bench, "1d")[1])
+    assert col["costs_paid"] == pytest.approx(result.costs.sum())
+    assert col["costs_paid"] == pytest.approx(result.transactions["cost"].sum())
+    assert col["deflated_sharpe"] == pytest.approx(m.deflated_sharpe_ratio(r, 20))
+    # the account identity holds for the stored pandas objects
+    np.testing.assert_allclose(result.positions.sum(axis=1), result.account_value, rtol=1e-9)
+    np.testing.assert_allclose(
+        result.account_value.pct_change().iloc[1:], result.returns, rtol=1e-9
+    )
+
+
+def test_index_returns_come_from_the_benchmark_level(result, market):
+    level = market.benchmark.to_numpy()
+    expected = level[1:] / level[:-1] - 1
+    np.testing.assert_allclose(result.benchmark_returns["index"].to_numpy(), expected, rtol=1e-9)
+    assert result.metrics.loc["beta", "index"] == 1.0
+
+
+def test_more_candidates_deflate_the_sharpe_more(market):
+    policy = lambda o: torch.full((1, market.num_stocks), 0.2)  # noqa: E731
+    few = backtest_market(market, policy, EnvConfig(), num_trials=2, with_benchmarks=False)
+    many = backtest_market(market, policy, EnvConfig(), num_trials=500, with_benchmarks=False)
+    assert few.metrics.loc["sharpe", "agent"] == many.metrics.loc["sharpe", "agent"]
+    assert (
+        many.metrics.loc["deflated_sharpe", "agent"] < few.metrics.loc["deflated_sharpe", "agent"]
+    )
+
+
+def test_save_then_load_round_trips_every_frame(result, tmp_path):
+    result.save(tmp_path / "rep")
+    back = BacktestResult.load(tmp_path / "rep")
+    pd.testing.assert_series_equal(back.returns, result.returns, check_freq=False)
+    pd.testing.assert_frame_equal(back.positions, result.positions, check_freq=False)
+    pd.testing.assert_frame_equal(back.transactions, result.transactions)
+    pd.testing.assert_frame_equal(back.metrics, result.metrics)
+    assert back.num_trials == 20 and back.bar == "1d"
+    assert not list((tmp_path / "rep").glob("*.tmp"))
+
+
+def test_load_of_missing_report_is_a_finpod_error(tmp_path):
+    from finpod.errors import FinpodError
+
+    with pytest.raises(FinpodError, match="finpod backtest"):
+        BacktestResult.load(tmp_path)
+
+
+def test_tearsheet_is_self_contained_with_decodable_images(result, tmp_path):
+    path = result.to_html(tmp_path / "t.html")
+    page = path.read_text(encoding="utf-8")
+    srcs = re.findall(r'<img[^>]*src="([^"]+)"', page)
+    assert len(srcs) >= 5
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    # nothing fetched from elsewhere: no external links, scripts or stylesheets
+    assert not re.search(r'(src|href)="(?!data:)', page)
+    for title in ("Metrics", "Equity curve", "Drawdown", "Monthly", "Rolling Sharpe", "Holdings"):
+        assert title in page
+    # the table shows the agent's Sharpe as computed
+    assert f"{result.metrics.loc['sharpe', 'agent']:.2f}" in page
