@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -25,15 +26,15 @@ def _print_metrics(result) -> None:
 
 
 def backtest(
-    run: str = typer.Argument(..., help="Run directory, or a run id under runs/."),
-    agent: str = typer.Option(
-        "best", "--agent", help="best, top-k (mean action of the top 3 entries) or top-N."
-    ),
-    data: Path | None = typer.Option(
-        None, "--data", help="Dataset directory (default: the one recorded by the run)."
-    ),
-    out: Path = typer.Option(Path("reports"), "--out", help="Reports folder."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:K."),
+    run: Annotated[str, typer.Argument(help="Run directory, or a run id under runs/.")],
+    agent: Annotated[
+        str, typer.Option(help="best, top-k (mean action of the top 3 entries) or top-N.")
+    ] = "best",
+    data: Annotated[
+        Path | None, typer.Option(help="Dataset directory (default: the one the run recorded).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:K.")] = "auto",
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules."""
     from finpod.backtest import run_backtest
@@ -56,8 +57,8 @@ def backtest(
 
 
 def report(
-    run: str = typer.Argument(..., help="Run id (or a reports/<run> folder)."),
-    out: Path = typer.Option(Path("reports"), "--out", help="Reports folder."),
+    run: Annotated[str, typer.Argument(help="Run id, or a reports/<run> folder.")],
+    out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
     from finpod.backtest import BacktestResult

@@ -1,0 +1,160 @@
+"""run_backtest on a run directory: agent selection, honesty, errors, and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from finpod.backtest import BacktestResult, run_backtest
+from finpod.backtest import metrics as m
+from finpod.backtest.runner import ensemble_policy, load_agents, parse_agent, trial_sharpes
+from finpod.errors import FinpodError
+
+from .fakes import FakeDataset, make_market, make_run_dir
+
+
+@pytest.fixture
+def splits():
+    whole = make_market(num_bars=420, seed=5)
+    return {
+        "train": whole.slice(0, 200),
+        "validation": whole.slice(200, 280),
+        "backtest": whole.slice(280, 420),
+    }
+
+
+@pytest.fixture
+def run_dir(tmp_path, splits):
+    (tmp_path / "dataset").mkdir()
+    return make_run_dir(tmp_path, splits["backtest"], dataset_path=str(tmp_path / "dataset"))
+
+
+def test_backtest_loads_only_the_backtest_split(run_dir, splits, monkeypatch):
+    data = FakeDataset(splits).install(monkeypatch)
+    result = run_backtest(run_dir)
+    assert data.loaded == ["backtest"]
+    bt = splits["backtest"].timestamps
+    for frame in (result.returns, result.account_value, result.positions, result.all_returns):
+        assert frame.index.min() >= bt[0] and frame.index.max() <= bt[-1]
+    assert pd.DatetimeIndex(result.transactions.index).min() > bt[0]
+
+
+def test_poisoned_train_and_validation_splits_change_nothing(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    clean = run_backtest(run_dir)
+    poisoned = dict(splits)
+    for name in ("train", "validation"):
+        s = splits[name]
+        poisoned[name] = dataclasses.replace(
+            s,
+            close=torch.full_like(s.close, float("nan")),
+            open=torch.full_like(s.open, -1.0),
+            features=torch.full_like(s.features, 1e9),
+            benchmark=s.benchmark * float("nan"),
+        )
+    FakeDataset(poisoned).install(monkeypatch)
+    dirty = run_backtest(run_dir)
+    pd.testing.assert_frame_equal(clean.metrics, dirty.metrics)
+    pd.testing.assert_series_equal(clean.account_value, dirty.account_value)
+
+
+def test_best_uses_the_top_entry_deterministically(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    a = run_backtest(run_dir, agent="best")
+    b = run_backtest(run_dir, agent="best")
+    assert a.info["pod_ids"] == ["pod000"]
+    pd.testing.assert_series_equal(a.account_value, b.account_value)
+    # the run's env settings are used (cost rate 0.001 in the run's strategy)
+    assert a.info["env"]["cost_rate"] == 0.001
+    assert a.costs.sum() == pytest.approx(0.001 * a.traded_value.sum(), rel=1e-9)
+    assert a.initial_capital == 1_000_000.0
+    assert a.account_value.iloc[0] == 1_000_000.0
+
+
+def test_top_k_averages_the_actions_of_the_top_entries(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    agents = load_agents(run_dir, board["entries"][:2], torch.device("cpu"))
+    obs = torch.randn(4, agents[0].obs_dim)
+    mean = (agents[0].act(obs, deterministic=True) + agents[1].act(obs, deterministic=True)) / 2
+    torch.testing.assert_close(ensemble_policy(agents)(obs), mean)
+    result = run_backtest(run_dir, agent="top-2")
+    assert result.info["pod_ids"] == ["pod000", "pod001"]
+    best = run_backtest(run_dir, agent="best")
+    assert not result.account_value.equals(best.account_value)
+
+
+def test_deflated_sharpe_uses_the_candidates_the_run_evaluated(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    result = run_backtest(run_dir)
+    assert result.num_trials == 12
+    curves = pd.read_csv(run_dir / "metrics.csv")
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    sharpes = trial_sharpes(board, curves)
+    assert len(sharpes) == 12  # one per pod: its last validation Sharpe
+    var = m.trial_sharpe_variance(sharpes, "1d")
+    assert result.metrics.loc["deflated_sharpe", "agent"] == pytest.approx(
+        m.deflated_sharpe_ratio(result.returns, 12, var)
+    )
+
+
+def test_changed_dataset_is_refused(run_dir, splits, monkeypatch):
+    FakeDataset(splits, content_hash="other").install(monkeypatch)
+    with pytest.raises(FinpodError, match="content hash"):
+        run_backtest(run_dir)
+
+
+def test_missing_checkpoint_and_bad_agent_are_finpod_errors(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    (run_dir / "checkpoints" / "pod000.safetensors").unlink()
+    with pytest.raises(FinpodError, match="pod000"):
+        run_backtest(run_dir)
+    with pytest.raises(FinpodError, match="top-k"):
+        parse_agent("worst")
+    assert parse_agent("top-k") == 3 and parse_agent("top-5") == 5 and parse_agent("best") == 1
+
+
+def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
+    run_dir, splits, monkeypatch, tmp_path
+):
+    from finpod.cli import app
+
+    FakeDataset(splits).install(monkeypatch)
+    out = tmp_path / "reports"
+    cli = CliRunner()
+    res = cli.invoke(app, ["backtest", str(run_dir), "--out", str(out), "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    folder = out / "run-test"
+    for name in ("tearsheet.html", "returns.parquet", "positions.parquet", "metrics.csv"):
+        assert (folder / name).is_file()
+    saved = pd.read_csv(folder / "metrics.csv", index_col=0)
+    assert saved.loc["sharpe", "agent"] == pytest.approx(
+        BacktestResult.load(folder).metrics.loc["sharpe", "agent"]
+    )
+    (folder / "tearsheet.html").unlink()
+
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("report must not run a rollout")
+
+    monkeypatch.setattr("finpod.env.rollout", no_rollout)
+    res = cli.invoke(app, ["report", "run-test", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (folder / "tearsheet.html").stat().st_size > 10_000
+
+
+def test_cli_unknown_run_is_one_red_line_and_exit_1(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "finpod", "backtest", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert "not found" in out.stderr and "Traceback" not in out.stderr
