@@ -1,9 +1,152 @@
-"""CLI verbs of this layer (filled in by the layer that owns them)."""
+"""``finpod download`` (build a dataset directory) and ``finpod info`` (show its manifest)."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from finpod.errors import FinpodError
+
+console = Console()
+
+
+def _split_dates(value: str | None, name: str) -> tuple[str | None, str | None] | None:
+    if value is None:
+        return None
+    if ":" not in value:
+        raise FinpodError(f"--{name} must be FIRST:LAST dates, got {value!r}", f"e.g. --{name} 2017-01-01:2018-12-31")
+    lo, hi = value.split(":", 1)
+    return (lo or None, hi or None)
+
+
+def _columns(values: list[str] | None) -> dict[str, str] | None:
+    if not values:
+        return None
+    out = {}
+    for v in values:
+        if "=" not in v:
+            raise FinpodError(f"--column must be VENDOR=canonical, got {v!r}", "e.g. --column Date=timestamp")
+        a, b = v.split("=", 1)
+        out[a] = b
+    return out
+
+
+def download(
+    out: Path = typer.Option(..., "--out", "-o", help="Dataset directory to write (replaced if it holds a dataset)."),
+    source: str = typer.Option("sample", "--source", "-s", help="sample | yfinance | files | synthetic."),
+    path: Path | None = typer.Option(None, "--path", help="files source: directory (or file) of CSV/Parquet bars."),
+    tickers: str | None = typer.Option(None, "--tickers", help="Comma-separated symbols; 'nasdaq100' for yfinance's point-in-time universe."),
+    start: str | None = typer.Option(None, "--start", help="First date (YYYY-MM-DD)."),
+    end: str | None = typer.Option(None, "--end", help="Last date (inclusive)."),
+    bar: str | None = typer.Option(None, "--bar", help="Bar size: 1d, 1min, 5min, 1h … (source default if omitted)."),
+    train: str | None = typer.Option(None, "--train", help="Train dates FIRST:LAST (give all three splits or none)."),
+    validation: str | None = typer.Option(None, "--validation", help="Validation dates FIRST:LAST."),
+    backtest: str | None = typer.Option(None, "--backtest", help="Backtest dates FIRST:LAST."),
+    embargo: int | None = typer.Option(None, "--embargo", help="Sessions between splits (default 5)."),
+    min_coverage: float = typer.Option(0.8, "--min-coverage", help="Drop tickers with bars on less than this share of their listed life."),
+    calendar: str = typer.Option("XNYS", "--calendar", help="Exchange calendar: XNYS or XNAS."),
+    column: list[str] | None = typer.Option(None, "--column", help="files: rename a vendor column, VENDOR=canonical (repeatable)."),
+    timezone: str | None = typer.Option(None, "--timezone", help="files: zone of naive timestamps (default America/New_York)."),
+    bar_label: str | None = typer.Option(None, "--bar-label", help="files: intraday timestamps mark the bar start, end, or auto."),
+    n_tickers: int | None = typer.Option(None, "--n-tickers", help="synthetic: number of tickers."),
+    years: float | None = typer.Option(None, "--years", help="synthetic: length in years (default 1)."),
+    regime: str | None = typer.Option(None, "--regime", help="synthetic: null or alpha."),
+    seed: int | None = typer.Option(None, "--seed", help="synthetic: random seed."),
+    adjust: str | None = typer.Option(None, "--adjust", help="sample: split (default) or total (dividends reinvested)."),
+    point_in_time: bool = typer.Option(False, "--point-in-time", help="sample: tradable only while an index member."),
+) -> None:
+    """Build a ready dataset directory (Parquet + manifest.json) from a source."""
+    from finpod.data.dataset import build_dataset, load_manifest
+
+    dates = {k: _split_dates(v, k) for k, v in (("train", train), ("validation", validation), ("backtest", backtest))}
+    given = {k: v for k, v in dates.items() if v is not None}
+    if given and len(given) != 3:
+        missing = ", ".join(f"--{k}" for k in dates if k not in given)
+        raise FinpodError(f"split dates are incomplete: missing {missing}", "give --train, --validation and --backtest together, or none")
+    opts = {
+        "path": path,
+        "columns": _columns(column),
+        "timezone": timezone,
+        "bar_label": bar_label,
+        "n_tickers": n_tickers,
+        "years": years,
+        "regime": regime,
+        "seed": seed,
+        "adjust": adjust,
+        "point_in_time": point_in_time or None,
+    }
+    opts = {k: v for k, v in opts.items() if v is not None}
+    t0 = time.perf_counter()
+    result = build_dataset(
+        source,
+        out,
+        bar=bar,
+        tickers=tickers,
+        start=start,
+        end=end,
+        splits=given or None,
+        embargo=embargo,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        progress=True,
+        **opts,
+    )
+    manifest = load_manifest(result)
+    console.print(
+        f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "
+        f"{len(manifest['tickers'])} tickers × {manifest['bars']} {manifest['bar']} bars, hash {manifest['hash'][:12]}"
+    )
+    _print_manifest(manifest)
+
+
+def info(dataset: Path = typer.Argument(..., help="Dataset directory written by finpod download.")) -> None:
+    """Print a dataset's manifest as a table."""
+    from finpod.data.dataset import load_manifest
+
+    _print_manifest(load_manifest(dataset))
+
+
+def _print_manifest(m: dict) -> None:
+    table = Table(title="dataset", show_header=False)
+    table.add_column("key", style="bold")
+    table.add_column("value")
+    table.add_row("source", str(m.get("source")))
+    table.add_row("universe", str(m.get("universe")))
+    table.add_row("bar", str(m.get("bar")))
+    table.add_row("range", f"{m.get('start')} → {m.get('end')} ({m.get('bars')} bars)")
+    tick = m.get("tickers", [])
+    table.add_row("tickers", f"{len(tick)}: {', '.join(tick[:12])}{' …' if len(tick) > 12 else ''}")
+    table.add_row("features", ", ".join(m.get("features", [])))
+    table.add_row("embargo", f"{m.get('embargo_sessions')} sessions")
+    table.add_row("hash", str(m.get("hash")))
+    for note in m.get("notes", []) or []:
+        table.add_row("note", note)
+    console.print(table)
+    splits = Table(title="splits")
+    for c in ("split", "first bar", "last bar", "bars", "sessions"):
+        splits.add_column(c)
+    order = ("train", "validation", "backtest")
+    for name, s in sorted(m.get("splits", {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9):
+        splits.add_row(name, s["start"], s["end"], str(s["bars"]), str(s["sessions"]))
+    console.print(splits)
+    clean = m.get("cleaning", {})
+    ct = Table(title="cleaning")
+    ct.add_column("what")
+    ct.add_column("count")
+    for group in ("dropped", "repaired"):
+        for k, v in (clean.get(group) or {}).items():
+            ct.add_row(f"{group}: {k}", str(v))
+    for k in ("tickers_dropped", "listed_late", "ended_early"):
+        if k in clean:
+            ct.add_row(k, str(clean[k]))
+    console.print(ct)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the finpod app."""
+    """Add ``download`` and ``info`` to the finpod app."""
+    app.command("download")(download)
+    app.command("info")(info)

@@ -1,5 +1,40 @@
-"""Data layer: sources, calendar cleaning, causal features, splits, dataset on disk."""
+"""Data layer: sources, calendar cleaning, causal features, splits, dataset on disk.
 
-from finpod.data.market import MarketData
+Entry points: :func:`build_dataset` (source → dataset directory), :func:`load_split`
+(dataset directory → :class:`MarketData` on a device), :func:`load_manifest`,
+:func:`from_frame` (a long table of bars → :class:`MarketData`) and
+:mod:`finpod.data.synthetic` (markets with a known answer).
+"""
 
-__all__ = ["MarketData"]
+from finpod.data import synthetic
+from finpod.data.clean import Bars, clean_long
+from finpod.data.dataset import (
+    SPLITS,
+    bars_to_market,
+    build_dataset,
+    from_frame,
+    load_manifest,
+    load_split,
+    plan_splits,
+)
+from finpod.data.features import FEATURES
+from finpod.data.market import MarketData, periods_per_year
+from finpod.data.synthetic import make_synthetic, oracle_weights
+
+__all__ = [
+    "FEATURES",
+    "SPLITS",
+    "Bars",
+    "MarketData",
+    "bars_to_market",
+    "build_dataset",
+    "clean_long",
+    "from_frame",
+    "load_manifest",
+    "load_split",
+    "make_synthetic",
+    "oracle_weights",
+    "periods_per_year",
+    "plan_splits",
+    "synthetic",
+]

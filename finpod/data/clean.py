@@ -1,0 +1,449 @@
+"""Cleaning: a long table of vendor bars → wide arrays on the exchange-calendar grid.
+
+What the cleaner does, and records in the cleaning report (``report`` dict, saved as
+``cleaning_report.json`` next to the dataset):
+
+- column names: matched case-insensitively, common aliases accepted (``date``/``datetime``/
+  ``time`` → ``timestamp``, ``ticker``/``symbol`` → ``tic``); a missing column is an error
+  that names what was found.
+- timestamps: naive ones are read in ``timezone`` (default America/New_York); aware ones
+  are converted. Unparseable timestamps and DST-impossible local times are dropped.
+- unsorted rows are sorted (recorded); exact duplicate rows are dropped; rows that share a
+  (timestamp, ticker) but disagree are **all** dropped, since neither can be trusted.
+- impossible bars are rejected: a missing (NaN) or non-positive price, ``high < low``,
+  negative volume. A missing volume is read as 0.
+- rows outside the calendar's sessions (weekends, holidays, pre/after-market minutes,
+  minutes off the bar grid) are dropped.
+- every kept bar is placed on the session grid. Before a ticker's first bar it has no
+  price (NaN here, 0.0 in tensors) and is not tradable. A missing bar after that is
+  filled **from the past only**: a flat bar at the previous close with volume 0, marked
+  ``filled`` and not tradable. Nothing is ever back-filled and no price is ever set to 0.
+- tickers whose bars cover less than ``min_coverage`` of the sessions between their first
+  and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
+from finpod.errors import FinpodError
+
+#: Accepted spellings of each canonical column (matched after lower-casing and stripping).
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "timestamp": ("timestamp", "date", "datetime", "time", "dt", "ts"),
+    "tic": ("tic", "ticker", "symbol", "sym"),
+    "open": ("open", "o"),
+    "high": ("high", "h"),
+    "low": ("low", "l"),
+    "close": ("close", "c", "last"),
+    "volume": ("volume", "vol", "v"),
+}
+PRICE_COLUMNS = ("open", "high", "low", "close")
+
+
+@dataclass
+class Bars:
+    """Bars on the calendar grid, time-major.
+
+    Attributes:
+        timestamps: (T,) tz-aware (America/New_York) bar times.
+        tickers: (N,) symbols, column order of every array.
+        open, high, low, close: (T, N) float32 prices; NaN before a ticker's first bar.
+        volume: (T, N) float32 shares; 0 on filled bars and before the first bar.
+        tradable: (T, N) bool, True only on bars the source really had.
+        filled: (T, N) bool, True on bars forward-filled from the past.
+        bar: canonical bar size (``"1d"`` or ``"<N>min"``).
+    """
+
+    timestamps: pd.DatetimeIndex
+    tickers: list[str]
+    open: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    close: np.ndarray
+    volume: np.ndarray
+    tradable: np.ndarray
+    filled: np.ndarray
+    bar: str = "1d"
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    """Additional (T, N) float32 features provided by the source (e.g. ``alpha_signal``)."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.close.shape  # type: ignore[return-value]
+
+    def take_tickers(self, keep: np.ndarray) -> Bars:
+        """Same bars restricted to the tickers where ``keep`` (N,) is True."""
+        idx = np.flatnonzero(keep)
+        return Bars(
+            timestamps=self.timestamps,
+            tickers=[self.tickers[i] for i in idx],
+            open=self.open[:, idx],
+            high=self.high[:, idx],
+            low=self.low[:, idx],
+            close=self.close[:, idx],
+            volume=self.volume[:, idx],
+            tradable=self.tradable[:, idx],
+            filled=self.filled[:, idx],
+            bar=self.bar,
+            extra={k: v[:, idx] for k, v in self.extra.items()},
+        )
+
+
+def normalize_columns(df: pd.DataFrame, columns: dict[str, str] | None = None) -> pd.DataFrame:
+    """Rename ``df``'s columns to the canonical names (``columns`` maps vendor → canonical)."""
+    if df.empty and len(df.columns) == 0:
+        raise FinpodError("the input has no columns at all", "is the file empty?")
+    rename: dict[str, str] = {}
+    explicit = dict(columns or {})
+    for col in df.columns:
+        if col in explicit:
+            rename[col] = explicit[col]
+    taken = set(rename.values())
+    for canonical, aliases in COLUMN_ALIASES.items():
+        if canonical in taken:
+            continue
+        for col in df.columns:
+            if col in rename:
+                continue
+            if str(col).strip().lower().replace(" ", "_") in aliases:
+                rename[col] = canonical
+                taken.add(canonical)
+                break
+    out = df.rename(columns=rename)
+    return out
+
+
+def _require(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
+    missing = [c for c in needed if c not in df.columns]
+    if missing:
+        found = ", ".join(map(str, df.columns)) or "none"
+        raise FinpodError(
+            f"{where}: missing column(s) {', '.join(missing)} (found: {found})",
+            "rename them or pass a column mapping, e.g. --column Date=timestamp",
+        )
+
+
+def parse_timestamps(values: pd.Series, timezone: str, daily: bool) -> tuple[pd.Series, dict]:
+    """Timestamps → tz-aware New York; returns (series with NaT where unusable, notes)."""
+    notes: dict = {}
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        ts = values
+        notes["input_timezone"] = str(values.dt.tz)
+    else:
+        ts = pd.to_datetime(values, errors="coerce", utc=False, format="mixed")
+        if isinstance(ts.dtype, pd.DatetimeTZDtype):
+            notes["input_timezone"] = str(ts.dt.tz)
+        elif ts.dtype == object:
+            # Mixed offsets in one column: read each as UTC then convert.
+            ts = pd.to_datetime(values, errors="coerce", utc=True)
+            notes["input_timezone"] = "mixed offsets"
+        else:
+            notes["input_timezone"] = f"naive, read as {timezone}"
+    if isinstance(ts.dtype, pd.DatetimeTZDtype):
+        if daily:
+            # A daily bar's date is its wall-clock date where it was stamped: converting a
+            # UTC-midnight date to New York would move it to the previous evening.
+            ts = ts.dt.tz_localize(None).dt.normalize().dt.tz_localize(TZ)
+        else:
+            ts = ts.dt.tz_convert(TZ)
+    else:
+        if daily:
+            ts = ts.dt.normalize()
+        ts = ts.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert(TZ)
+    return ts, notes
+
+
+def clean_long(
+    df: pd.DataFrame,
+    bar: str | None = None,
+    *,
+    columns: dict[str, str] | None = None,
+    timezone: str = TZ,
+    calendar: str = "XNYS",
+    bar_label: str = "auto",
+    start: str | pd.Timestamp | None = None,
+    end: str | pd.Timestamp | None = None,
+    min_coverage: float = 0.8,
+    min_bars: int = 2,
+    ticker: str | None = None,
+    where: str = "input",
+) -> tuple[Bars, dict]:
+    """Clean a long table of bars into :class:`Bars` on the session grid.
+
+    Args:
+        df: rows of ``timestamp, tic, open, high, low, close, volume`` (aliases accepted).
+        bar: bar size; ``None`` infers it from the most common spacing of the timestamps.
+        columns: explicit vendor → canonical column renames.
+        timezone: zone of naive timestamps.
+        calendar: ``"XNYS"`` or ``"XNAS"``.
+        bar_label: intraday timestamps label the bar ``"start"`` or ``"end"``; ``"auto"``
+            reads end-labelled bars when the session close appears and the open does not.
+        start, end: optional date range to keep (inclusive).
+        min_coverage: a ticker with bars on less than this fraction of the grid between its
+            first and last bar is dropped.
+        min_bars: a ticker with fewer bars is dropped.
+        ticker: ticker for every row when the table has no ``tic`` column.
+        where: name of the input, used in error messages.
+
+    Returns:
+        (bars, report): the grid arrays and the cleaning report.
+    """
+    if df is None or len(df) == 0:
+        raise FinpodError(f"{where} has no rows", "check the file, the tickers and the date range")
+    df = normalize_columns(df, columns)
+    if "tic" not in df.columns and ticker is not None:
+        df = df.assign(tic=ticker)
+    _require(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
+    report: dict = {"input_rows": int(len(df)), "dropped": {}, "repaired": {}}
+    dropped = report["dropped"]
+    repaired = report["repaired"]
+
+    if bar is None:
+        bar = infer_bar(df["timestamp"])
+        report["bar_inferred"] = bar
+    bar = normalize_bar(bar)
+    minutes = bar_minutes(bar)
+    daily = minutes is None
+
+    ts, notes = parse_timestamps(df["timestamp"], timezone, daily)
+    report.update(notes)
+    frame = pd.DataFrame(
+        {
+            "timestamp": ts,
+            "tic": df["tic"].astype(str).str.strip().str.upper(),
+        }
+    )
+    for col in (*PRICE_COLUMNS, "volume"):
+        frame[col] = pd.to_numeric(df[col], errors="coerce")
+    frame = frame.reset_index(drop=True)
+
+    bad_ts = frame["timestamp"].isna().to_numpy()
+    if bad_ts.any():
+        dropped["unreadable_timestamp"] = int(bad_ts.sum())
+        frame = frame[~bad_ts]
+    vol_nan = frame["volume"].isna()
+    if vol_nan.any():
+        repaired["missing_volume_set_to_0"] = int(vol_nan.sum())
+        frame.loc[vol_nan, "volume"] = 0.0
+
+    prices = frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64)
+    nan_price = np.isnan(prices).any(axis=1)
+    nonpos = (~nan_price) & (prices <= 0).any(axis=1)
+    hl = (~nan_price) & (~nonpos) & (frame["high"].to_numpy() < frame["low"].to_numpy())
+    negvol = frame["volume"].to_numpy() < 0
+    for name, mask in (
+        ("missing_price", nan_price),
+        ("non_positive_price", nonpos),
+        ("high_below_low", hl),
+        ("negative_volume", negvol & ~(nan_price | nonpos | hl)),
+    ):
+        if mask.any():
+            dropped[name] = int(mask.sum())
+    bad = nan_price | nonpos | hl | negvol
+    frame = frame[~bad]
+
+    if start is not None:
+        lo = _as_ny(start)
+        keep = frame["timestamp"] >= lo
+        if (~keep).any():
+            dropped["before_start"] = int((~keep).sum())
+        frame = frame[keep]
+    if end is not None:
+        hi = _as_ny(end) + (pd.Timedelta(days=1) if _is_date(end) else pd.Timedelta(0))
+        keep = frame["timestamp"] < hi if _is_date(end) else frame["timestamp"] <= hi
+        if (~keep).any():
+            dropped["after_end"] = int((~keep).sum())
+        frame = frame[keep]
+    if len(frame) == 0:
+        raise FinpodError(f"{where}: no usable bars left after cleaning ({_summary(dropped)})", "check prices, timestamps and the date range")
+
+    # Order: sort by (timestamp, tic); record if the input was not in time order.
+    ts_ns = frame["timestamp"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    tic_codes, tic_names = pd.factorize(frame["tic"], sort=True)
+    order = np.lexsort((tic_codes, ts_ns))
+    if not np.array_equal(order, np.arange(len(order))):
+        repaired["rows_sorted"] = True
+    frame = frame.iloc[order]
+    ts_ns = ts_ns[order]
+    tic_codes = tic_codes[order]
+
+    # Duplicates.
+    vals = frame[list(PRICE_COLUMNS) + ["volume"]].to_numpy(dtype=np.float64)
+    key_dup = np.zeros(len(frame), dtype=bool)
+    same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
+    if same_key.any():
+        same_vals = np.all(vals[1:] == vals[:-1], axis=1)
+        exact = same_key & same_vals
+        exact_mask = np.concatenate([[False], exact])
+        n_exact = int(exact_mask.sum())
+        keep = ~exact_mask
+        frame, ts_ns, tic_codes, vals = frame[keep], ts_ns[keep], tic_codes[keep], vals[keep]
+        if n_exact:
+            repaired["exact_duplicates_dropped"] = n_exact
+        same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
+        if same_key.any():
+            key_dup[1:] |= same_key
+            key_dup[:-1] |= same_key
+            dropped["conflicting_duplicates"] = int(key_dup.sum())
+            keep = ~key_dup
+            frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
+
+    # Calendar grid.
+    local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
+    sess = sessions(local.min(), local.max(), calendar)
+    if len(sess) == 0:
+        raise FinpodError(f"{where}: no exchange session in the data's date range", "are the dates right?")
+    grid = bar_grid(sess, bar, calendar)
+    grid_ns = grid.to_numpy(dtype="datetime64[ns]").astype(np.int64) if len(grid) else np.zeros(0, np.int64)
+    stamp = ts_ns
+    if not daily:
+        label = bar_label
+        if label == "auto":
+            label = _detect_label(local, minutes)
+            if label == "end":
+                report["bar_label"] = "end (shifted to bar start)"
+        if label == "end":
+            stamp = ts_ns - np.int64(minutes) * 60_000_000_000
+    pos = np.searchsorted(grid_ns, stamp)
+    pos_c = np.minimum(pos, len(grid_ns) - 1)
+    on_grid = grid_ns[pos_c] == stamp
+    if (~on_grid).any():
+        dropped["outside_sessions"] = int((~on_grid).sum())
+    if not on_grid.any():
+        raise FinpodError(
+            f"{where}: no bar falls on an exchange session of the {bar} grid",
+            "check the timezone (--timezone), the bar size and the bar label",
+        )
+    frame = frame[on_grid]
+    t_idx = pos_c[on_grid]
+    n_idx = tic_codes[on_grid]
+    names = [str(x) for x in tic_names]
+
+    # Trim the grid to the span of kept bars.
+    t0, t1 = int(t_idx.min()), int(t_idx.max()) + 1
+    grid = grid[t0:t1]
+    t_idx = t_idx - t0
+    T, N = len(grid), len(names)
+    arrays = {}
+    for col in (*PRICE_COLUMNS, "volume"):
+        a = np.full((T, N), np.nan, dtype=np.float64)
+        a[t_idx, n_idx] = frame[col].to_numpy(dtype=np.float64)
+        arrays[col] = a
+    observed = np.zeros((T, N), dtype=bool)
+    observed[t_idx, n_idx] = True
+
+    # Sparse tickers.
+    counts = observed.sum(axis=0)
+    first = np.where(counts > 0, observed.argmax(axis=0), T)
+    last = np.where(counts > 0, T - 1 - observed[::-1].argmax(axis=0), -1)
+    life = np.maximum(last - first + 1, 1)
+    coverage = counts / life
+    sparse = (coverage < min_coverage) | (counts < min_bars)
+    if sparse.any():
+        report["tickers_dropped"] = {
+            names[i]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
+            for i in np.flatnonzero(sparse)
+        }
+    keep = ~sparse
+    if not keep.any():
+        raise FinpodError(f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage)", "lower --min-coverage or check the data")
+    names = [n for n, k in zip(names, keep, strict=True) if k]
+    arrays = {k: v[:, keep] for k, v in arrays.items()}
+    observed = observed[:, keep]
+    first, last = first[keep], last[keep]
+
+    filled_prices, filled = forward_fill(arrays, observed)
+    n_filled = filled.sum(axis=0)
+    if n_filled.any():
+        repaired["bars_forward_filled"] = int(n_filled.sum())
+        repaired["bars_forward_filled_per_ticker"] = {
+            names[i]: int(n_filled[i]) for i in np.flatnonzero(n_filled)
+        }
+    report["tickers"] = len(names)
+    report["bars"] = int(T)
+    report["first_bar"] = {names[i]: str(grid[first[i]]) for i in range(len(names))}
+    late = [names[i] for i in range(len(names)) if first[i] > 0]
+    report["listed_late"] = {n: report["first_bar"][n] for n in late}
+    report["ended_early"] = {names[i]: str(grid[last[i]]) for i in range(len(names)) if last[i] < T - 1}
+    report["kept_rows"] = int(observed.sum())
+    bars = Bars(
+        timestamps=grid,
+        tickers=names,
+        open=filled_prices["open"],
+        high=filled_prices["high"],
+        low=filled_prices["low"],
+        close=filled_prices["close"],
+        volume=filled_prices["volume"],
+        tradable=observed,
+        filled=filled,
+        bar=bar,
+    )
+    return bars, report
+
+
+def forward_fill(arrays: dict[str, np.ndarray], observed: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Fill unobserved bars from the past only: a flat bar at the last close, volume 0.
+
+    Args:
+        arrays: ``open/high/low/close/volume`` (T, N) with NaN where not observed.
+        observed: (T, N) bool.
+
+    Returns:
+        (float32 arrays, filled mask). Entries before the first observation stay NaN
+        (prices) / 0 (volume) and are not ``filled``.
+    """
+    T, N = observed.shape
+    rows = np.where(observed, np.arange(T)[:, None], -1)
+    np.maximum.accumulate(rows, axis=0, out=rows)
+    listed = rows >= 0
+    filled = listed & ~observed
+    src = np.maximum(rows, 0)
+    cols = np.arange(N)[None, :]
+    last_close = arrays["close"][src, cols]
+    out: dict[str, np.ndarray] = {}
+    for col in PRICE_COLUMNS:
+        a = np.where(observed, arrays[col], np.where(listed, last_close, np.nan))
+        out[col] = a.astype(np.float32)
+    out["volume"] = np.where(observed, arrays["volume"], 0.0).astype(np.float32)
+    return out, filled
+
+
+def infer_bar(values: pd.Series) -> str:
+    """Most common positive spacing of the timestamps: ``"1d"`` or ``"<N>min"``."""
+    ts = pd.to_datetime(values, errors="coerce", format="mixed", utc=True).dropna()
+    uniq = np.unique(ts.to_numpy(dtype="datetime64[ns]").astype(np.int64))
+    if len(uniq) < 2:
+        raise FinpodError("cannot infer the bar size from fewer than two timestamps", "pass --bar")
+    diffs = np.diff(uniq)
+    vals, counts = np.unique(diffs, return_counts=True)
+    step = int(vals[counts.argmax()])
+    minutes = step // 60_000_000_000
+    if minutes >= 24 * 60 or minutes <= 0:
+        return "1d"
+    return f"{minutes}min"
+
+
+def _detect_label(local: pd.DatetimeIndex, minutes: int) -> str:
+    tod = local.hour * 60 + local.minute
+    has_open = bool((tod == 9 * 60 + 30).any())
+    has_close = bool((tod == 16 * 60).any())
+    return "end" if has_close and not has_open else "start"
+
+
+def _is_date(x: str | pd.Timestamp) -> bool:
+    t = pd.Timestamp(x)
+    return t == t.normalize()
+
+
+def _as_ny(x: str | pd.Timestamp) -> pd.Timestamp:
+    t = pd.Timestamp(x)
+    return t.tz_localize(TZ) if t.tzinfo is None else t.tz_convert(TZ)
+
+
+def _summary(d: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in d.items()) or "nothing usable"

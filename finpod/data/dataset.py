@@ -1,0 +1,554 @@
+"""Datasets on disk: build (source → clean → features → splits → Parquet + manifest) and load.
+
+A dataset directory holds:
+
+- ``bars.parquet``: one row per (bar, ticker) on the full calendar grid, sorted by time
+  then ticker: ``timestamp, tic, open, high, low, close, volume, tradable, filled`` and one
+  float32 column per feature. Prices are NaN before a ticker's first bar.
+- ``benchmark.parquet`` (when the source has one): ``timestamp, close`` of the index on the
+  same grid, forward-filled from the past only.
+- ``cleaning_report.json``: everything the cleaner dropped, repaired or masked.
+- ``manifest.json``: source, universe, bar size, tickers, features and their scaling, the
+  split date ranges, a cleaning summary and the content ``hash``.
+
+The content hash is the SHA-256 of the data itself (tickers, bar size, feature names,
+timestamps, prices, volumes, masks, features, benchmark, split boundaries), never of
+paths, build times or the Parquet encoding: two builds of the same data agree, and any
+change to the data changes it.
+
+Splits (``train``, ``validation``, ``backtest``) are contiguous, in time order, never
+overlap, and are separated by an embargo of whole sessions (default 5): with orders
+filled at bar t+1, the last training step already looks one bar ahead, so a gap keeps
+every price a training episode can touch out of the validation period (and likewise
+validation → backtest). Features are computed once over the whole time line; they are
+causal, so a validation bar's features use only earlier prices (possibly from the train
+period), never later ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+
+from finpod.atomic import atomic_write, atomic_write_json
+from finpod.data.calendar import TZ, session_of
+from finpod.data.clean import Bars, clean_long
+from finpod.data.features import FEATURES, SCALING_DOC, compute_features
+from finpod.data.market import MarketData
+from finpod.errors import FinpodError
+
+SPLITS = ("train", "validation", "backtest")
+#: Fractions of the sessions used when a source has no default split dates.
+DEFAULT_FRACTIONS = (0.70, 0.15, 0.15)
+#: Sessions left out between consecutive splits.
+DEFAULT_EMBARGO_SESSIONS = 5
+#: Sessions between splits for intraday bars (one whole day already separates them).
+INTRADAY_EMBARGO_SESSIONS = 1
+#: With fewer sessions than this (and no dates) the 70/15/15 cut is made on bars.
+MIN_SESSIONS_TO_SPLIT_BY_SESSION = 20
+#: Bars (timestamps) per Parquet row group; load_split reads only the groups it needs.
+ROWS_PER_GROUP_BARS = 4096
+FORMAT_VERSION = 1
+SOURCES = ("sample", "yfinance", "files", "synthetic")
+
+
+# --------------------------------------------------------------------------- progress
+class _NoProgress:
+    def add_task(self, *a, **k) -> int:
+        return 0
+
+    def advance(self, *a, **k) -> None:
+        pass
+
+    def update(self, *a, **k) -> None:
+        pass
+
+
+@contextmanager
+def _progress(enabled: bool):
+    if not enabled:
+        yield _NoProgress()
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), transient=False
+    ) as prog:
+        yield prog
+
+
+# --------------------------------------------------------------------------- splits
+def plan_splits(
+    timestamps: pd.DatetimeIndex,
+    dates: dict[str, tuple[str | None, str | None]] | None = None,
+    embargo_sessions: int = DEFAULT_EMBARGO_SESSIONS,
+    fractions: tuple[float, float, float] = DEFAULT_FRACTIONS,
+) -> dict[str, dict[str, Any]]:
+    """Row ranges of the three splits on ``timestamps``.
+
+    Args:
+        timestamps: (T,) bar times of the dataset.
+        dates: ``{split: (first_date, last_date)}`` inclusive; ``None`` uses ``fractions``
+            of the sessions in time order. A missing split or bound is an error.
+        embargo_sessions: at least this many whole sessions between the last bar of one
+            split and the first bar of the next (taken from the start of the later split).
+        fractions: train/validation/backtest shares of the sessions when ``dates`` is None.
+
+    Returns:
+        ``{split: {"start", "end", "start_index", "stop_index", "bars", "sessions"}}``.
+    """
+    if embargo_sessions < 0:
+        raise FinpodError("the embargo must be ≥ 0 sessions")
+    sess = session_of(timestamps)
+    uniq, first_row = np.unique(sess, return_index=True)
+    if dates is None and len(uniq) < MIN_SESSIONS_TO_SPLIT_BY_SESSION:
+        # Too few sessions to cut whole days (a week of minute bars): cut by bars instead,
+        # the embargo then counting bars.
+        uniq = np.arange(len(sess), dtype=np.int64)
+        first_row = np.arange(len(sess))
+    n_sess = len(uniq)
+    stop_row = np.r_[first_row[1:], len(sess)]
+    ranges: dict[str, tuple[int, int]] = {}
+    if dates is None:
+        if abs(sum(fractions) - 1) > 1e-9 or min(fractions) <= 0:
+            raise FinpodError(f"split fractions {fractions} must be positive and sum to 1")
+        a = int(round(fractions[0] * n_sess))
+        b = int(round((fractions[0] + fractions[1]) * n_sess))
+        ranges = {"train": (0, a), "validation": (a, b), "backtest": (b, n_sess)}
+    else:
+        unknown = set(dates) - set(SPLITS)
+        if unknown:
+            raise FinpodError(f"unknown split(s) {sorted(unknown)}", "use train, validation and backtest")
+        for name in SPLITS:
+            if name not in dates:
+                raise FinpodError(f"no dates given for the {name} split", "give all three splits or none")
+            lo, hi = dates[name]
+            lo_ns = _date_ns(lo) if lo is not None else int(uniq[0])
+            hi_ns = _date_ns(hi) if hi is not None else int(uniq[-1])
+            if hi_ns < lo_ns:
+                raise FinpodError(f"the {name} split ends ({hi}) before it starts ({lo})")
+            ranges[name] = (int(np.searchsorted(uniq, lo_ns)), int(np.searchsorted(uniq, hi_ns, side="right")))
+        for prev, nxt in zip(SPLITS, SPLITS[1:], strict=False):
+            if ranges[nxt][0] < ranges[prev][1]:
+                raise FinpodError(
+                    f"the {prev} and {nxt} splits overlap ({dates[prev]} vs {dates[nxt]})",
+                    f"make {nxt} start after {prev} ends",
+                )
+    out: dict[str, dict[str, Any]] = {}
+    prev_stop = None
+    for name in SPLITS:
+        s0, s1 = ranges[name]
+        if prev_stop is not None:
+            s0 = max(s0, prev_stop + embargo_sessions)
+        if s1 <= s0:
+            raise FinpodError(
+                f"the {name} split is empty ({n_sess} sessions in the data, embargo {embargo_sessions})",
+                "widen its dates, shorten the embargo or use more data",
+            )
+        prev_stop = s1
+        r0, r1 = int(first_row[s0]), int(stop_row[s1 - 1])
+        out[name] = {
+            "start": str(timestamps[r0]),
+            "end": str(timestamps[r1 - 1]),
+            "start_index": r0,
+            "stop_index": r1,
+            "bars": r1 - r0,
+            "sessions": s1 - s0,
+        }
+    return out
+
+
+def _date_ns(x: str) -> int:
+    t = pd.Timestamp(x)
+    if t.tzinfo is not None:
+        t = t.tz_convert(TZ).tz_localize(None)
+    return int(t.normalize().value)
+
+
+# --------------------------------------------------------------------------- hashing
+def content_hash(
+    bars: Bars,
+    features: np.ndarray,
+    feature_names: list[str],
+    benchmark: np.ndarray | None,
+    splits: dict[str, dict[str, Any]] | None,
+) -> str:
+    """SHA-256 of the dataset's content (see the module docstring)."""
+    h = hashlib.sha256()
+    header = {
+        "tickers": list(bars.tickers),
+        "bar": bars.bar,
+        "features": list(feature_names),
+        "splits": {k: [v["start_index"], v["stop_index"]] for k, v in (splits or {}).items()},
+    }
+    h.update(json.dumps(header, sort_keys=True).encode())
+    h.update(bars.timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64).tobytes())
+    T = len(bars.timestamps)
+    step = max(1, 2_000_000 // max(1, len(bars.tickers)))
+    for t0 in range(0, T, step):
+        t1 = min(T, t0 + step)
+        for arr in (bars.open, bars.high, bars.low, bars.close):
+            # NaN payloads can differ; hash the tensor form (0.0 = no price) plus the mask.
+            a = np.nan_to_num(arr[t0:t1], nan=0.0).astype(np.float32)
+            h.update(a.tobytes())
+        h.update(bars.volume[t0:t1].astype(np.float32).tobytes())
+        h.update(bars.tradable[t0:t1].tobytes())
+        h.update(bars.filled[t0:t1].tobytes())
+        h.update(np.ascontiguousarray(features[t0:t1], dtype=np.float32).tobytes())
+    if benchmark is not None:
+        h.update(np.nan_to_num(np.asarray(benchmark, dtype=np.float64), nan=0.0).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- in memory
+def market_features(bars: Bars, progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, list[str]]:
+    """(T, N, F) float32 features of ``bars`` and their names (standard + source extras)."""
+    feats = compute_features(bars.close, bars.high, bars.low, bars.timestamps, bars.bar, progress=progress)
+    names = list(FEATURES)
+    if bars.extra:
+        extra = np.stack([bars.extra[k] for k in sorted(bars.extra)], axis=-1).astype(np.float32)
+        extra = np.where(np.isfinite(extra), extra, 0.0).astype(np.float32)
+        feats = np.concatenate([feats, extra], axis=-1)
+        names += sorted(bars.extra)
+    return feats, names
+
+
+def _to_market(
+    bars: Bars,
+    features: np.ndarray,
+    names: list[str],
+    rows: slice,
+    split: str,
+    device: torch.device | str,
+    benchmark: pd.Series | None,
+) -> MarketData:
+    def tens(a: np.ndarray, dtype=torch.float32) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a[rows])).to(dtype=dtype, device=device)
+
+    open_ = np.nan_to_num(bars.open[rows], nan=0.0)
+    close = np.nan_to_num(bars.close[rows], nan=0.0)
+    return MarketData(
+        timestamps=bars.timestamps[rows],
+        tickers=list(bars.tickers),
+        open=torch.from_numpy(np.ascontiguousarray(open_, dtype=np.float32)).to(device),
+        close=torch.from_numpy(np.ascontiguousarray(close, dtype=np.float32)).to(device),
+        features=tens(features),
+        feature_names=list(names),
+        tradable=tens(bars.tradable, torch.bool),
+        bar=bars.bar,
+        split=split,
+        benchmark=None if benchmark is None else benchmark.iloc[rows],
+    )
+
+
+def bars_to_market(
+    bars: Bars, device: torch.device | str = "cpu", benchmark: pd.Series | None = None
+) -> MarketData:
+    """Compute features for ``bars`` and return all of it as one :class:`MarketData`."""
+    feats, names = market_features(bars)
+    return _to_market(bars, feats, names, slice(None), "all", device, benchmark)
+
+
+def from_frame(
+    df: pd.DataFrame,
+    bar: str | None = "1d",
+    *,
+    device: torch.device | str = "cpu",
+    benchmark: pd.Series | None = None,
+    **clean_opts: Any,
+) -> MarketData:
+    """A long table of bars → cleaned :class:`MarketData` with features, all bars, no splits.
+
+    Args:
+        df: columns ``date|timestamp, tic, open, high, low, close, volume`` (aliases
+            accepted, see :func:`finpod.data.clean.clean_long`).
+        bar: bar size (``None`` infers it).
+        device: torch device of the tensors.
+        benchmark: optional index close indexed by date/time; aligned to the bars from the
+            past only.
+        clean_opts: passed to :func:`finpod.data.clean.clean_long` (``timezone``,
+            ``min_coverage``, ``columns``, ``bar_label``, ``start``, ``end``…).
+    """
+    bars, _ = clean_long(df, bar, **clean_opts)
+    bench = None if benchmark is None else align_benchmark(benchmark, bars.timestamps)
+    return bars_to_market(bars, device=device, benchmark=bench)
+
+
+def align_benchmark(series: pd.Series, timestamps: pd.DatetimeIndex) -> pd.Series:
+    """Index level on ``timestamps``: the last known value at or before each bar (NaN before
+    the first), never a later one."""
+    s = series.dropna()
+    idx = pd.DatetimeIndex(s.index)
+    if idx.tz is None:
+        idx = idx.tz_localize(TZ)
+    else:
+        idx = idx.tz_convert(TZ)
+    s = pd.Series(s.to_numpy(dtype=np.float64), index=idx).sort_index()
+    s = s[~s.index.duplicated(keep="last")]
+    pos = np.searchsorted(s.index.to_numpy(dtype="datetime64[ns]").astype(np.int64), timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64), side="right") - 1
+    vals = np.where(pos >= 0, s.to_numpy()[np.maximum(pos, 0)], np.nan)
+    return pd.Series(vals, index=timestamps, name="benchmark")
+
+
+# --------------------------------------------------------------------------- build
+def build_dataset(
+    source: str,
+    out: str | Path,
+    *,
+    bar: str | None = None,
+    tickers: list[str] | str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    splits: dict[str, tuple[str | None, str | None]] | None = None,
+    embargo: int | None = None,
+    min_coverage: float = 0.8,
+    calendar: str = "XNYS",
+    progress: bool = False,
+    overwrite: bool = True,
+    **opts: Any,
+) -> Path:
+    """Build a dataset directory from ``source`` and return its path.
+
+    Args:
+        source: ``"sample"`` (shipped NASDAQ-100 daily 2010–2019), ``"yfinance"``,
+            ``"files"`` (needs ``path=``) or ``"synthetic"``.
+        out: dataset directory (created; replaced if it already holds a finpod dataset).
+        bar: bar size (``"1d"``, ``"1min"``…); source default when None.
+        tickers: list of symbols (or ``"nasdaq100"`` for yfinance); unknown ones are an error.
+        start, end: date range (inclusive).
+        splits: explicit ``{split: (first_date, last_date)}``; default: the source's argued
+            dates (sample) or 70/15/15 % of the sessions.
+        embargo: sessions between splits (default 5).
+        min_coverage: tickers covering less of their life are dropped (reported).
+        calendar: ``"XNYS"`` or ``"XNAS"``.
+        progress: show rich progress bars.
+        overwrite: replace an existing dataset directory at ``out``.
+        opts: source options (see :mod:`finpod.data.sources`).
+    """
+    from finpod.data import sources
+
+    if source not in SOURCES:
+        raise FinpodError(f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not (out / "manifest.json").exists():
+            raise FinpodError(f"{out} exists and is not a finpod dataset", "choose an empty or new --out directory")
+        if not overwrite:
+            raise FinpodError(f"{out} already holds a dataset", "pass --overwrite to replace it")
+    with _progress(progress) as prog:
+        loaded = sources.load_source(
+            source,
+            bar=bar,
+            tickers=tickers,
+            start=start,
+            end=end,
+            min_coverage=min_coverage,
+            calendar=calendar,
+            progress=prog,
+            **opts,
+        )
+        bars = loaded.bars
+        task = prog.add_task("features", total=len(bars.tickers))
+        feats, names = market_features(bars, progress=lambda n: prog.advance(task, n))
+        split_dates = splits if splits is not None else loaded.default_splits
+        if embargo is None:
+            emb = DEFAULT_EMBARGO_SESSIONS if bars.bar == "1d" else INTRADAY_EMBARGO_SESSIONS
+        else:
+            emb = int(embargo)
+        plan = plan_splits(bars.timestamps, split_dates, emb)
+        bench_vals = None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
+        digest = content_hash(bars, feats, names, bench_vals, plan)
+        manifest = {
+            "format": FORMAT_VERSION,
+            "source": source,
+            "source_options": loaded.options,
+            "universe": loaded.universe,
+            "bar": bars.bar,
+            "calendar": calendar,
+            "timezone": TZ,
+            "start": str(bars.timestamps[0]),
+            "end": str(bars.timestamps[-1]),
+            "bars": len(bars.timestamps),
+            "tickers": list(bars.tickers),
+            "features": names,
+            "feature_scaling": {n: SCALING_DOC.get(n, "source-provided, O(1)") for n in names},
+            "splits": plan,
+            "split_rule": "explicit dates" if split_dates is not None else "70/15/15 % of sessions",
+            "embargo_sessions": emb,
+            "cleaning": _cleaning_summary(loaded.report),
+            "notes": loaded.notes,
+            "rows_per_group_bars": ROWS_PER_GROUP_BARS,
+            "benchmark": loaded.benchmark_name,
+            "hash": digest,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "files": {
+                "bars": "bars.parquet",
+                "benchmark": "benchmark.parquet" if loaded.benchmark is not None else None,
+                "cleaning_report": "cleaning_report.json",
+            },
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            wtask = prog.add_task("write parquet", total=len(bars.timestamps))
+            _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
+            if loaded.benchmark is not None:
+                tbl = pa.table({"timestamp": pa.array(bars.timestamps), "close": loaded.benchmark.to_numpy(dtype=np.float64)})
+                atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
+            atomic_write_json(tmp / "cleaning_report.json", loaded.report)
+            atomic_write_json(tmp / "manifest.json", manifest)
+            if out.exists():
+                old = out.parent / f".{out.name}.old-{digest[:8]}"
+                out.rename(old)
+                tmp.rename(out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return out
+
+
+def _cleaning_summary(report: dict) -> dict:
+    summ: dict[str, Any] = {}
+    for k, v in report.items():
+        if isinstance(v, dict):
+            summ[k] = {kk: vv for kk, vv in v.items() if not isinstance(vv, dict)} if k in ("dropped", "repaired") else len(v)
+        elif isinstance(v, list):
+            summ[k] = len(v)
+        else:
+            summ[k] = v
+    return summ
+
+
+def _write_bars(path: Path, bars: Bars, feats: np.ndarray, names: list[str], advance: Callable[[int], None]) -> None:
+    T, N = bars.close.shape
+    tic_dict = pa.array(list(bars.tickers), type=pa.string())
+    ts_type = pa.timestamp("ns", tz=TZ)
+    fields = [
+        pa.field("timestamp", ts_type),
+        pa.field("tic", pa.dictionary(pa.int32(), pa.string())),
+        *[pa.field(c, pa.float32()) for c in ("open", "high", "low", "close", "volume")],
+        pa.field("tradable", pa.bool_()),
+        pa.field("filled", pa.bool_()),
+        *[pa.field(n, pa.float32()) for n in names],
+    ]
+    schema = pa.schema(fields)
+    ts_ns = bars.timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+
+    def write(p: Path) -> None:
+        with pq.ParquetWriter(p, schema, compression="zstd") as w:
+            for t0 in range(0, T, ROWS_PER_GROUP_BARS):
+                t1 = min(T, t0 + ROWS_PER_GROUP_BARS)
+                n = t1 - t0
+                cols = [
+                    pa.array(np.repeat(ts_ns[t0:t1], N), type=pa.int64()).cast(ts_type),
+                    pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(N, dtype=np.int32), n)), tic_dict),
+                    *[pa.array(getattr(bars, c)[t0:t1].reshape(-1)) for c in ("open", "high", "low", "close", "volume")],
+                    pa.array(bars.tradable[t0:t1].reshape(-1)),
+                    pa.array(bars.filled[t0:t1].reshape(-1)),
+                    *[pa.array(np.ascontiguousarray(feats[t0:t1, :, j]).reshape(-1)) for j in range(len(names))],
+                ]
+                w.write_batch(pa.RecordBatch.from_arrays(cols, schema=schema), row_group_size=n * N)
+                advance(n)
+
+    atomic_write(path, write)
+
+
+# --------------------------------------------------------------------------- load
+def load_manifest(dataset_dir: str | Path) -> dict:
+    """The dataset's ``manifest.json`` as a dict (keys include ``hash``, ``bar``, ``splits``,
+    ``tickers``, ``features``)."""
+    path = Path(dataset_dir) / "manifest.json"
+    if not path.exists():
+        raise FinpodError(f"{dataset_dir} is not a finpod dataset (no manifest.json)", "build one with: finpod download --out DIR")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise FinpodError(f"{path} is not valid JSON ({err.msg})", "rebuild the dataset with finpod download") from err
+    for key in ("hash", "bar", "splits", "tickers", "features"):
+        if key not in manifest:
+            raise FinpodError(f"{path} has no {key!r} entry", "rebuild the dataset with finpod download")
+    return manifest
+
+
+def load_split(dataset_dir: str | Path, split: str, device: torch.device | str = "cpu") -> MarketData:
+    """One split of a dataset as :class:`MarketData` on ``device``.
+
+    Args:
+        dataset_dir: directory written by :func:`build_dataset`.
+        split: ``"train"``, ``"validation"``, ``"backtest"`` or ``"all"`` (every bar).
+        device: torch device of the tensors.
+    """
+    dataset_dir = Path(dataset_dir)
+    manifest = load_manifest(dataset_dir)
+    if split == "all":
+        r0, r1 = 0, int(manifest["bars"])
+    elif split in manifest["splits"]:
+        r0, r1 = int(manifest["splits"][split]["start_index"]), int(manifest["splits"][split]["stop_index"])
+    else:
+        raise FinpodError(f"unknown split {split!r}", "use train, validation, backtest or all")
+    tickers: list[str] = list(manifest["tickers"])
+    names: list[str] = list(manifest["features"])
+    N = len(tickers)
+    bars_path = dataset_dir / manifest.get("files", {}).get("bars", "bars.parquet")
+    if not bars_path.exists():
+        raise FinpodError(f"{bars_path} is missing", "rebuild the dataset with finpod download")
+    group = int(manifest.get("rows_per_group_bars", ROWS_PER_GROUP_BARS))
+    g0, g1 = r0 // group, (r1 - 1) // group + 1
+    try:
+        pf = pq.ParquetFile(bars_path)
+        cols = ["timestamp", "tic", "open", "close", "tradable", *names]
+        table = pf.read_row_groups(list(range(g0, g1)), columns=cols)
+    except (OSError, pa.ArrowInvalid, IndexError) as err:
+        raise FinpodError(f"cannot read {bars_path}: {err}", "the file is damaged; rebuild the dataset") from err
+    lo, hi = (r0 - g0 * group) * N, (r1 - g0 * group) * N
+    table = table.slice(lo, hi - lo)
+    T = r1 - r0
+    if table.num_rows != T * N:
+        raise FinpodError(f"{bars_path} has {table.num_rows} rows where {T * N} were expected", "rebuild the dataset")
+    tic_col = table.column("tic").combine_chunks()
+    if tic_col.dictionary.to_pylist() != tickers or not np.array_equal(
+        tic_col.indices.to_numpy()[:N], np.arange(N)
+    ):
+        raise FinpodError(f"{bars_path} does not match its manifest's tickers", "rebuild the dataset")
+
+    def grid(name: str, dtype=np.float32) -> np.ndarray:
+        return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
+
+    ts = pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0]).tz_localize("UTC").tz_convert(TZ)
+    feats = np.empty((T, N, len(names)), dtype=np.float32)
+    for j, n in enumerate(names):
+        feats[:, :, j] = grid(n)
+    bench = None
+    bench_file = manifest.get("files", {}).get("benchmark")
+    if bench_file:
+        bt = pq.read_table(dataset_dir / bench_file)
+        vals = bt.column("close").to_numpy()[r0:r1]
+        bench = pd.Series(vals, index=ts, name=manifest.get("benchmark") or "benchmark")
+    return MarketData(
+        timestamps=ts,
+        tickers=tickers,
+        open=torch.from_numpy(np.nan_to_num(grid("open"), nan=0.0)).to(device),
+        close=torch.from_numpy(np.nan_to_num(grid("close"), nan=0.0)).to(device),
+        features=torch.from_numpy(feats).to(device),
+        feature_names=names,
+        tradable=torch.from_numpy(grid("tradable", np.bool_)).to(device),
+        bar=manifest["bar"],
+        split=split,
+        benchmark=bench,
+    )
