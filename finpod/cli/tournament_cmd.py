@@ -1,0 +1,183 @@
+"""Tournament training from the command line, with a live table of pods and leaderboard.
+
+:func:`train_tournament` is what ``finpod train --pods/--budget/--address/--resume`` runs;
+``finpod tournament`` exposes the same call directly.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+
+def train_tournament(
+    strategy_path: Path | None,
+    data_dir: Path | None,
+    pods: str | None = "auto",
+    budget: str | None = None,
+    address: str | None = None,
+    resume: str | None = None,
+    out: Path = Path("runs"),
+    device: str | None = None,
+    seed: int | None = None,
+) -> Path:
+    """Run (or resume) a tournament with a live rich table; returns the run directory."""
+    from finpod.tournament import run_tournament
+
+    console = Console(stderr=True)
+    live_table = _LiveTable(console)
+    with live_table:
+        result = run_tournament(
+            strategy_path,
+            data_dir,
+            pods=pods,
+            budget=budget,
+            address=address,
+            resume=resume,
+            out=out,
+            device=device,
+            seed=seed,
+            display=live_table.update,
+        )
+    board = result.leaderboard
+    summary = result.summary
+    console.print(_leaderboard_table(board.entries, board.score_name, limit=10))
+    best = board.best()
+    console.print(
+        f"[bold]{summary.pods_trained}[/] pods trained this session "
+        f"({summary.pods_failed} failed), {board.candidates_evaluated} candidates evaluated in the run; "
+        + (
+            f"best [bold]{best.pod_id}[/] ({best.algorithm}) validation {board.score_name} {best.score:.3f}"
+            if best
+            else "no pod scored"
+        )
+    )
+    console.print(f"run directory: [bold]{result.run_dir}[/]")
+    return result.run_dir
+
+
+class _LiveTable:
+    """A rich Live view refreshed at most 4 times a second from orchestrator snapshots."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = Live(console=console, refresh_per_second=4, transient=False, auto_refresh=False)
+        self._last = 0.0
+        self.progress = Progress(
+            TextColumn("[bold]budget"),
+            BarColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+        )
+        self.task = self.progress.add_task("", total=1.0)
+
+    def __enter__(self) -> _LiveTable:
+        if self.console.is_terminal:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.console.is_terminal:
+            self.live.__exit__(*exc)
+
+    def update(self, snap: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.25 or not self.console.is_terminal:
+            return
+        self._last = now
+        budget = snap["budget"]
+        used = snap["budget_used"]
+        unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]
+        self.progress.update(
+            self.task,
+            completed=min(1.0, used / budget.amount),
+            description=f"{used:,.0f}/{budget.amount:,.0f}{unit} · pool {snap['pool']}/{snap['target']} · "
+            f"{snap['candidates']} evaluated · {snap['failed']} failed",
+        )
+        running = Table(title="running pods", expand=False, title_justify="left")
+        for col in ("pod", "algo", "parent", "node", "epoch", "last score", "time"):
+            running.add_column(col)
+        for pod in snap["running"]:
+            score = pod["score"]
+            running.add_row(
+                pod["pod_id"],
+                pod["algorithm"],
+                pod["parent"] or "—",
+                pod["node"],
+                f"{pod['epoch']}/{pod['epochs']}",
+                "—" if score is None or not math.isfinite(score) else f"{score:.3f}",
+                f"{pod['elapsed_s']:.0f}s",
+            )
+        board = _leaderboard_table(snap["entries"], snap["score_name"], limit=8)
+        self.live.update(Group(self.progress, running, board), refresh=True)
+
+
+def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table:
+    table = Table(title="leaderboard (validation)", title_justify="left")
+    for col in ("#", "pod", "algo", score_name, "env steps", "lineage", "learning rate"):
+        table.add_column(col)
+    for rank, entry in enumerate(entries[:limit], start=1):
+        lr = entry.hparams.get("learning_rate", entry.hparams.get("actor_lr"))
+        table.add_row(
+            str(rank),
+            entry.pod_id,
+            entry.algorithm,
+            f"{entry.score:.3f}",
+            f"{entry.env_steps:,}",
+            " → ".join([*entry.lineage[-3:], entry.pod_id]) if entry.lineage else "scratch",
+            "—" if lr is None else f"{lr:.2g}",
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``finpod tournament`` to the finpod app."""
+
+    @app.command("tournament")
+    def tournament(
+        strategy: Annotated[
+            Path | None,
+            typer.Option("--strategy", "-s", help="Strategy TOML with [tournament] and [search]."),
+        ] = None,
+        data: Annotated[
+            Path | None,
+            typer.Option("--data", "-d", help="Dataset directory (same path on every Ray node)."),
+        ] = None,
+        pods: Annotated[
+            str, typer.Option(help='Pods at once: "auto" (what the cluster fits) or N.')
+        ] = "auto",
+        budget: Annotated[
+            str | None, typer.Option(help='Run budget: "30m", "2h", "1e6 steps" or "40 pods".')
+        ] = None,
+        address: Annotated[
+            str | None,
+            typer.Option(help="Ray cluster (auto or HOST:PORT); default: Ray in-process."),
+        ] = None,
+        resume: Annotated[
+            str | None,
+            typer.Option(help="Continue the run in this directory (or run id under --out)."),
+        ] = None,
+        out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path(
+            "runs"
+        ),
+        device: Annotated[
+            str | None,
+            typer.Option(help="auto, cpu or cuda inside the pods (default: the strategy's)."),
+        ] = None,
+        seed: Annotated[
+            int | None, typer.Option(help="Run seed (default: the strategy's).")
+        ] = None,
+    ) -> None:
+        """Train a tournament of agents on Ray and write a run directory for backtesting."""
+        run_dir = train_tournament(strategy, data, pods, budget, address, resume, out, device, seed)
+        # The run directory on stdout, alone, so scripts can capture it.
+        sys.stdout.write(f"{run_dir}\n")

@@ -1,0 +1,45 @@
+"""Tournament of agents on Ray (the ElegantRL-Podracer scheme).
+
+Entry point: :func:`run_tournament` (``finpod train --pods …``). The parts, each usable
+alone: :class:`Leaderboard` (top-K, atomic), :class:`Generator` (scratch or perturbed
+child), :func:`fuse_state_dicts` (learner fusion), :class:`Pod`/:class:`PodWorker` (one
+agent trained by W envs and L learners, scored on validation), :class:`Orchestrator`
+(elastic pool of pod actors, asynchronous or generational, fault tolerant).
+"""
+
+from finpod.tournament.config import (
+    Budget,
+    SearchSpace,
+    TournamentConfig,
+    parse_budget,
+    parse_search,
+    parse_tournament,
+)
+from finpod.tournament.fusion import fuse_state_dicts
+from finpod.tournament.generator import Generator, PodSpec
+from finpod.tournament.leaderboard import Entry, Leaderboard
+from finpod.tournament.orchestrator import Orchestrator, Setup, Summary
+from finpod.tournament.pod import Pod, PodResult, PodWorker
+from finpod.tournament.run import TournamentRun, run_tournament
+
+__all__ = [
+    "Budget",
+    "Entry",
+    "Generator",
+    "Leaderboard",
+    "Orchestrator",
+    "Pod",
+    "PodResult",
+    "PodSpec",
+    "PodWorker",
+    "SearchSpace",
+    "Setup",
+    "Summary",
+    "TournamentConfig",
+    "TournamentRun",
+    "fuse_state_dicts",
+    "parse_budget",
+    "parse_search",
+    "parse_tournament",
+    "run_tournament",
+]

@@ -1,0 +1,474 @@
+"""Tournament knobs and the hyperparameter search space, validated from a strategy's raw tables.
+
+A strategy file hands the tournament two raw TOML tables::
+
+    [tournament]
+    pods = "auto"            # concurrent pods: "auto" (as many as the cluster fits) or N
+    budget = "30m"           # "90s" / "30m" / "2h", "2e6 steps", or "40 pods"
+    mode = "async"           # "async" or "generational"
+    pod_steps = 50_000       # env steps one pod trains for (all its learners together)
+    epochs = 4               # validation checkpoints (and learner fusions) per pod
+    num_learners = 1         # L: learners per pod, fused (averaged) after every epoch
+    cpus_per_pod = 1.0
+    gpus_per_pod = 0.25      # fractional GPUs share one device between pods
+
+    [search]
+    algorithms = ["ppo", "sac"]
+    [search.ppo]
+    learning_rate = { low = 1e-4, high = 1e-3, log = true }   # continuous range
+    horizon = [64, 128, 256]                                  # choice
+    ent_coef = 0.0                                            # fixed value
+
+A fresh pod draws its algorithm uniformly from ``algorithms`` and each ranged or choice
+hyperparameter from its declaration; a child pod keeps its parent's algorithm and
+perturbs only the numeric ranged hyperparameters that may change on a live agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from finpod.errors import FinpodError
+
+MODES = ("async", "generational")
+SCORES = ("sharpe", "sortino", "calmar", "return")
+BUDGET_KINDS = ("time", "steps", "pods")
+
+_TIME_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_BUDGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long the whole tournament runs."""
+
+    kind: str
+    """``"time"`` (wall seconds), ``"steps"`` (env steps summed over pods) or ``"pods"``
+    (pods trained and evaluated)."""
+    amount: float
+    """Seconds, env steps or pods, by ``kind``."""
+
+    def __str__(self) -> str:
+        if self.kind == "time":
+            return f"{self.amount:g}s"
+        return f"{int(self.amount)} {self.kind}"
+
+
+def parse_budget(text: str | int | float) -> Budget:
+    """``"90s"``, ``"30m"``, ``"2h"`` → wall time; ``"2e6 steps"`` → env steps; ``"40 pods"``.
+
+    A bare number is seconds.
+    """
+    if isinstance(text, bool):
+        raise FinpodError(f"budget {text!r} is not a duration or count", 'use e.g. "30m"')
+    if isinstance(text, (int, float)):
+        text = f"{text}s"
+    match = _BUDGET_RE.match(str(text))
+    if match is None:
+        raise FinpodError(
+            f"budget {text!r} is not understood", 'use e.g. "30m", "2h", "1e6 steps" or "40 pods"'
+        )
+    amount, unit = float(match.group(1)), match.group(2).lower()
+    if unit in ("", *_TIME_UNITS):
+        budget = Budget("time", amount * _TIME_UNITS.get(unit, 1.0))
+    elif unit in ("step", "steps"):
+        budget = Budget("steps", float(int(amount)))
+    elif unit in ("pod", "pods"):
+        budget = Budget("pods", float(int(amount)))
+    else:
+        raise FinpodError(
+            f"budget unit {unit!r} in {text!r} is not known",
+            "use s, m, h (wall time), steps or pods",
+        )
+    if budget.amount <= 0:
+        raise FinpodError(f"budget {text!r} must be positive", 'use e.g. "30m"')
+    return budget
+
+
+@dataclass
+class TournamentConfig:
+    """Everything that shapes a tournament run (the strategy's ``[tournament]`` table)."""
+
+    pods: int | None = None
+    """Most pods training at once; ``None`` ("auto") = as many as the cluster's resources fit,
+    re-checked as pods finish and nodes come and go."""
+    budget: Budget = field(default_factory=lambda: Budget("time", 600.0))
+    """When the run stops (wall time, env steps or pods trained)."""
+    mode: str = "async"
+    """``"async"``: the pool refills as each pod finishes; ``"generational"``: synchronous
+    generations, the top ``keep_fraction`` continues and the rest are perturbed copies."""
+    top_k: int = 10
+    """Leaderboard size."""
+    score: str = "sharpe"
+    """Validation score ranking the leaderboard: sharpe | sortino | calmar | return."""
+    pod_steps: int = 50_000
+    """Env steps one pod trains for, summed over its learners."""
+    pod_seconds: float | None = None
+    """Optional wall-time cap of one pod in seconds (checked at epoch ends)."""
+    epochs: int = 4
+    """Epochs per pod: after each, learners are fused and the pod scored on validation."""
+    num_envs: int | None = None
+    """W: vectorized envs per learner; ``None`` = the strategy's ``[train] num_envs``."""
+    num_learners: int = 1
+    """L: learners per pod, each on its own shard of env seeds and start windows."""
+    cpus_per_pod: float = 1.0
+    """Ray CPUs reserved by one pod (fractional allowed)."""
+    gpus_per_pod: float | None = None
+    """Ray GPUs reserved by one pod (fractions share a GPU); ``None`` = 1 when training on
+    CUDA, else 0."""
+    epsilon: float = 0.2
+    """Probability that a new pod starts from scratch once the leaderboard is warm."""
+    fresh_pods: int = 4
+    """New pods start from scratch until the leaderboard holds this many entries."""
+    perturb: float = 0.25
+    """Children multiply each numeric ranged hyperparameter by a log-uniform factor in
+    [1 / (1 + perturb), 1 + perturb], clipped to its range."""
+    keep_fraction: float = 0.25
+    """Generational mode: share of a generation that survives into the next."""
+    generation_size: int | None = None
+    """Generational mode: pods per generation; ``None`` = the pool size."""
+    max_failures: int = 8
+    """Consecutive pod failures (crashes, errors) after which the run stops with an error."""
+
+    def validate(self) -> TournamentConfig:
+        """Raise :class:`FinpodError` naming the first bad field; return ``self``."""
+
+        def bad(name: str, why: str, hint: str) -> FinpodError:
+            return FinpodError(f"tournament.{name} {why}", hint)
+
+        if self.pods is not None and self.pods < 1:
+            raise bad("pods", f'must be ≥ 1 or "auto", got {self.pods}', 'e.g. pods = "auto"')
+        if self.mode not in MODES:
+            raise bad(
+                "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}", 'e.g. "async"'
+            )
+        if self.score not in SCORES:
+            raise bad(
+                "score", f"must be one of {', '.join(SCORES)}, got {self.score!r}", "e.g. sharpe"
+            )
+        for name in ("top_k", "pod_steps", "epochs", "num_learners", "fresh_pods", "max_failures"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (0 if name == "fresh_pods" else 1)
+            ):
+                raise bad(name, f"must be a positive integer, got {value!r}", "fix the value")
+        if self.num_envs is not None and self.num_envs < 1:
+            raise bad("num_envs", f"must be ≥ 1, got {self.num_envs}", "e.g. num_envs = 16")
+        if self.generation_size is not None and self.generation_size < 1:
+            raise bad("generation_size", f"must be ≥ 1, got {self.generation_size}", "e.g. 8")
+        if not self.cpus_per_pod > 0:
+            raise bad("cpus_per_pod", f"must be > 0, got {self.cpus_per_pod}", "e.g. 1.0")
+        if self.gpus_per_pod is not None and self.gpus_per_pod < 0:
+            raise bad("gpus_per_pod", f"must be ≥ 0, got {self.gpus_per_pod}", "e.g. 0.25")
+        if self.gpus_per_pod is not None and self.gpus_per_pod > 1 and self.gpus_per_pod % 1:
+            raise bad("gpus_per_pod", "above 1 must be a whole number", "e.g. 2 or 0.5")
+        if self.pod_seconds is not None and not self.pod_seconds > 0:
+            raise bad("pod_seconds", f"must be > 0, got {self.pod_seconds}", "e.g. 120")
+        for name in ("epsilon", "keep_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise bad(name, f"must be in [0, 1], got {value}", "e.g. 0.2")
+        if not 0.0 <= self.perturb <= 10.0:
+            raise bad("perturb", f"must be in [0, 10], got {self.perturb}", "e.g. 0.25")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain TOML/JSON-ready values (``None`` fields left out, budget as text)."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out["budget"] = str(self.budget)
+        out["pods"] = "auto" if self.pods is None else self.pods
+        return out
+
+
+def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
+    """Validate a strategy's raw ``[tournament]`` table (unknown key → FinpodError)."""
+    raw = dict(raw or {})
+    names = {f.name for f in dataclasses.fields(TournamentConfig)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise FinpodError(
+            f"unknown key tournament.{unknown[0]!r} in the strategy",
+            f"valid keys: {', '.join(sorted(names))}",
+        )
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "budget":
+            values[key] = parse_budget(value)
+        elif key == "pods":
+            values[key] = parse_pods(value)
+        elif key in (
+            "cpus_per_pod",
+            "gpus_per_pod",
+            "epsilon",
+            "perturb",
+            "keep_fraction",
+            "pod_seconds",
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FinpodError(f"tournament.{key} must be a number, got {value!r}", "e.g. 0.5")
+            values[key] = float(value)
+        elif key in ("mode", "score"):
+            if not isinstance(value, str):
+                raise FinpodError(
+                    f"tournament.{key} must be a string, got {value!r}", 'e.g. "async"'
+                )
+            values[key] = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FinpodError(f"tournament.{key} must be an integer, got {value!r}", "e.g. 4")
+            values[key] = value
+    return TournamentConfig(**values).validate()
+
+
+def parse_pods(value: str | int | None) -> int | None:
+    """``"auto"``/``None`` → ``None``; a positive integer (or its text) → that integer."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    try:
+        pods = int(value)
+    except (TypeError, ValueError) as err:
+        raise FinpodError(
+            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
+        ) from err
+    if isinstance(value, bool) or pods < 1 or (isinstance(value, float) and value != pods):
+        raise FinpodError(
+            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
+        )
+    return pods
+
+
+# ----- search space ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How one hyperparameter is drawn for a fresh pod and perturbed in a child."""
+
+    name: str
+    """Hyperparameter field name."""
+    kind: str
+    """``"float"`` or ``"int"`` (a range), ``"choice"`` (a list) or ``"fixed"`` (one value)."""
+    low: float | None = None
+    """Lower bound of a range (inclusive)."""
+    high: float | None = None
+    """Upper bound of a range (inclusive)."""
+    log: bool = False
+    """Draw a range log-uniformly (for scale parameters such as learning rates)."""
+    choices: tuple[Any, ...] = ()
+    """Options of a ``"choice"`` parameter."""
+    value: Any = None
+    """The value of a ``"fixed"`` parameter."""
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        """A value for a fresh pod."""
+        if self.kind == "fixed":
+            return self.value
+        if self.kind == "choice":
+            return self.choices[int(rng.integers(len(self.choices)))]
+        assert self.low is not None and self.high is not None
+        if self.log:
+            x = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        else:
+            x = rng.uniform(self.low, self.high)
+        return self._clip(x)
+
+    def perturb(self, value: Any, factor: float) -> Any:
+        """``value · factor`` clipped into the range (ints rounded); other kinds unchanged."""
+        if self.kind not in ("float", "int"):
+            return value
+        return self._clip(float(value) * factor)
+
+    def _clip(self, x: float) -> Any:
+        assert self.low is not None and self.high is not None
+        x = min(max(x, self.low), self.high)
+        return int(round(x)) if self.kind == "int" else float(x)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpace:
+    """One algorithm of the search: its base hyperparameters and declared ranges."""
+
+    algorithm: str
+    """Registry name (``"ppo"``, ``"sac"``, …)."""
+    base: dict[str, Any]
+    """Hyperparameters every pod of this algorithm starts from (strategy ``[agent.hparams]``
+    when the algorithms match, else the algorithm's defaults)."""
+    params: tuple[ParamSpec, ...]
+    """Declared ranges, choices and fixed values."""
+    frozen: tuple[str, ...] = ()
+    """Fields that fix network or storage shapes: drawn for fresh pods, never perturbed."""
+
+    def sample(self, rng: np.random.Generator) -> dict[str, Any]:
+        """Hyperparameters of a fresh pod."""
+        hp = dict(self.base)
+        for spec in self.params:
+            hp[spec.name] = spec.sample(rng)
+        return hp
+
+    def perturb(
+        self, hparams: dict[str, Any], scale: float, rng: np.random.Generator
+    ) -> dict[str, Any]:
+        """A child's hyperparameters: each numeric ranged, non-frozen one times a random factor."""
+        hp = dict(hparams)
+        bound = math.log1p(scale)
+        for spec in self.params:
+            if spec.kind in ("float", "int") and spec.name not in self.frozen and spec.name in hp:
+                factor = math.exp(rng.uniform(-bound, bound)) if bound > 0 else 1.0
+                hp[spec.name] = spec.perturb(hp[spec.name], factor)
+        return hp
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """All algorithms a tournament may try, each with its hyperparameter declarations."""
+
+    algorithms: dict[str, AlgorithmSpace]
+    """Algorithm name → its space, in declaration order."""
+
+    def sample(self, rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
+        """(algorithm, hyperparameters) of a fresh pod: algorithm drawn uniformly."""
+        names = list(self.algorithms)
+        algo = names[int(rng.integers(len(names)))]
+        return algo, self.algorithms[algo].sample(rng)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``[search]`` table this space was built from, resolved."""
+        out: dict[str, Any] = {"algorithms": list(self.algorithms)}
+        for name, space in self.algorithms.items():
+            table: dict[str, Any] = {}
+            for spec in space.params:
+                if spec.kind == "fixed":
+                    table[spec.name] = spec.value
+                elif spec.kind == "choice":
+                    table[spec.name] = list(spec.choices)
+                else:
+                    table[spec.name] = {"low": spec.low, "high": spec.high, "log": spec.log}
+            out[name] = table
+        return out
+
+
+def parse_search(
+    raw: dict[str, Any] | None,
+    agent_algorithm: str,
+    agent_hparams: dict[str, Any] | None = None,
+    registry: dict[str, tuple[type, type]] | None = None,
+) -> SearchSpace:
+    """Validate a strategy's raw ``[search]`` table into a :class:`SearchSpace`.
+
+    ``agent_algorithm``/``agent_hparams`` come from the strategy's ``[agent]`` table: they
+    are the whole space when ``[search]`` is absent, and the base of that algorithm's pods
+    otherwise. ``registry`` maps algorithm → (hyperparameter dataclass, agent class)
+    (default :data:`finpod.agents.ALGORITHMS`); names and values are checked against it.
+    """
+    if registry is None:
+        from finpod.agents import ALGORITHMS as registry  # noqa: N811
+    raw = dict(raw or {})
+    listed = raw.pop("algorithms", None)
+    for key, value in raw.items():
+        if not isinstance(value, dict):
+            raise FinpodError(
+                f"search.{key} must be a table of hyperparameter ranges, got {value!r}",
+                f"write [search.{key}] with lines like learning_rate = {{ low = 1e-4, high = 1e-3 }}",
+            )
+    if listed is None:
+        listed = list(raw) or [agent_algorithm]
+    if isinstance(listed, str):
+        listed = [listed]
+    if not isinstance(listed, list) or not listed or not all(isinstance(a, str) for a in listed):
+        raise FinpodError(
+            f"search.algorithms must be a list of algorithm names, got {listed!r}",
+            'e.g. algorithms = ["ppo", "sac"]',
+        )
+    for name in [*listed, *raw]:
+        if name not in registry:
+            raise FinpodError(
+                f"unknown algorithm {name!r} in [search]",
+                f"choose among {', '.join(sorted(registry))}",
+            )
+    extra = sorted(set(raw) - set(listed))
+    if extra:
+        raise FinpodError(
+            f"[search.{extra[0]}] is declared but {extra[0]!r} is not in search.algorithms",
+            "add it to the list or remove the table",
+        )
+    spaces: dict[str, AlgorithmSpace] = {}
+    for name in dict.fromkeys(listed):
+        params_cls, agent_cls = registry[name]
+        fields = {f.name for f in dataclasses.fields(params_cls)}
+        base = dict(agent_hparams or {}) if name == agent_algorithm else {}
+        specs = tuple(
+            _parse_param(name, key, value, fields) for key, value in raw.get(name, {}).items()
+        )
+        space = AlgorithmSpace(
+            algorithm=name,
+            base=base,
+            params=specs,
+            frozen=tuple(getattr(agent_cls, "frozen_fields", ())),
+        )
+        _check_buildable(space, params_cls, name)
+        spaces[name] = space
+    return SearchSpace(spaces)
+
+
+def _parse_param(algo: str, key: str, value: Any, fields: set[str]) -> ParamSpec:
+    where = f"search.{algo}.{key}"
+    if key not in fields:
+        raise FinpodError(
+            f"unknown hyperparameter {where!r}", f"valid keys: {', '.join(sorted(fields))}"
+        )
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"low", "high", "log"})
+        if unknown:
+            raise FinpodError(f"unknown key {unknown[0]!r} in {where}", "use low, high and log")
+        if "low" not in value or "high" not in value:
+            raise FinpodError(
+                f"{where} needs both low and high", "e.g. { low = 1e-4, high = 1e-3 }"
+            )
+        low, high, log = value["low"], value["high"], value.get("log", False)
+        for bound in (low, high):
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+                raise FinpodError(
+                    f"{where} bounds must be numbers, got {bound!r}", "e.g. low = 0.9"
+                )
+        if not isinstance(log, bool):
+            raise FinpodError(f"{where}.log must be true or false", "e.g. log = true")
+        if not low <= high:
+            raise FinpodError(f"{where} has low {low} > high {high}", "swap the bounds")
+        if log and low <= 0:
+            raise FinpodError(
+                f"{where} is log-scaled but low {low} ≤ 0", "use a positive low bound"
+            )
+        kind = "int" if isinstance(low, int) and isinstance(high, int) else "float"
+        return ParamSpec(key, kind, low=float(low), high=float(high), log=log)
+    if isinstance(value, list):
+        if not value:
+            raise FinpodError(f"{where} is an empty list of choices", "list at least one value")
+        return ParamSpec(key, "choice", choices=tuple(value))
+    return ParamSpec(key, "fixed", value=value)
+
+
+def _check_buildable(space: AlgorithmSpace, params_cls: type, algo: str) -> None:
+    """Build the hyperparameter dataclass at the range ends so bad values fail now, not in a pod."""
+    from finpod.agents.base import build_hparams
+
+    probes = [dict(space.base)]
+    for spec in space.params:
+        options: list[Any]
+        if spec.kind == "fixed":
+            options = [spec.value]
+        elif spec.kind == "choice":
+            options = list(spec.choices)
+        else:
+            options = [spec._clip(spec.low), spec._clip(spec.high)]
+        for option in options:
+            probes.append({**space.base, spec.name: option})
+    for probe in probes:
+        build_hparams(params_cls, probe, where=f"search.{algo}")

@@ -1,0 +1,126 @@
+"""The generator: what the next pod trains (from scratch, or a perturbed copy of a good one).
+
+Every draw for pod ``i`` uses ``numpy.random.default_rng([seed, i])``, so a run and its
+resumed continuation generate the same pods for the same leaderboard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.leaderboard import Entry, Leaderboard
+
+
+@dataclass
+class PodSpec:
+    """What one pod trains: sent to the pod actor as is."""
+
+    pod_id: str
+    """Unique id within the run."""
+    algorithm: str
+    """Registry name of the agent's algorithm."""
+    hparams: dict[str, Any]
+    """Hyperparameters the pod trains with."""
+    seed: int
+    """Seed of the agent and (offset per learner) of its envs."""
+    steps: int
+    """Env steps to train, summed over learners."""
+    epochs: int
+    """Fusion and validation points, evenly spaced over ``steps``."""
+    num_envs: int
+    """W: vectorized envs per learner."""
+    num_learners: int
+    """L: learners, each on its own shard of seeds and start windows."""
+    score_name: str = "sharpe"
+    """Validation score of the evaluator."""
+    max_seconds: float | None = None
+    """Wall-time cap: the pod stops after the first epoch that ends past it."""
+    parent: str | None = None
+    """Pod id whose weights and optimizer state the pod starts from (``None`` = scratch)."""
+    lineage: list[str] = field(default_factory=list)
+    """Ancestors' pod ids, oldest first."""
+    base_history: list[dict[str, float]] = field(default_factory=list)
+    """The parent's validation history, continued by this pod."""
+
+
+def pod_id(index: int) -> str:
+    """Pod id of the ``index``-th pod of a run."""
+    return f"p{index:05d}"
+
+
+class Generator:
+    """Turns the leaderboard into the next pod to train."""
+
+    def __init__(
+        self, space: SearchSpace, config: TournamentConfig, seed: int, num_envs: int
+    ) -> None:
+        self.space = space
+        self.config = config
+        self.seed = int(seed)
+        self.num_envs = int(num_envs)
+
+    def rng(self, index: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, index])
+
+    def next(self, board: Leaderboard, index: int, steps: int | None = None) -> PodSpec:
+        """Pod ``index``: from scratch early or with probability ε, else a child of an entry
+        drawn by rank-weighted sampling."""
+        rng = self.rng(index)
+        warm = len(board) >= max(1, self.config.fresh_pods)
+        if not warm or rng.random() < self.config.epsilon:
+            return self.fresh(index, rng, steps)
+        return self.child(board.sample_parent(rng), index, rng, steps)
+
+    def fresh(
+        self, index: int, rng: np.random.Generator | None = None, steps: int | None = None
+    ) -> PodSpec:
+        """A pod whose algorithm and hyperparameters are drawn from the search space."""
+        rng = rng if rng is not None else self.rng(index)
+        algorithm, hparams = self.space.sample(rng)
+        return self._spec(index, algorithm, hparams, rng, steps)
+
+    def child(
+        self,
+        parent: Entry,
+        index: int,
+        rng: np.random.Generator | None = None,
+        steps: int | None = None,
+        perturb: bool = True,
+    ) -> PodSpec:
+        """A pod continuing ``parent``: same algorithm, weights and optimizer state, its
+        hyperparameters perturbed within their declared ranges (unless ``perturb`` is False)."""
+        rng = rng if rng is not None else self.rng(index)
+        hparams = dict(parent.hparams)
+        space = self.space.algorithms.get(parent.algorithm)
+        if perturb and space is not None:
+            hparams = space.perturb(hparams, self.config.perturb, rng)
+        spec = self._spec(index, parent.algorithm, hparams, rng, steps)
+        spec.parent = parent.pod_id
+        spec.lineage = [*parent.lineage, parent.pod_id]
+        spec.base_history = [dict(h) for h in parent.history]
+        return spec
+
+    def _spec(
+        self,
+        index: int,
+        algorithm: str,
+        hparams: dict[str, Any],
+        rng: np.random.Generator,
+        steps: int | None,
+    ) -> PodSpec:
+        return PodSpec(
+            pod_id=pod_id(index),
+            algorithm=algorithm,
+            hparams=hparams,
+            seed=int(rng.integers(2**31 - 1)),
+            steps=int(steps if steps is not None else self.config.pod_steps),
+            epochs=self.config.epochs,
+            num_envs=self.num_envs,
+            num_learners=self.config.num_learners,
+            score_name=self.config.score,
+            max_seconds=self.config.pod_seconds,
+        )

@@ -1,0 +1,245 @@
+"""The top-K leaderboard of a tournament, persisted atomically after every change.
+
+``leaderboard.json`` (read by the backtester)::
+
+    {"score_name": "sharpe", "top_k": 10, "candidates_evaluated": 37,
+     "entries": [{"pod_id", "algorithm", "hparams", "score", "checkpoint", "lineage",
+                  "history": [{"env_steps", "score"}, ...], "env_steps", "parent"}, ...],
+     "progress": {"next_pod": 41, "env_steps": 1840000, "wall_s": 612.4,
+                  "pods_failed": 1, "generation": 0}}
+
+Entries are sorted best first; ``checkpoint`` is relative to the run directory.
+``candidates_evaluated`` counts every pod scored on validation, whether or not it made the
+board (the Deflated Sharpe of the winner needs it). ``progress`` is what ``--resume``
+continues from.
+
+Crash safety: a qualifying pod's checkpoint file is written (atomically) *before* the JSON
+that names it, and an evicted entry's file is deleted only *after* the JSON without it is
+on disk, so at every instant each entry on disk points at a complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finpod.atomic import atomic_write, atomic_write_json
+from finpod.errors import FinpodError
+
+LEADERBOARD_FILE = "leaderboard.json"
+CHECKPOINT_DIR = "checkpoints"
+
+
+@dataclass
+class Entry:
+    """One pod on the leaderboard."""
+
+    pod_id: str
+    """Unique id within the run (``"p00042"``)."""
+    algorithm: str
+    """Registry name of the agent's algorithm."""
+    hparams: dict[str, Any]
+    """The hyperparameters the pod trained with."""
+    score: float
+    """Validation score of the checkpoint (higher is better)."""
+    checkpoint: str
+    """Checkpoint path relative to the run directory."""
+    lineage: list[str] = field(default_factory=list)
+    """Ancestors' pod ids, oldest first (empty for a pod trained from scratch)."""
+    history: list[dict[str, float]] = field(default_factory=list)
+    """Validation scores along the lineage: ``[{"env_steps", "score"}, ...]``."""
+    env_steps: int = 0
+    """Env steps the agent has learned from, ancestors included."""
+    parent: str | None = None
+    """Direct parent's pod id, if any."""
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["score"] = _finite_or_none(self.score)
+        out["history"] = [
+            {"env_steps": int(h["env_steps"]), "score": _finite_or_none(h["score"])}
+            for h in self.history
+        ]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Entry:
+        known = {f: obj[f] for f in cls.__dataclass_fields__ if f in obj}
+        known["score"] = _nan_if_none(known.get("score"))
+        known["history"] = [
+            {"env_steps": int(h["env_steps"]), "score": _nan_if_none(h.get("score"))}
+            for h in known.get("history", [])
+        ]
+        return cls(**known)
+
+
+@dataclass
+class Progress:
+    """Counters a resumed run continues from."""
+
+    next_pod: int = 0
+    """Index of the next pod id to hand out."""
+    env_steps: int = 0
+    """Env steps trained by all evaluated pods of the run."""
+    wall_s: float = 0.0
+    """Wall seconds the run has been training, summed over sessions."""
+    pods_failed: int = 0
+    """Pods that crashed or raised (not counted as candidates)."""
+    generation: int = 0
+    """Generational mode: generations completed."""
+
+
+class Leaderboard:
+    """Top-K pods by validation score, mirrored to ``<run_dir>/leaderboard.json``."""
+
+    def __init__(self, run_dir: Path, top_k: int, score_name: str = "sharpe") -> None:
+        self.run_dir = Path(run_dir)
+        self.top_k = int(top_k)
+        self.score_name = score_name
+        self.entries: list[Entry] = []
+        self.candidates_evaluated = 0
+        self.progress = Progress()
+
+    # ----- reading ----------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.run_dir / LEADERBOARD_FILE
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def best(self) -> Entry | None:
+        return self.entries[0] if self.entries else None
+
+    def get(self, pod_id: str) -> Entry | None:
+        return next((e for e in self.entries if e.pod_id == pod_id), None)
+
+    def checkpoint_path(self, entry: Entry) -> Path:
+        return self.run_dir / entry.checkpoint
+
+    def qualifies(self, score: float) -> bool:
+        """Would a pod with ``score`` enter the board? (NaN never does.)"""
+        if not math.isfinite(score):
+            return False
+        return len(self.entries) < self.top_k or score > self.entries[-1].score
+
+    def sample_parent(self, rng: np.random.Generator) -> Entry:
+        """An entry drawn with probability ∝ (K − rank): the best most often, none never."""
+        if not self.entries:
+            raise ValueError("the leaderboard is empty")
+        n = len(self.entries)
+        weights = np.arange(n, 0, -1, dtype=float)
+        return self.entries[int(rng.choice(n, p=weights / weights.sum()))]
+
+    # ----- changing ---------------------------------------------------------------------
+    def record(self, entry: Entry, checkpoint_bytes: bytes | Callable[[Path], None]) -> bool:
+        """Count ``entry`` as an evaluated candidate and insert it if it qualifies.
+
+        ``checkpoint_bytes`` (the safetensors file's bytes, or a function writing it to a
+        path) is written to ``entry.checkpoint`` only when the pod makes the board.
+        Returns whether it did. The JSON is rewritten either way.
+        """
+        self.candidates_evaluated += 1
+        inserted = self.qualifies(entry.score)
+        evicted: list[Entry] = []
+        if inserted:
+            target = self.run_dir / entry.checkpoint
+            if callable(checkpoint_bytes):
+                atomic_write(target, checkpoint_bytes)
+            else:
+                data = checkpoint_bytes
+                atomic_write(target, lambda p: p.write_bytes(data))
+            self.entries.append(entry)
+            # Stable sort: among equal scores the earlier pod keeps its rank.
+            self.entries.sort(key=lambda e: -e.score)
+            evicted = self.entries[self.top_k :]
+            self.entries = self.entries[: self.top_k]
+        self.save()
+        for gone in evicted:
+            (self.run_dir / gone.checkpoint).unlink(missing_ok=True)
+        return inserted and entry in self.entries
+
+    def save(self) -> None:
+        """Write ``leaderboard.json`` atomically."""
+        atomic_write_json(self.path, self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "score_name": self.score_name,
+            "top_k": self.top_k,
+            "candidates_evaluated": self.candidates_evaluated,
+            "entries": [e.to_json() for e in self.entries],
+            "progress": asdict(self.progress),
+        }
+
+    # ----- resuming ---------------------------------------------------------------------
+    @classmethod
+    def load(cls, run_dir: Path) -> Leaderboard:
+        """Read ``<run_dir>/leaderboard.json`` (FinpodError if missing or unreadable)."""
+        path = Path(run_dir) / LEADERBOARD_FILE
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            board = cls(Path(run_dir), int(obj["top_k"]), str(obj["score_name"]))
+            board.candidates_evaluated = int(obj["candidates_evaluated"])
+            board.entries = [Entry.from_json(e) for e in obj["entries"]]
+            board.progress = Progress(**obj.get("progress", {}))
+        except FileNotFoundError as err:
+            raise FinpodError(
+                f"{path} does not exist", "is this a finpod tournament run directory?"
+            ) from err
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise FinpodError(
+                f"{path} is unreadable: {err}", "restore it or start a new run"
+            ) from err
+        board.entries.sort(key=lambda e: -e.score)
+        return board
+
+    def drop_missing_checkpoints(self, verify: Callable[[Path], None] | None = None) -> list[str]:
+        """Remove entries whose checkpoint is missing or fails ``verify``; return messages."""
+        problems: list[str] = []
+        kept: list[Entry] = []
+        for entry in self.entries:
+            path = self.run_dir / entry.checkpoint
+            try:
+                if not path.is_file():
+                    raise FinpodError(f"checkpoint {entry.checkpoint} is missing")
+                if verify is not None:
+                    verify(path)
+                kept.append(entry)
+            except FinpodError as err:
+                problems.append(f"{entry.pod_id}: {err}")
+        if problems:
+            self.entries = kept
+            self.save()
+        return problems
+
+    def remove_orphan_checkpoints(self) -> list[Path]:
+        """Delete checkpoint files no entry names (left by a run killed between two writes)."""
+        named = {(self.run_dir / e.checkpoint).resolve() for e in self.entries}
+        removed = []
+        ckpt_dir = self.run_dir / CHECKPOINT_DIR
+        if ckpt_dir.is_dir():
+            for path in ckpt_dir.iterdir():
+                if path.is_file() and path.resolve() not in named:
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
+
+
+def checkpoint_name(pod_id: str) -> str:
+    """Run-relative checkpoint path of a pod."""
+    return f"{CHECKPOINT_DIR}/{pod_id}.safetensors"
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if x is not None and math.isfinite(x) else None
+
+
+def _nan_if_none(x: Any) -> float:
+    return float("nan") if x is None else float(x)

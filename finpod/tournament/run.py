@@ -1,0 +1,233 @@
+"""``run_tournament``: a whole tournament as one library call (new run or ``resume``).
+
+It resolves the strategy's ``[tournament]`` and ``[search]`` tables (with command-line
+overrides), connects to Ray (a private local instance when no address is given, or a
+cluster), creates or reopens the run directory and hands the loop to the
+:class:`~finpod.tournament.orchestrator.Orchestrator`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from finpod.errors import FinpodError
+from finpod.tournament.config import (
+    SearchSpace,
+    TournamentConfig,
+    parse_budget,
+    parse_pods,
+    parse_search,
+    parse_tournament,
+)
+from finpod.tournament.leaderboard import Leaderboard
+from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
+from finpod.tournament.rundir import STRATEGY_FILE, RunDir, close_logger, new_run_id, toml_dumps
+
+
+@dataclass
+class TournamentRun:
+    """The outcome of :func:`run_tournament`."""
+
+    run_dir: Path
+    """The run directory (``runs/<run-id>``)."""
+    leaderboard: Leaderboard
+    """Final leaderboard (best first)."""
+    summary: Summary
+    """Pods trained and failed, pool sizes, nodes used, timings of this session."""
+    config: TournamentConfig
+    """The resolved tournament settings."""
+
+
+def resolve(
+    strategy: Any,
+    pods: str | int | None = None,
+    budget: str | None = None,
+    seed: int | None = None,
+) -> tuple[TournamentConfig, SearchSpace, int]:
+    """Tournament config, search space and seed of a loaded strategy with overrides."""
+    config = parse_tournament(strategy.tournament)
+    if pods is not None:
+        config = replace(config, pods=parse_pods(pods))
+    if budget is not None:
+        config = replace(config, budget=parse_budget(budget))
+    space = parse_search(strategy.search, strategy.algorithm, strategy.hparams)
+    return config.validate(), space, int(strategy.train.seed if seed is None else seed)
+
+
+def run_tournament(
+    strategy_path: str | Path | None,
+    data_dir: str | Path | None,
+    *,
+    pods: str | int | None = None,
+    budget: str | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+    out: str | Path = "runs",
+    device: str | None = None,
+    seed: int | None = None,
+    run_id: str | None = None,
+    num_cpus: int | None = None,
+    on_event: Event | None = None,
+    display: Any = None,
+) -> TournamentRun:
+    """Train a tournament and write its run directory (see :mod:`finpod.tournament.rundir`).
+
+    Args:
+        strategy_path: strategy TOML (optional with ``resume``: the run's copy is used).
+        data_dir: dataset directory, readable at the same path on every Ray node
+            (optional with ``resume``: the run's dataset is used; its hash must match).
+        pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``).
+        budget: ``"30m"``, ``"1e6 steps"``, ``"40 pods"`` (overrides ``tournament.budget``;
+            counted over the whole run, so a resumed run finishes the same budget).
+        address: Ray cluster (``"auto"`` or ``HOST:PORT``); ``None`` starts Ray in-process.
+            An already initialised Ray connection is used as is.
+        resume: a run directory (or its id under ``out``) to continue.
+        out: where new run directories are created.
+        device: ``auto``, ``cpu`` or ``cuda`` inside the pods (overrides ``train.device``).
+        seed: run seed (overrides ``train.seed``).
+        run_id: name of a new run directory (default: time-stamped).
+        num_cpus: CPUs of the in-process Ray instance (default: all).
+        on_event: ``f(kind, payload)`` called on pool changes, pod starts, finishes, failures.
+        display: ``f(snapshot)`` called as the run goes (the CLI's live table).
+    """
+    from finpod.data import load_manifest
+    from finpod.strategy import load_strategy
+
+    if resume is not None:
+        run_path = _find_run(resume, out)
+        run = RunDir.open(run_path)
+        info = run.info()
+        strategy = load_strategy(run_path / STRATEGY_FILE)
+        dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
+        manifest = load_manifest(dataset)
+        if manifest["hash"] != info["dataset"]["hash"]:
+            raise FinpodError(
+                f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
+                "resume with the original dataset (--data)",
+            )
+        config, space, run_seed = resolve(strategy, pods, budget, int(info.get("seed", 0)))
+        board = Leaderboard.load(run_path)
+        problems = board.drop_missing_checkpoints(verify=_verify_checkpoint)
+        for problem in problems:
+            run.log(f"dropped leaderboard entry {problem}", logging.WARNING)
+        board.remove_orphan_checkpoints()
+        run.log(
+            f"resumed with {len(board)} leaderboard entries, {board.candidates_evaluated} candidates, "
+            f"{board.progress.wall_s:.0f}s trained"
+        )
+    else:
+        if strategy_path is None or data_dir is None:
+            raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
+        strategy = load_strategy(strategy_path)
+        dataset = Path(data_dir)
+        manifest = load_manifest(dataset)
+        config, space, run_seed = resolve(strategy, pods, budget, seed)
+        resolved = strategy.to_dict()
+        resolved["tournament"] = config.to_dict()
+        resolved["search"] = space.to_dict()
+        resolved["train"]["seed"] = run_seed
+        if device is not None:
+            resolved["train"]["device"] = device
+        run_path = Path(out) / (run_id or new_run_id())
+        run = RunDir.create(
+            run_path,
+            strategy=resolved,
+            strategy_toml=toml_dumps(resolved),
+            dataset_path=dataset,
+            dataset_hash=str(manifest["hash"]),
+            seed=run_seed,
+        )
+        board = Leaderboard(run_path, config.top_k, config.score)
+        board.save()
+        run.log(f"new tournament run {run_path.name} on {dataset} ({manifest['hash'][:12]})")
+
+    started = _connect(address, num_cpus)
+    try:
+        pod_device, gpus = _resolve_device(device or strategy.train.device, config)
+        setup = Setup(
+            config=config,
+            space=space,
+            dataset_dir=dataset.resolve(),
+            env_config=dict(strategy.env),
+            num_envs=int(config.num_envs or strategy.train.num_envs),
+            seed=run_seed,
+            device=pod_device,
+            gpus_per_pod=gpus,
+        )
+        orchestrator = Orchestrator(setup, board, run, on_event=on_event, display=display)
+        summary = orchestrator.run()
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+        close_logger(run)
+    return TournamentRun(run_path, board, summary, config)
+
+
+def _find_run(resume: str | Path, out: str | Path) -> Path:
+    for candidate in (Path(resume), Path(out) / str(resume)):
+        if candidate.is_dir() and (candidate / "run.json").is_file():
+            return candidate
+    raise FinpodError(
+        f"no run {str(resume)!r} to resume", f"pass a run directory or an id under {out}/"
+    )
+
+
+def _verify_checkpoint(path: Path) -> None:
+    from finpod.agents import read_checkpoint
+
+    read_checkpoint(path)
+
+
+def _connect(address: str | None, num_cpus: int | None) -> bool:
+    """Connect to Ray; returns whether this call started it (and so must shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    common: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+    }
+    try:
+        if address is None:
+            # "local" never attaches to someone else's cluster found on this machine.
+            ray.init(address="local", num_cpus=num_cpus, **common)
+        else:
+            ray.init(address=address, **common)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        where = "a local Ray instance" if address is None else f"the Ray cluster at {address}"
+        raise FinpodError(
+            f"cannot start or reach {where}: {err}", "check --address and that Ray is running"
+        ) from err
+    return True
+
+
+def _resolve_device(device: str, config: TournamentConfig) -> tuple[str, float]:
+    """(torch device inside the pods, GPUs per pod) from the device setting and the cluster."""
+    import ray
+
+    cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
+    gpus = config.gpus_per_pod
+    if gpus is None:
+        wants_cuda = device.startswith("cuda") or (device == "auto" and cluster_gpus > 0)
+        gpus = 1.0 if wants_cuda else 0.0
+    if device.startswith("cuda") and gpus <= 0:
+        raise FinpodError(
+            "device cuda needs tournament.gpus_per_pod > 0",
+            "set gpus_per_pod (e.g. 0.25) or use --device cpu",
+        )
+    if device == "cpu":
+        gpus = 0.0
+    if gpus > 0 and cluster_gpus <= 0:
+        raise FinpodError(
+            "pods ask for GPUs but the Ray cluster has none", "use --device cpu or add GPU nodes"
+        )
+    return ("cuda" if gpus > 0 else "cpu"), float(gpus)
