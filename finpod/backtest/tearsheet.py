@@ -2,10 +2,11 @@
 
 Panels: metrics table (agent vs benchmarks), equity curves, drawdown, monthly returns,
 rolling Sharpe and beta, holdings and exposure, and the run's learning curves and
-leaderboard. pyfolio-reloaded draws the drawdown, monthly heatmap and annual returns
-(it wants UTC timestamps); finpod draws the rest itself: the equity curve with every
-benchmark, rolling ratios annualized for the bar size (pyfolio assumes daily bars), and
-holdings/exposure (pyfolio's exposure panel comes out blank under current pandas).
+leaderboard. pyfolio-reloaded draws the underwater drawdown (it wants UTC timestamps);
+finpod draws the rest itself: the equity curve and annual returns with every benchmark,
+the monthly heatmap (pyfolio prints months without bars as 0 %), rolling ratios annualized
+for the bar size (pyfolio assumes daily bars), and holdings/exposure (pyfolio's exposure
+panel comes out blank under current pandas).
 """
 
 from __future__ import annotations
@@ -143,11 +144,27 @@ def _drawdown(result: BacktestResult) -> Callable[[plt.Figure], None]:
 
 def _monthly(result: BacktestResult) -> Callable[[plt.Figure], None]:
     def draw(fig: plt.Figure) -> None:
-        pp = _pyfolio_plotting()
-        ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
-        pp.plot_monthly_returns_heatmap(_utc(result.returns), ax=ax1)
-        ax1.set_title("Agent monthly returns (%)")
-        pp.plot_annual_returns(_utc(result.returns), ax=ax2)
+        table = m.monthly_returns(result.returns) * 100.0
+        ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
+        values = table.to_numpy(dtype=float)
+        limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.1)
+        cmap = plt.get_cmap("RdYlGn").copy()
+        cmap.set_bad("#f3f3f3")
+        ax1.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+        for (i, j), v in np.ndenumerate(values):
+            if np.isfinite(v):
+                ax1.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7)
+        ax1.set_xticks(range(12), ["J", "F", "M", "A", "M", "J", "J", "A", "S", "O", "N", "D"])
+        ax1.set_yticks(range(len(table.index)), [str(y) for y in table.index])
+        ax1.set_title("Agent monthly returns (%); grey: no bars")
+        yearly = (1.0 + result.all_returns.fillna(0.0)).groupby(result.returns.index.year).prod()
+        yearly = (yearly - 1.0) * 100.0
+        yearly.plot.barh(ax=ax2, width=0.8, legend=False)
+        ax2.axvline(0.0, color="k", lw=0.5)
+        ax2.set_xlabel("return (%)")
+        ax2.set_title("Annual returns, all strategies (%)")
+        ax2.legend(fontsize=6)
+        ax2.grid(alpha=0.3, axis="x")
 
     return draw
 
