@@ -1,0 +1,115 @@
+"""Tournament test fixtures: a tiny synthetic dataset, tiny strategies, a private Ray."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+#: Small enough that a pod trains in well under a second on one CPU core.
+TINY_STRATEGY = """
+[agent]
+algorithm = "ppo"
+[agent.hparams]
+horizon = 16
+minibatch_size = 64
+update_epochs = 1
+actor_hidden = [8]
+critic_hidden = [8]
+[env]
+episode_length = 40
+[train]
+num_envs = 4
+seed = 7
+device = "cpu"
+[tournament]
+pod_steps = {pod_steps}
+epochs = {epochs}
+top_k = {top_k}
+fresh_pods = 2
+cpus_per_pod = 1.0
+{extra}
+[search]
+algorithms = ["ppo"]
+[search.ppo]
+learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
+gamma = {{ low = 0.9, high = 0.999 }}
+"""
+
+
+def write_strategy(
+    path: Path, pod_steps: int = 256, epochs: int = 2, top_k: int = 4, extra: str = ""
+) -> Path:
+    """A tiny tournament strategy file at ``path``."""
+    text = TINY_STRATEGY.format(
+        pod_steps=pod_steps, epochs=epochs, top_k=top_k, extra=textwrap.dedent(extra)
+    )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 4-ticker, 240-bar synthetic alpha market as a dataset directory."""
+    from finpod.data import build_dataset
+
+    out = tmp_path_factory.mktemp("tournament-data") / "ds"
+    return build_dataset("synthetic", out, n_tickers=4, n_bars=240, regime="alpha", seed=0)
+
+
+@pytest.fixture(scope="session")
+def ray_tmp() -> Path:
+    """A short private Ray temp root (unix socket paths must stay under ~100 chars).
+
+    ``RAY_TMPDIR`` also points here so that no Ray started by these tests reads or writes
+    the machine's default ``/tmp/ray`` (where other clusters may live).
+    """
+    path = Path(f"/tmp/rfp_{secrets.token_hex(3)}")
+    path.mkdir()
+    old = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
+    os.environ["RAY_TMPDIR"] = str(path)
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    yield path
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    kill_processes_under(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_processes_under(path: Path) -> None:
+    """Kill leftover processes whose command line names ``path`` (a Ray we started there)."""
+    import psutil
+
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.info["pid"] != me and str(path) in " ".join(proc.info["cmdline"] or []):
+                proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+
+
+@pytest.fixture(scope="module")
+def local_ray(ray_tmp: Path):
+    """A private in-process Ray with 2 CPUs for one test module."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(ray_tmp / "l"),
+    )
+    yield ray
+    ray.shutdown()
