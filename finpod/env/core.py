@@ -86,8 +86,10 @@ class Tables(NamedTuple):
     """Per-bar lookup tables built once per (market, config, device).
 
     Attributes:
-        step: (T, 2N) accounting dtype; ``[:, :N]`` fill price of the bar (0 = no fill),
-            ``[:, N:]`` mark price of the bar (0 before a listing).
+        step: (T, 3N) accounting dtype; ``[:, :N]`` fill price of the bar (0 = no fill),
+            ``[:, N:2N]`` mark price of the bar (0 before a listing), ``[:, 2N:]`` 1.0 where
+            the bar can fill an order else 0.0 (a float mask: multiplying is much cheaper
+            than ``torch.where`` on CPU).
         static_obs: (T, N + N·F) float32; the ``prices`` and ``features`` slices of the
             observation, which depend on the bar only.
     """
@@ -166,7 +168,7 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     tradable = market.tradable.to(device=device, dtype=torch.bool)
     fill = torch.where(tradable & _valid(base), base, torch.zeros_like(base))
     mark = mark_prices(close)
-    step = torch.cat([fill, mark], dim=1).to(dtype).contiguous()
+    step = torch.cat([fill, mark, (fill > 0).to(fill.dtype)], dim=1).to(dtype).contiguous()
 
     # Reference price per ticker: its first valid mark in the split (causal at every bar
     # where the ticker has a price; before that the prices slice is 0).
@@ -191,7 +193,7 @@ def initial_state(start: torch.Tensor, tables: Tables, config: EnvConfig, num_st
     cash = torch.full((e,), float(config.initial_cash), dtype=dtype, device=dev)
     zeros_en = torch.zeros((e, num_stocks), dtype=dtype, device=dev)
     zeros_e = torch.zeros((e,), dtype=dtype, device=dev)
-    mark = tables.step.index_select(0, start)[:, num_stocks:]
+    mark = tables.step.index_select(0, start)[:, num_stocks : 2 * num_stocks]
     return State(
         t=start,
         steps=torch.zeros_like(start),
@@ -217,11 +219,36 @@ def reset_where(done: torch.Tensor, state: State, fresh: State) -> State:
     )
 
 
-def observe(state: State, tables: Tables, config: EnvConfig) -> torch.Tensor:
-    """(E, obs_dim) float32 observation of ``state`` (layout in the module docstring)."""
+def observe(
+    state: State, tables: Tables, config: EnvConfig, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(E, obs_dim) float32 observation of ``state`` (layout in the module docstring).
+
+    Written into ``out`` when given (e.g. a slot of an agent's rollout storage), else into
+    a fresh tensor. Each slice is written in place: no concatenation copy.
+    """
+    n = state.holdings.shape[1]
+    init = float(config.initial_cash)
+    if out is None:
+        out = torch.empty(
+            (state.t.shape[0], 2 + n + tables.static_obs.shape[1]),
+            dtype=torch.float32,
+            device=state.t.device,
+        )
+    v = state.value.clamp(min=init * VALUE_FLOOR)
+    inv = v.reciprocal()
+    out[:, 0] = torch.log(v * (1.0 / init))
+    out[:, 1] = state.cash * inv
+    out[:, 2 : 2 + n] = state.position * inv.unsqueeze(1)
+    torch.index_select(tables.static_obs, 0, state.t, out=out[:, 2 + n :])
+    return out
+
+
+def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch.Tensor:
+    """:func:`observe` without in-place writes (for ``torch.compile``, which fuses the cat)."""
     init = float(config.initial_cash)
     v = state.value.clamp(min=init * VALUE_FLOOR)
-    inv = 1.0 / v
+    inv = v.reciprocal()
     head = torch.stack([torch.log(v * (1.0 / init)), state.cash * inv], dim=1)
     weights = state.position * inv.unsqueeze(1)
     static = tables.static_obs.index_select(0, state.t)
@@ -244,55 +271,60 @@ def transition(
     t1 = state.t + 1
     row = tables.step.index_select(0, t1)
     price = row[:, :n]
-    mark = row[:, n:]
+    mark = row[:, n : 2 * n]
+    can_fill = row[:, 2 * n :]
+    # In-place ops below only touch temporaries created here (never the inputs): on CPU
+    # every fresh (E, N) tensor costs an allocation and page faults.
     a = action.to(dtype).clamp(-1.0, 1.0)
 
     if config.action_mode == "weights":
         if config.allow_short:
             w = a / a.abs().sum(1, keepdim=True).clamp(min=1.0)
         else:
-            w = a.clamp(min=0.0)
+            w = a.clamp_(min=0.0)
             w = w / w.sum(1, keepdim=True).clamp(min=1.0)
-        # Sized with what is known at bar t: value and mark price at t's close.
-        priced = state.mark > 0
-        target = w * state.value.unsqueeze(1) / torch.where(priced, state.mark, 1.0)
+        # Sized with what is known at bar t: value and mark price at t's close. Tickers
+        # without a price at t keep their holdings (mask arithmetic instead of where).
+        priced = (state.mark > 0).to(dtype)
+        delta = w.mul_(state.value.unsqueeze(1)).div_(state.mark + (1.0 - priced))
         if config.integer_shares:
-            target = target.trunc()
-        delta = torch.where(priced, target - state.holdings, 0.0)
+            delta.trunc_()
+        delta.sub_(state.holdings).mul_(priced)
     else:
-        delta = a * float(config.max_shares)
+        delta = a.mul_(float(config.max_shares))
         if config.integer_shares:
-            delta = delta.trunc()
-    delta = torch.where(price > 0, delta, 0.0)
+            delta.trunc_()
+    delta.mul_(can_fill)
 
-    sell = (-delta).clamp(min=0.0)
+    sell = delta.neg().clamp_(min=0.0)
     if not config.allow_short:
-        sell = torch.minimum(sell, state.holdings.clamp(min=0.0))
+        torch.minimum(sell, state.holdings, out=sell)
     sell_price = price * (1.0 - config.slippage) if config.slippage else price
     buy_price = price * (1.0 + config.slippage) if config.slippage else price
-    sell_notional = (sell * sell_price).sum(1)
+    scratch = torch.mul(sell, sell_price)
+    sell_notional = scratch.sum(1)
     cash = state.cash + sell_notional * (1.0 - rate)
 
-    buy = delta.clamp(min=0.0)
-    buy_value = buy * buy_price
+    buy = delta.clamp_(min=0.0)
     if not config.allow_negative_cash:
-        need = buy_value.sum(1) * (1.0 + rate)
-        frac = torch.where(need > cash, cash.clamp(min=0.0) / need, 1.0).unsqueeze(1)
-        buy = buy * frac
-        if config.integer_shares:
-            buy = buy.floor()
-        else:
+        need = torch.mul(buy, buy_price, out=scratch).sum(1) * (1.0 + rate)
+        # Fraction of the buy orders the cash pays for (1 when it is enough).
+        free = cash.clamp(min=0.0)
+        frac = free / torch.maximum(need, free).clamp(min=1e-30)
+        if not config.integer_shares:
             # Leave a hair of cash so rounding never overdraws the account.
-            buy = torch.where(frac < 1.0, buy * (1.0 - 1e-6), buy)
-        buy_value = buy * buy_price
-    buy_notional = buy_value.sum(1)
+            frac = frac * (1.0 - 1e-6 * (frac < 1.0).to(dtype))
+        buy.mul_(frac.unsqueeze(1))
+        if config.integer_shares:
+            buy.floor_()
+    buy_notional = torch.mul(buy, buy_price, out=scratch).sum(1)
     cash = cash - buy_notional * (1.0 + rate)
     if not config.allow_negative_cash:
         cash = cash.clamp(min=0.0)
 
-    trade = buy - sell
+    trade = buy.sub_(sell)
     holdings = state.holdings + trade
-    position = holdings * mark
+    position = torch.mul(holdings, mark, out=scratch)
     value = cash + position.sum(1)
     notional = sell_notional + buy_notional
     cost = notional * rate

@@ -97,7 +97,7 @@ def rollout(
     px = torch.stack(prices).cpu().numpy()
     cost_steps = np.concatenate([[0.0], torch.cat(costs).cpu().numpy()])
     turn = np.concatenate([[0.0], torch.cat(turnover).cpu().numpy()])
-    mark = env.tables.step[:, n:].cpu().numpy().astype(np.float64)
+    mark = env.tables.step[:, n : 2 * n].cpu().numpy().astype(np.float64)
 
     account_value = pd.Series(v, index=ts, name="account_value")
     holdings_df = pd.DataFrame(h, index=ts, columns=tickers)

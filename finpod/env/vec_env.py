@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -11,10 +12,12 @@ from finpod.env.config import EnvConfig
 from finpod.env.core import (
     ObsLayout,
     State,
+    StepOut,
     Tables,
     build_tables,
     initial_state,
     observe,
+    observe_functional,
     reset_where,
     transition,
 )
@@ -43,6 +46,8 @@ class VecTradingEnv:
       before the trade; ``bar`` (E,) int64 index of the fill bar in the market.
 
     All tensors live on ``device``; nothing is copied to the host inside ``step``.
+    ``compile=True`` runs the step through ``torch.compile`` (falls back to eager, with a
+    warning, if compilation fails).
     """
 
     def __init__(
@@ -53,6 +58,7 @@ class VecTradingEnv:
         seed: int = 0,
         random_start: bool = True,
         device: torch.device | str | None = None,
+        compile: bool = False,
     ) -> None:
         self.config = config if config is not None else EnvConfig()
         self.config.validate()
@@ -88,6 +94,9 @@ class VecTradingEnv:
         self._generator.manual_seed(int(seed))
         self._elapsed = 0
         self.state: State | None = None
+        self._step_fn = _advance
+        if compile:
+            self._step_fn = _compiled_advance()
 
     # -- protocol -----------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> torch.Tensor:
@@ -112,9 +121,15 @@ class VecTradingEnv:
             )
         if action.device != self.device:
             action = action.to(self.device)
-        state, out = transition(self.state, action, self.tables, self.config)
+        try:
+            state, out, obs = self._step_fn(self.state, action, self.tables, self.config)
+        except Exception as err:  # a compiler missing at run time: same math, eager
+            if self._step_fn is _advance:
+                raise
+            warnings.warn(f"torch.compile failed ({err}); using the eager step", stacklevel=2)
+            self._step_fn = _advance
+            state, out, obs = _advance(self.state, action, self.tables, self.config)
         self._elapsed += 1
-        obs = observe(state, self.tables, self.config)
         final_obs = obs
         info: dict[str, Any] = {
             "account_value": state.value,
@@ -159,3 +174,26 @@ class VecTradingEnv:
 
     def close(self) -> None:
         """Release nothing (tensors are freed with the env); for API symmetry."""
+
+
+def _advance(
+    state: State, action: torch.Tensor, tables: Tables, config: EnvConfig
+) -> tuple[State, StepOut, torch.Tensor]:
+    new_state, out = transition(state, action, tables, config)
+    return new_state, out, observe(new_state, tables, config)
+
+
+def _compiled_advance():
+    """``_advance`` through ``torch.compile`` (fuses the elementwise ops into a few loops).
+
+    The first call compiles (tens of seconds on a small CPU; cached on disk after that);
+    shapes and config are static, so it compiles once per env.
+    """
+
+    def advance(
+        state: State, action: torch.Tensor, tables: Tables, config: EnvConfig
+    ) -> tuple[State, StepOut, torch.Tensor]:
+        new_state, out = transition(state, action, tables, config)
+        return new_state, out, observe_functional(new_state, tables, config)
+
+    return torch.compile(advance, dynamic=False)

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Env throughput: finpod's ``VecTradingEnv`` vs the FinRL and ElegantRL envs, same data.
+
+For every num_envs × num_stocks it times ``env.step`` with uniform random actions in
+[-1, 1]^N (a pre-drawn ring of 16 batches, as the peers' scripts do), after 5 untimed
+warm-up steps; episodes are the whole series and envs auto-reset inside the timed loop.
+In the same run it launches the peer scripts of ``--peers-dir`` (``bench_env_finrl.py``,
+``bench_env_elegantrl.py --env vec`` and ``--env vmap``; ``vmap`` is the ElegantRL env that
+acts on its actions, ``vec`` ignores them) with the peers' Python on the same CSV files,
+and re-emits their results. One JSON line per measurement on stdout, with ``system``
+(finpod | elegantrl | finrl), ``device``, ``num_envs``, ``num_stocks``,
+``env_steps_per_s`` (wall clock), ``env_steps_per_cpu_s`` (per CPU-second of the
+process: less sensitive to other processes on a shared machine) and
+``foreign_cpu_frac`` (CPU used by other processes / (wall × cores)).
+
+    python bench/env_throughput.py --data-dir ../.peers/data \\
+        --peers-python "$FINPOD_PEERS_PYTHON" [--device cpu|cuda] [--threads 1] [--compile]
+
+Data files: ``<data-dir>/gbm_n{N}_t2500_s0.csv`` (long table date, tic, open, high, low,
+close, volume; made by the peers' ``gen_data.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from finpod.data.market import MarketData  # noqa: E402
+from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402
+
+RING = 16
+WARMUP = 5
+
+
+class Meter:
+    """Wall time, this process's CPU time and other processes' share of the machine."""
+
+    def __enter__(self) -> Meter:
+        self._busy0 = _machine_busy_s()
+        self._cpu0 = time.process_time()
+        self._wall0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._wall0
+        self.cpu = time.process_time() - self._cpu0
+        foreign = max(0.0, _machine_busy_s() - self._busy0 - self.cpu)
+        self.foreign_frac = foreign / max(1e-9, self.wall * (os.cpu_count() or 1))
+
+
+def _machine_busy_s() -> float:
+    try:
+        with open("/proc/stat") as fh:
+            parts = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def load_market(path: Path, device: torch.device) -> tuple[MarketData, float, str]:
+    """The CSV as MarketData with finpod's features (or a minimal causal set)."""
+    t0 = time.perf_counter()
+    df = pd.read_csv(path)
+    try:
+        from finpod.data import from_frame
+
+        market = from_frame(df, bar="1d", device=device)
+        source = "finpod.data.from_frame"
+    except ImportError:
+        market = _minimal_market(df, device)
+        source = "bench minimal features"
+    return market, time.perf_counter() - t0, source
+
+
+def _minimal_market(df: pd.DataFrame, device: torch.device) -> MarketData:
+    wide = {c: df.pivot(index="date", columns="tic", values=c) for c in ("open", "close")}
+    close = wide["close"].to_numpy(np.float64)
+    logc = np.log(close)
+    feats = []
+    for lag in (1, 5, 20):
+        r = np.zeros_like(logc)
+        r[lag:] = logc[lag:] - logc[:-lag]
+        feats.append(r * 10.0)
+    f = np.stack(feats, axis=2).astype(np.float32)
+    ts = pd.DatetimeIndex(pd.to_datetime(wide["close"].index)).tz_localize("America/New_York")
+    return MarketData(
+        timestamps=ts,
+        tickers=list(wide["close"].columns),
+        open=torch.tensor(wide["open"].to_numpy(np.float32), device=device),
+        close=torch.tensor(close.astype(np.float32), device=device),
+        features=torch.tensor(f, device=device),
+        feature_names=["ret_1", "ret_5", "ret_20"],
+        tradable=torch.ones(close.shape, dtype=torch.bool, device=device),
+    )
+
+
+def steps_for(num_envs: int, num_stocks: int, target: float) -> int:
+    """Vector steps so one measurement takes roughly ``target`` seconds at ~1M steps/s."""
+    return int(min(5000, max(20, target * 1e6 / max(1, num_envs))))
+
+
+def bench_finpod(
+    market: MarketData, num_envs: int, args: argparse.Namespace, device: torch.device
+) -> dict:
+    t0 = time.perf_counter()
+    env = VecTradingEnv(
+        market, EnvConfig(), num_envs=num_envs, seed=0, device=device, compile=args.compile
+    )
+    obs = env.reset()
+    gen = torch.Generator().manual_seed(0)
+    acts = [
+        (torch.rand((num_envs, env.action_dim), generator=gen) * 2 - 1).to(device)
+        for _ in range(RING)
+    ]
+    t1 = time.perf_counter()
+    for i in range(WARMUP):
+        env.step(acts[i % RING])
+    env.reset()
+    steps = args.steps or steps_for(num_envs, market.num_stocks, args.target_s)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    with Meter() as m:
+        for i in range(steps):
+            obs, reward, terminated, truncated, info = env.step(acts[i % RING])
+        sync()
+    total = steps * num_envs
+    return {
+        "system": "finpod",
+        "env": "finpod.env.VecTradingEnv" + (" (torch.compile)" if args.compile else ""),
+        "device": str(device),
+        "num_envs": num_envs,
+        "num_stocks": market.num_stocks,
+        "n_days": market.num_bars,
+        "obs_dim": env.obs_dim,
+        "vector_steps": steps,
+        "env_steps_per_s": round(total / m.wall, 2),
+        "env_steps_per_cpu_s": round(total / max(m.cpu, 1e-9), 2),
+        "us_per_vector_step": round(1e6 * m.wall / steps, 2),
+        "seconds": round(m.wall, 4),
+        "cpu_seconds": round(m.cpu, 4),
+        "foreign_cpu_frac": round(m.foreign_frac, 4),
+        "construct_s": round(t1 - t0, 3),
+        "torch_threads": torch.get_num_threads(),
+        "compiled": bool(args.compile),
+    }
+
+
+def peer_runs(csv: Path, num_stocks: int, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """(system, argv) of the peer measurements for one data file."""
+    peers = Path(args.peers_dir)
+    runs: list[tuple[str, list[str]]] = []
+    for num_envs in args.num_envs:
+        for kind in ("vec", "vmap"):
+            # Per-step cost measured by the peers (RESULTS.md): vmap ≈ 4× vec at N=100.
+            budget = 2.0 if kind == "vec" else 0.5
+            per_step_ms = 0.2 * num_stocks * max(1.0, num_envs / 64) ** 0.8
+            if kind == "vmap":
+                per_step_ms *= 4
+            steps = int(min(500, max(5, budget * 1000 / per_step_ms)))
+            runs.append(
+                (
+                    "elegantrl",
+                    [
+                        str(peers / "bench_env_elegantrl.py"),
+                        "--data",
+                        str(csv),
+                        "--env",
+                        kind,
+                        "--num-envs",
+                        str(num_envs),
+                        "--steps",
+                        str(steps),
+                        "--threads",
+                        str(args.threads),
+                        "--device",
+                        args.device,
+                    ],
+                )
+            )
+    if 1 in args.num_envs:
+        runs.append(
+            (
+                "finrl",
+                [
+                    str(peers / "bench_env_finrl.py"),
+                    "--data",
+                    str(csv),
+                    "--steps",
+                    str(args.finrl_steps),
+                ],
+            )
+        )
+    return runs
+
+
+def run_peer(python: str, system: str, argv: list[str], num_stocks: int) -> dict:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.run(
+        [python, *argv], capture_output=True, text=True, env=env, timeout=1800, check=False
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {
+            "system": system,
+            "num_stocks": num_stocks,
+            "error": f"exit {proc.returncode}: {tail[0][:300]}",
+            "argv": argv,
+        }
+    res = json.loads(lines[-1])
+    res.update(
+        system=system,
+        device=res.get("device", "cpu"),
+        num_envs=res.get("num_envs", res.get("n_envs", 1)),
+        num_stocks=res.get("n_stocks", num_stocks),
+    )
+    return res
+
+
+def emit(result: dict) -> None:
+    print(json.dumps(result, default=float), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--data-dir", default=str(REPO.parent / ".peers" / "data"))
+    ap.add_argument("--peers-dir", default=str(REPO.parent / "shared" / "peers"))
+    ap.add_argument(
+        "--peers-python",
+        default=os.environ.get("FINPOD_PEERS_PYTHON", ""),
+        help="python of the peers' venv (or $FINPOD_PEERS_PYTHON); empty = skip the peers",
+    )
+    ap.add_argument("--num-envs", type=int, nargs="+", default=[1, 64, 1024, 4096])
+    ap.add_argument("--num-stocks", type=int, nargs="+", default=[30, 100])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    ap.add_argument("--steps", type=int, default=0, help="vector steps (0 = by size)")
+    ap.add_argument("--target-s", type=float, default=1.0, help="seconds per measurement")
+    ap.add_argument("--finrl-steps", type=int, default=300)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the finpod step")
+    ap.add_argument("--skip-peers", action="store_true")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    for num_stocks in args.num_stocks:
+        csv = Path(args.data_dir) / f"gbm_n{num_stocks}_t2500_s0.csv"
+        if not csv.exists():
+            emit({"system": "finpod", "num_stocks": num_stocks, "error": f"no data file {csv}"})
+            continue
+        market, load_s, source = load_market(csv, device)
+        for num_envs in args.num_envs:
+            res = bench_finpod(market, num_envs, args, device)
+            res.update(load_features_s=round(load_s, 3), features=source, data=csv.name)
+            res["versions"] = versions
+            emit(res)
+        if args.skip_peers or not args.peers_python:
+            continue
+        for system, peer_argv in peer_runs(csv, num_stocks, args):
+            emit(run_peer(args.peers_python, system, peer_argv, num_stocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
