@@ -97,17 +97,22 @@ def _read_curves(run_dir: Path) -> pd.DataFrame | None:
 
 
 def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
+    """One row per entry; ``hparams`` lists only the settings that differ between entries."""
+    entries = leaderboard.get("entries", [])
+    params = [e.get("hparams") or {} for e in entries]
+    keys = sorted({k for p in params for k in p})
+    differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True) for p in params}) > 1]
     rows = []
-    for rank, e in enumerate(leaderboard.get("entries", []), start=1):
+    for rank, (e, p) in enumerate(zip(entries, params, strict=True), start=1):
         rows.append(
             {
                 "rank": rank,
                 "pod_id": e.get("pod_id"),
                 "algorithm": e.get("algorithm"),
                 "score": e.get("score"),
-                "env_steps": (e.get("history") or [{}])[-1].get("env_steps"),
-                "parents": len(e.get("lineage") or []),
-                "hparams": json.dumps(e.get("hparams", {}), sort_keys=True),
+                "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
+                "parent": e.get("parent") or "",
+                "hparams (differing)": ", ".join(f"{k}={p.get(k)}" for k in differing) or "–",
             }
         )
     return pd.DataFrame(rows)

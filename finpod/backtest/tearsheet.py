@@ -214,7 +214,14 @@ def _holdings(result: BacktestResult) -> Callable[[plt.Figure], None]:
         if len(weights.columns) > len(top):
             shown = shown.assign(other=other)
         if shown.shape[1]:
-            ax1.stackplot(shown.index, shown.T.values, labels=[str(c) for c in shown.columns])
+            palette = list(plt.get_cmap("tab20").colors[::2]) + list(
+                plt.get_cmap("tab20").colors[1::2]
+            )
+            colors = [palette[i % len(palette)] for i in range(len(top))]
+            colors += ["#bbbbbb"] * (shown.shape[1] - len(top))
+            ax1.stackplot(
+                shown.index, shown.T.values, labels=[str(c) for c in shown.columns], colors=colors
+            )
             ax1.legend(fontsize=6, loc="upper left", ncol=2)
         ax1.set_ylim(0, max(1.0, float(shown.sum(axis=1).max() or 0) * 1.05))
         ax1.set_title("Holdings (weight of account value)")
@@ -246,7 +253,9 @@ def _learning(result: BacktestResult) -> Callable[[plt.Figure], None] | None:
         score = (result.info.get("score_name") or "sharpe") if result.info else "sharpe"
         for ax, split in zip(axes, splits, strict=False):
             sub = curves if split is None else curves[curves["split"] == split]
-            metric = score if (sub["metric"] == score).any() else sub["metric"].iloc[0]
+            preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")
+            present = set(sub["metric"])
+            metric = next((p for p in preferred if p in present), sub["metric"].iloc[0])
             sub = sub[sub["metric"] == metric]
             for pod, g in sub.groupby("pod_id"):
                 g = g.sort_values("env_steps")
