@@ -49,10 +49,10 @@ def normalize_bar(bar: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def get_calendar(name: str = "XNYS") -> xcals.ExchangeCalendar:
-    """The exchange calendar ``name`` (cached; covers 1990 → next year)."""
+    """The exchange calendar ``name`` (cached; 1990–2045, future sessions by the holiday rules)."""
     if name.upper() not in CALENDARS:
         raise FinpodError(f"unknown exchange calendar {name!r}", f"use one of {', '.join(CALENDARS)}")
-    return xcals.get_calendar(name.upper(), start="1990-01-01")
+    return xcals.get_calendar(name.upper(), start="1990-01-01", end="2045-12-31")
 
 
 def sessions(start: pd.Timestamp | str, end: pd.Timestamp | str, calendar: str = "XNYS") -> pd.DatetimeIndex:
