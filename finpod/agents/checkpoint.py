@@ -2,8 +2,8 @@
 
 The file holds the agent's flat :meth:`~finpod.agents.base.Agent.state_dict` plus string
 metadata: ``algorithm``, ``hparams`` (JSON), ``obs_dim``, ``action_dim``, ``seed``,
-``format`` and ``sha256`` — the hash of the tensors' bytes in key order, so a corrupt or
-edited file is detected before anything is loaded. Nothing is ever unpickled.
+``format`` and ``sha256`` — the hash of the other metadata and of the tensors' bytes in
+key order, so a corrupt or edited file is detected before anything is loaded. Nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ from finpod.errors import FinpodError
 CHECKPOINT_FORMAT = "finpod-agent-1"
 
 
-def tensors_sha256(sd: dict[str, torch.Tensor]) -> str:
-    """sha256 over (key, dtype, shape, bytes) of every tensor, keys sorted."""
+def tensors_sha256(sd: dict[str, torch.Tensor], meta: dict[str, str] | None = None) -> str:
+    """sha256 over the metadata items (but ``sha256``) and (key, dtype, shape, bytes) of
+    every tensor, keys sorted."""
     h = hashlib.sha256()
+    for key in sorted(meta or {}):
+        if key != "sha256":
+            h.update(f"{key}={meta[key]}\n".encode())
     for key in sorted(sd):
         t = sd[key].detach().to("cpu").contiguous()
         h.update(key.encode())
@@ -47,8 +51,8 @@ def save_checkpoint(agent: Any, path: str | Path) -> Path:
         "obs_dim": str(agent.obs_dim),
         "action_dim": str(agent.action_dim),
         "seed": str(agent.seed),
-        "sha256": tensors_sha256(sd),
     }
+    meta["sha256"] = tensors_sha256(sd, meta)
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
 
 
@@ -76,7 +80,7 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, str], dict[str, torch.T
             f"checkpoint {path} is not a finpod agent checkpoint (metadata {absent[0] if absent else 'format'!r})",
             "use a file written by finpod's save_checkpoint",
         )
-    if tensors_sha256(sd) != meta["sha256"]:
+    if tensors_sha256(sd, meta) != meta["sha256"]:
         raise FinpodError(
             f"checkpoint {path} failed its checksum (corrupt or modified)",
             "re-create it from the run",

@@ -1,9 +1,181 @@
-"""CLI verbs of this layer (filled in by the layer that owns them)."""
+"""``finpod train``: train one agent from a strategy file and write a run directory.
+
+The run directory (``runs/<run-id>/``) holds ``run.json`` (resolved strategy, dataset
+hash, seed, package versions), ``strategy.toml``, ``leaderboard.json`` (one entry: the
+agent's best-on-validation checkpoint), ``checkpoints/``, ``metrics.csv``,
+``learning_curves.png`` and ``train.log``. Only the train split is traded while learning
+and only the validation split is used to pick the checkpoint; the backtest split is left
+for ``finpod backtest``.
+"""
 
 from __future__ import annotations
 
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.console import Console
+
+from finpod.atomic import atomic_write_json, atomic_write_text
+from finpod.errors import FinpodError
+
+console = Console()
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of finpod, Python and the libraries that change results."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("finpod", "torch", "numpy", "pandas", "gymnasium", "safetensors"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def train_run(
+    strategy_path: Path,
+    data: Path,
+    out: Path = Path("runs"),
+    *,
+    device: str | None = None,
+    seed: int | None = None,
+    total_steps: int | None = None,
+    run_id: str | None = None,
+    progress: bool = True,
+    log: Any = None,
+) -> Path:
+    """Train the strategy's agent on ``data``'s train split; returns the run directory.
+
+    ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values.
+    """
+    import torch
+
+    from finpod.agents import make_agent
+    from finpod.agents.train import make_trading_eval, train
+    from finpod.data import load_manifest, load_split
+    from finpod.device import pick_device
+    from finpod.env import VecTradingEnv
+    from finpod.strategy import load_strategy
+
+    strategy = load_strategy(strategy_path)
+    if seed is not None:
+        strategy.train.seed = int(seed)
+    if device is not None:
+        strategy.train.device = device
+    if total_steps is not None:
+        if total_steps <= 0:
+            raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
+        strategy.train.total_steps = int(total_steps)
+    spec = strategy.train
+    dev = pick_device(spec.device)
+    manifest = load_manifest(data)
+    train_market = load_split(data, "train", device=dev)
+    valid_market = load_split(data, "validation", device=dev)
+    env_config = strategy.env_config()
+    torch.manual_seed(spec.seed)
+    env = VecTradingEnv(
+        train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
+    )
+    agent = make_agent(
+        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    )
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
+    run_dir = Path(out) / run_id
+    if (run_dir / "run.json").exists():
+        raise FinpodError(
+            f"run directory {run_dir} already exists", "choose another --run-id or --out"
+        )
+    resolved = strategy.to_dict()
+    atomic_write_json(
+        run_dir / "run.json",
+        {
+            "run_id": run_id,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "strategy": resolved,
+            "dataset": {"path": str(Path(data).resolve()), "hash": manifest["hash"]},
+            "seed": spec.seed,
+            "device": str(dev),
+            "versions": package_versions(),
+        },
+    )
+    atomic_write_text(run_dir / "strategy.toml", strategy.to_toml())
+
+    pod_id = f"{strategy.algorithm}-0"
+    started = time.perf_counter()
+    result = train(
+        agent,
+        env,
+        total_steps=spec.total_steps,
+        eval_fn=make_trading_eval(valid_market, env_config, spec.score),
+        eval_every=spec.eval_every,
+        run_dir=run_dir,
+        progress=progress,
+        pod_id=pod_id,
+        score_name=spec.score,
+        log=log,
+    )
+    entry = {
+        "pod_id": pod_id,
+        "algorithm": strategy.algorithm,
+        "hparams": resolved["agent"]["hparams"],
+        "score": result.best_score,
+        "env_steps": result.best_env_steps,
+        "checkpoint": f"checkpoints/{pod_id}.safetensors",
+        "lineage": [],
+        "history": result.history,
+    }
+    atomic_write_json(
+        run_dir / "leaderboard.json",
+        {"score_name": spec.score, "candidates_evaluated": 1, "entries": [entry]},
+    )
+    if log is not None:
+        log(
+            f"done in {time.perf_counter() - started:.0f} s: best validation {spec.score} "
+            f"{result.best_score:.3f} at {result.best_env_steps} env steps"
+        )
+    return run_dir
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the finpod app."""
+    """Add ``finpod train`` to the app."""
+
+    @app.command("train")
+    def train_cmd(
+        strategy: Path = typer.Option(
+            ..., "--strategy", "-s", help="Strategy TOML file (see strategies/)."
+        ),
+        data: Path = typer.Option(..., "--data", "-d", help="Dataset directory (finpod download)."),
+        out: Path = typer.Option(
+            Path("runs"), "--out", "-o", help="Parent directory of run directories."
+        ),
+        device: str = typer.Option(
+            None, "--device", help="auto, cpu, cuda or cuda:K (default: strategy's)."
+        ),
+        seed: int = typer.Option(None, "--seed", help="Seed (default: strategy's train.seed)."),
+        steps: int = typer.Option(
+            None, "--steps", help="Env steps to train (default: strategy's train.total_steps)."
+        ),
+        run_id: str = typer.Option(
+            None, "--run-id", help="Name of the run directory (default: algorithm-time-seed)."
+        ),
+    ) -> None:
+        """Train one agent and write runs/<run-id>/ (checkpoint chosen on the validation split)."""
+        run_dir = train_run(
+            strategy,
+            data,
+            out,
+            device=device,
+            seed=seed,
+            total_steps=steps,
+            run_id=run_id,
+            log=lambda line: console.print(line, highlight=False, soft_wrap=True),
+        )
+        console.print(f"[bold green]run written to[/] {run_dir}")

@@ -1,0 +1,72 @@
+"""Replay buffer for off-policy agents: preallocated contiguous tensors on the device.
+
+Transitions are written as whole ``(num_envs, …)`` batches into a ring of ``capacity``
+rows; the write position is a host integer, so adding and sampling never sync with the
+device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ReplayBuffer:
+    """Ring buffer of ``(obs, action, reward, next_obs, terminated)`` transitions.
+
+    Attributes:
+        obs: (capacity, obs_dim) float32.
+        action: (capacity, action_dim) float32 in [-1, 1].
+        reward: (capacity,) float32.
+        next_obs: (capacity, obs_dim) float32, the true next observation (the final one
+            when an episode ended, not the reset one).
+        terminated: (capacity,) float32, 1.0 when the episode truly ended (no bootstrap);
+            time-limit truncation is 0.0 (bootstrap).
+        size: rows holding data (≤ capacity).
+    """
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int, device: torch.device) -> None:
+        self.capacity = int(capacity)
+        self.device = torch.device(device)
+        self.obs = torch.zeros((self.capacity, obs_dim), device=self.device)
+        self.action = torch.zeros((self.capacity, action_dim), device=self.device)
+        self.reward = torch.zeros(self.capacity, device=self.device)
+        self.next_obs = torch.zeros((self.capacity, obs_dim), device=self.device)
+        self.terminated = torch.zeros(self.capacity, device=self.device)
+        self.pos = 0
+        self.size = 0
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> None:
+        """Append a batch of ``B`` transitions (``B ≤ capacity``), overwriting the oldest."""
+        b = obs.shape[0]
+        if b > self.capacity:
+            raise ValueError(
+                f"batch of {b} transitions exceeds the buffer capacity {self.capacity}"
+            )
+        idx = (torch.arange(b, device=self.device) + self.pos) % self.capacity
+        self.obs[idx] = obs
+        self.action[idx] = action
+        self.reward[idx] = reward
+        self.next_obs[idx] = next_obs
+        self.terminated[idx] = terminated.float()
+        self.pos = (self.pos + b) % self.capacity
+        self.size = min(self.size + b, self.capacity)
+
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``batch_size`` transitions drawn uniformly with replacement."""
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        return (
+            self.obs[idx],
+            self.action[idx],
+            self.reward[idx],
+            self.next_obs[idx],
+            self.terminated[idx],
+        )
