@@ -14,7 +14,7 @@ import platform
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -149,23 +149,30 @@ def register(app: typer.Typer) -> None:
 
     @app.command("train")
     def train_cmd(
-        strategy: Path = typer.Option(
-            ..., "--strategy", "-s", help="Strategy TOML file (see strategies/)."
-        ),
-        data: Path = typer.Option(..., "--data", "-d", help="Dataset directory (finpod download)."),
-        out: Path = typer.Option(
-            Path("runs"), "--out", "-o", help="Parent directory of run directories."
-        ),
-        device: str = typer.Option(
-            None, "--device", help="auto, cpu, cuda or cuda:K (default: strategy's)."
-        ),
-        seed: int = typer.Option(None, "--seed", help="Seed (default: strategy's train.seed)."),
-        steps: int = typer.Option(
-            None, "--steps", help="Env steps to train (default: strategy's train.total_steps)."
-        ),
-        run_id: str = typer.Option(
-            None, "--run-id", help="Name of the run directory (default: algorithm-time-seed)."
-        ),
+        strategy: Annotated[
+            Path, typer.Option("--strategy", "-s", help="Strategy TOML file (see strategies/).")
+        ],
+        data: Annotated[
+            Path, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
+        ],
+        out: Annotated[
+            Path, typer.Option("--out", "-o", help="Parent directory of run directories.")
+        ] = Path("runs"),
+        device: Annotated[
+            str | None,
+            typer.Option("--device", help="auto, cpu, cuda or cuda:K (default: the strategy's)."),
+        ] = None,
+        seed: Annotated[
+            int | None, typer.Option("--seed", help="Seed (default: the strategy's train.seed).")
+        ] = None,
+        steps: Annotated[
+            int | None,
+            typer.Option("--steps", help="Env steps to train (default: train.total_steps)."),
+        ] = None,
+        run_id: Annotated[
+            str | None,
+            typer.Option("--run-id", help="Run directory name (default: algorithm-time-seed)."),
+        ] = None,
     ) -> None:
         """Train one agent and write runs/<run-id>/ (checkpoint chosen on the validation split)."""
         run_dir = train_run(
