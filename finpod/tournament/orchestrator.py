@@ -350,7 +350,10 @@ class Orchestrator:
                 f"start {spec.pod_id} {spec.algorithm} {origin} on slot {slot.index} "
                 f"({spec.steps} steps, hparams {spec.hparams})"
             )
-            self._emit("start", {"pod_id": spec.pod_id, "slot": slot.index, "spec": spec})
+            self._emit(
+                "start",
+                {"pod_id": spec.pod_id, "slot": slot.index, "spec": spec, "actor": slot.actor},
+            )
 
     # ----- results ----------------------------------------------------------------------
     def _on_ready(self, slot: _Slot) -> None:

@@ -252,6 +252,11 @@ class PodWorker:
         from finpod.env import EnvConfig
 
         torch.set_num_threads(max(1, int(threads)))
+        # Import what training and scoring need now, so a pod's time is training time.
+        import empyrical  # noqa: F401
+
+        import finpod.agents  # noqa: F401
+
         dev = pick_device(device)
         data = Path(dataset_dir)
         self.pod = Pod(
