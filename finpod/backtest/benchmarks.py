@@ -53,7 +53,9 @@ class WeightsPolicy:
     def __post_init__(self) -> None:
         self.bar = 0
         self._hold = _holdings_slice(self.market)
-        self._valid = (self.market.close > 0) & self.market.tradable
+        # Host copies, read a row at a time: the rules are cheap and run once per bar.
+        self._close = self.market.close.detach().cpu()
+        self._valid = ((self.market.close > 0) & self.market.tradable).cpu()
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
         """(B, obs_dim) observation of bar ``self.bar`` → (B, N) target weights in [0, 1]."""
@@ -75,7 +77,7 @@ class EqualWeightBuyHold(WeightsPolicy):
 
     def weights(self, t: int, held: torch.Tensor) -> torch.Tensor:
         if t == 0:
-            w = _equal_weights(self._valid[0].cpu())
+            w = _equal_weights(self._valid[0])
             return w.to(held.device).expand_as(held)
         return self.hold(held)
 
@@ -89,7 +91,7 @@ class EqualWeightRebalanced(WeightsPolicy):
 
     def weights(self, t: int, held: torch.Tensor) -> torch.Tensor:
         if t % self.every == 0:
-            w = _equal_weights(self._valid[t].cpu())
+            w = _equal_weights(self._valid[t])
             return w.to(held.device).expand_as(held)
         return self.hold(held)
 
@@ -114,8 +116,7 @@ class CrossSectionalMomentum(WeightsPolicy):
     def weights(self, t: int, held: torch.Tensor) -> torch.Tensor:
         if t % self.every != 0:
             return self.hold(held)
-        close = self.market.close.cpu()
-        valid = self._valid.cpu()
+        close, valid = self._close, self._valid
         if t == 0:
             return _equal_weights(valid[0]).to(held.device).expand_as(held)
         start = max(0, t - self.lookback)

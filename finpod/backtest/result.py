@@ -136,6 +136,11 @@ class BacktestResult:
         table.index.name = "metric"
         return table
 
+    def _repr_html_(self) -> str:
+        from finpod.backtest.tearsheet import _metrics_html
+
+        return f"<b>finpod backtest of {self.run_id}</b>" + _metrics_html(self)
+
     # ---------------------------------------------------------------- reports
     def to_html(self, path: str | Path) -> Path:
         """Write the self-contained tearsheet (images embedded) to ``path``; return it."""

@@ -105,3 +105,15 @@ def test_tearsheet_is_self_contained_with_decodable_images(result, tmp_path):
         assert title in page
     # the table shows the agent's Sharpe as computed
     assert f"{result.metrics.loc['sharpe', 'agent']:.2f}" in page
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_backtest_on_cuda_matches_cpu(market):
+    def policy(obs):
+        return torch.linspace(-0.5, 1.0, market.num_stocks, device=obs.device).unsqueeze(0)
+
+    cfg = EnvConfig(action_mode="weights")
+    cpu = backtest_market(market, policy, cfg)
+    gpu = backtest_market(market.to("cuda"), policy, cfg)
+    pd.testing.assert_frame_equal(cpu.metrics, gpu.metrics, rtol=1e-6)
+    pd.testing.assert_series_equal(cpu.account_value, gpu.account_value, rtol=1e-9)
