@@ -64,6 +64,21 @@ class WeightsPolicy:
         self.bar += 1
         return w.to(obs.device)
 
+    def due(self, t: int, every: int | str) -> bool:
+        """Whether bar t starts a rebalancing period: every N bars, or the first bar of each
+        ``"session"`` or ``"month"`` (by the bar timestamps, so intraday data rebalances at
+        the open of a session whatever the split's first bar)."""
+        if isinstance(every, int):
+            return t % every == 0
+        if t == 0:
+            return True
+        now, before = self.market.timestamps[t], self.market.timestamps[t - 1]
+        if every == "session":
+            return now.date() != before.date()
+        if every == "month":
+            return (now.year, now.month) != (before.year, before.month)
+        raise ValueError(f"unknown rebalancing period {every!r}")
+
     def hold(self, held: torch.Tensor) -> torch.Tensor:
         return held.clamp(min=0.0) * (1.0 + HOLD_NUDGE)
 
@@ -84,13 +99,13 @@ class EqualWeightBuyHold(WeightsPolicy):
 
 @dataclass
 class EqualWeightRebalanced(WeightsPolicy):
-    """Equal weight across the tradable tickers, restored every ``every`` bars."""
+    """Equal weight across the tradable tickers, restored at the start of each period."""
 
-    every: int = 1
-    """Rebalance period in bars (1 = every bar)."""
+    every: int | str = "session"
+    """Rebalance period: a number of bars, ``"session"`` (daily) or ``"month"``."""
 
     def weights(self, t: int, held: torch.Tensor) -> torch.Tensor:
-        if t % self.every == 0:
+        if self.due(t, self.every):
             w = _equal_weights(self._valid[t])
             return w.to(held.device).expand_as(held)
         return self.hold(held)
@@ -99,7 +114,7 @@ class EqualWeightRebalanced(WeightsPolicy):
 @dataclass
 class CrossSectionalMomentum(WeightsPolicy):
     """Equal weight in the top ``top_fraction`` of tickers by trailing return, rebalanced
-    every ``every`` bars and held in between.
+    at the start of each period (monthly by default) and held in between.
 
     The trailing return at bar t is close[t] / close[t − L] − 1 with L = ``lookback`` bars;
     in the first bars of the split (t < L) it uses the history available, close[0]; at t = 0
@@ -108,13 +123,13 @@ class CrossSectionalMomentum(WeightsPolicy):
 
     lookback: int = 63
     """Trailing window in bars."""
-    every: int = 21
-    """Rebalance period in bars."""
+    every: int | str = "month"
+    """Rebalance period: a number of bars, ``"session"`` or ``"month"``."""
     top_fraction: float = 0.2
     """Share of the valid tickers held (at least one)."""
 
     def weights(self, t: int, held: torch.Tensor) -> torch.Tensor:
-        if t % self.every != 0:
+        if not self.due(t, self.every):
             return self.hold(held)
         close, valid = self._close, self._valid
         if t == 0:
@@ -136,14 +151,15 @@ class CrossSectionalMomentum(WeightsPolicy):
 def benchmark_policies(market: MarketData) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """Fresh policies of :data:`BENCHMARKS` for one rollout over ``market``.
 
-    Momentum uses a quarter-year lookback and monthly rebalancing in bars of the data.
+    Equal weight is restored at each session's first bar; momentum ranks on a quarter-year
+    lookback (in bars of the data) and rebalances at each month's first bar.
     """
     ppy = periods_per_year(market.bar)
     return {
         "equal_weight_buy_hold": EqualWeightBuyHold(market),
-        "equal_weight_daily": EqualWeightRebalanced(market, every=max(1, int(round(ppy / 252)))),
+        "equal_weight_daily": EqualWeightRebalanced(market, every="session"),
         "momentum": CrossSectionalMomentum(
-            market, lookback=max(2, int(round(ppy / 4))), every=max(1, int(round(ppy / 12)))
+            market, lookback=max(2, int(round(ppy / 4))), every="month"
         ),
     }
 

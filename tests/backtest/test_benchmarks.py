@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ import torch
 from finpod.backtest.benchmarks import (
     BENCHMARKS,
     CrossSectionalMomentum,
+    EqualWeightRebalanced,
     benchmark_config,
     benchmark_policies,
 )
@@ -104,3 +107,25 @@ def test_policies_return_valid_weights(market):
             w = policy(torch.rand(1, obs_dim) * 0.1)
             assert w.shape == (1, market.num_stocks)
             assert (w >= 0).all() and float(w.sum()) <= 1.0 + 1e-4
+
+
+def test_intraday_rules_rebalance_at_session_and_month_starts():
+    market = make_market(num_bars=2 * 78 * 23, num_stocks=4, bar="5min", late_listing=False)
+    # 78 five-minute bars per session, 09:30 to 16:00 New York time
+    days = pd.bdate_range("2023-01-25", periods=46, tz="America/New_York")
+    ts = pd.DatetimeIndex(
+        [d + pd.Timedelta(hours=9, minutes=30 + 5 * i) for d in days for i in range(78)]
+    )
+    market = dataclasses.replace(market, timestamps=ts, benchmark=market.benchmark.set_axis(ts))
+    daily = EqualWeightRebalanced(market, every="session")
+    monthly = CrossSectionalMomentum(market, every="month")
+    due_daily = [t for t in range(len(ts)) if daily.due(t, "session")]
+    due_monthly = [t for t in range(len(ts)) if monthly.due(t, "month")]
+    assert due_daily == list(range(0, len(ts), 78))
+    first_feb = int(np.flatnonzero(ts.month == 2)[0])
+    first_mar = int(np.flatnonzero(ts.month == 3)[0])
+    assert due_monthly == [0, first_feb, first_mar]
+    out = rollout(daily, market, benchmark_config(EnvConfig()))
+    fills = pd.DatetimeIndex(out.transactions.index).unique()
+    # orders at a session's first bar fill on the next bar (the second bar of the session)
+    assert set(fills) <= set(ts[1::78])

@@ -117,3 +117,20 @@ def test_backtest_on_cuda_matches_cpu(market):
     gpu = backtest_market(market.to("cuda"), policy, cfg)
     pd.testing.assert_frame_equal(cpu.metrics, gpu.metrics, rtol=1e-6)
     pd.testing.assert_series_equal(cpu.account_value, gpu.account_value, rtol=1e-9)
+
+
+def test_intraday_backtest_annualizes_for_its_bar_size(tmp_path):
+    from .fakes import make_market
+
+    market = make_market(num_bars=400, bar="5min", late_listing=False)
+    gen = torch.Generator().manual_seed(1)
+    res = backtest_market(
+        market, lambda o: torch.rand(1, market.num_stocks, generator=gen), EnvConfig()
+    )
+    sharpe = res.metrics.loc["sharpe", "agent"]
+    assert sharpe == pytest.approx(m.sharpe_ratio(res.returns, "5min"))
+    assert sharpe == pytest.approx(m.sharpe_ratio(res.returns, "1d") * np.sqrt(78))
+    assert res.metrics.loc["annual_volatility", "momentum"] == pytest.approx(
+        m.annual_volatility(res.benchmark_returns["momentum"], "5min")
+    )
+    assert "19656 bars per year" in res.to_html(tmp_path / "t.html").read_text()
