@@ -69,7 +69,7 @@ def ray_tmp() -> Path:
     the machine's default ``/tmp/ray`` (where other clusters may live).
     """
     path = Path(f"/tmp/rfp_{secrets.token_hex(3)}")
-    path.mkdir()
+    (path / "ray").mkdir(parents=True)
     old = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
     os.environ["RAY_TMPDIR"] = str(path)
     os.environ["RAY_AUTH_MODE"] = "disabled"
