@@ -1,0 +1,55 @@
+"""Training loop: selection on validation, run files, learning curves."""
+
+from __future__ import annotations
+
+import csv
+
+from agents_small import SMALL
+
+from finpod.agents import load_checkpoint, make_agent
+from finpod.agents.train import METRIC_COLUMNS, train
+
+
+def test_best_checkpoint_is_the_best_validation_score(trading_env, tmp_path):
+    scores = iter([0.5, 2.0, 1.0, -1.0])
+    seen = []
+
+    def eval_fn(agent):
+        seen.append(agent.env_steps)
+        return next(scores)
+
+    agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
+    res = train(
+        agent,
+        trading_env,
+        total_steps=4 * 32,
+        eval_every=32,
+        eval_fn=eval_fn,
+        run_dir=tmp_path,
+        progress=False,
+        pod_id="p0",
+    )
+    assert res.best_score == 2.0 and res.best_env_steps == seen[1]
+    assert load_checkpoint(res.best_checkpoint).env_steps == seen[1]
+    assert load_checkpoint(res.last_checkpoint).env_steps == seen[-1]
+    assert [h["score"] for h in res.history] == [0.5, 2.0, 1.0, -1.0]
+    with open(tmp_path / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0].keys()) == METRIC_COLUMNS
+    val = [r for r in rows if r["split"] == "validation"]
+    assert [float(r["value"]) for r in val] == [0.5, 2.0, 1.0, -1.0]
+    assert {r["split"] for r in rows} == {"train", "validation"}
+    assert (tmp_path / "learning_curves.png").stat().st_size > 1000
+    assert "validation" in (tmp_path / "train.log").read_text()
+
+
+def test_trading_eval_scores_the_validation_split(market, trading_env):
+    from finpod.agents.train import make_trading_eval
+    from finpod.env import EnvConfig, rollout, score
+
+    valid = market.slice(200, 260)
+    config = EnvConfig(action_mode="weights")
+    agent = make_agent("sac", SMALL["sac"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
+    value = make_trading_eval(valid, config, "sharpe")(agent)
+    expected = score(rollout(lambda o: agent.act(o, deterministic=True), valid, config), "sharpe")
+    assert value == expected
