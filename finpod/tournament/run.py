@@ -49,7 +49,10 @@ def resolve(
     seed: int | None = None,
 ) -> tuple[TournamentConfig, SearchSpace, int]:
     """Tournament config, search space and seed of a loaded strategy with overrides."""
-    config = parse_tournament(strategy.tournament)
+    raw = dict(strategy.tournament)
+    # Without its own score the tournament ranks by the strategy's validation score.
+    raw.setdefault("score", getattr(strategy.train, "score", "sharpe"))
+    config = parse_tournament(raw)
     if pods is not None:
         config = replace(config, pods=parse_pods(pods))
     if budget is not None:

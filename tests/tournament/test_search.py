@@ -210,3 +210,20 @@ def test_epsilon_one_always_starts_fresh_and_draws_are_reproducible(tmp_path):
     ]
     assert len({s.seed for s in specs}) == 10
     assert not any(math.isnan(v) for s in specs for v in s.hparams.values() if isinstance(v, float))
+
+
+def test_the_example_tournament_strategy_resolves_with_several_algorithms():
+    from pathlib import Path
+
+    from finpod.strategy import load_strategy
+    from finpod.tournament.run import resolve
+
+    path = Path(__file__).resolve().parents[2] / "strategies" / "tournament.toml"
+    config, space, _ = resolve(load_strategy(path), pods="3", budget="2 pods")
+    assert config.pods == 3 and config.budget == Budget("pods", 2)
+    assert len(space.algorithms) >= 3
+    # PPO pods start from the strategy's [agent.hparams] and draw the declared ranges.
+    algo_space = space.algorithms["ppo"]
+    assert algo_space.base["actor_hidden"] == [128, 64]
+    rng = np.random.default_rng(0)
+    assert all(5e-5 <= algo_space.sample(rng)["learning_rate"] <= 1e-3 for _ in range(20))
