@@ -26,8 +26,8 @@ All of them are O(1) without tuned constants: weights are in [0, 1] (long-only),
 terms move by ~0.5 per doubling. ``V`` is floored at :data:`VALUE_FLOOR` × initial cash
 so a bankrupt account still gives finite numbers.
 
-Mark price: the last valid close at or before the bar (the data layer carries prices
-after a delisting; an entry ≤ 0 or non-finite is never used). Fill price: the bar's open
+Mark price: the last close at or before the bar that was tradable and valid (> 0,
+finite); a price on a non-tradable bar is never used, for fills or for valuation. Fill price: the bar's open
 or close where ``tradable`` is True and the price is valid, else 0, which blocks the trade.
 """
 
@@ -150,9 +150,9 @@ def _valid(price: torch.Tensor) -> torch.Tensor:
     return torch.isfinite(price) & (price > 0)
 
 
-def mark_prices(close: torch.Tensor) -> torch.Tensor:
-    """(T, N) last valid close at or before each bar (0 where none exists yet)."""
-    valid = _valid(close)
+def mark_prices(close: torch.Tensor, tradable: torch.Tensor) -> torch.Tensor:
+    """(T, N) last tradable, valid close at or before each bar (0 where none exists yet)."""
+    valid = _valid(close) & tradable
     rows = torch.arange(close.shape[0], device=close.device).unsqueeze(1).expand_as(close)
     last = torch.where(valid, rows, torch.full_like(rows, -1)).cummax(dim=0).values
     marked = torch.gather(torch.nan_to_num(close, nan=0.0), 0, last.clamp(min=0))
@@ -167,7 +167,7 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     base = base.to(device=device, dtype=torch.float64)
     tradable = market.tradable.to(device=device, dtype=torch.bool)
     fill = torch.where(tradable & _valid(base), base, torch.zeros_like(base))
-    mark = mark_prices(close)
+    mark = mark_prices(close, tradable)
     step = torch.cat([fill, mark, (fill > 0).to(fill.dtype)], dim=1).to(dtype).contiguous()
 
     # Reference price per ticker: its first valid mark in the split (causal at every bar

@@ -13,12 +13,12 @@ from finpod.env import EnvConfig, VecTradingEnv
 from .markets import make_market
 
 
-def reference_marks(close: np.ndarray) -> np.ndarray:
-    """Last valid close at or before each bar, 0 before the first one (slow, obvious)."""
+def reference_marks(close: np.ndarray, tradable: np.ndarray) -> np.ndarray:
+    """Last tradable close at or before each bar, 0 before the first one (slow, obvious)."""
     marks = np.zeros_like(close, dtype=np.float64)
     last = np.zeros(close.shape[1])
     for t in range(close.shape[0]):
-        valid = close[t] > 0
+        valid = (close[t] > 0) & tradable[t]
         last = np.where(valid, close[t], last)
         marks[t] = last
     return marks
@@ -65,7 +65,7 @@ def test_accounts_stay_consistent_under_random_actions(scenario):
     num_envs = actions.shape[1]
     env = VecTradingEnv(market, config, num_envs=num_envs, seed=0, random_start=False)
     env.reset()
-    marks = reference_marks(market.close.double().numpy())
+    marks = reference_marks(market.close.double().numpy(), market.tradable.numpy())
     base = (market.open if config.fill_price == "open" else market.close).double().numpy()
     tradable = market.tradable.numpy()
     cash = np.full(num_envs, config.initial_cash)
@@ -174,7 +174,7 @@ def test_short_selling_and_borrowing_when_enabled():
     _, _, _, _, info = env.step(torch.tensor([[-1.0, 1.0]]))
     assert float(info["holdings"][0, 0]) == -100.0
     assert float(info["holdings"][0, 1]) == 100.0
-    marks = reference_marks(market.close.double().numpy())
+    marks = reference_marks(market.close.double().numpy(), market.tradable.numpy())
     value = float(info["cash"][0]) + float((info["holdings"][0].numpy() * marks[1]).sum())
     assert abs(float(info["account_value"][0]) - value) < 1e-6
 

@@ -201,3 +201,22 @@ def test_compiled_step_matches_eager():
         torch.testing.assert_close(oc, oe, rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(rc, re, rtol=1e-4, atol=1e-4)
         assert torch.equal(ic["holdings"], ie["holdings"])
+
+
+def test_prices_on_non_tradable_bars_are_never_used():
+    market = make_market(8, 2, seed=3)
+    close, open_, tradable = market.close.clone(), market.open.clone(), market.tradable.clone()
+    close[3, 0] = open_[3, 0] = 1e6  # a bogus print on a bar the cleaner flagged
+    tradable[3, 0] = False
+    market = replace(market, close=close, open=open_, tradable=tradable)
+    env = VecTradingEnv(market, EnvConfig(dtype="float64"), num_envs=1, random_start=False)
+    env.reset()
+    for _ in range(3):
+        obs, _, _, _, info = env.step(torch.tensor([[0.5, 0.5]]))
+    assert int(info["bar"][0]) == 3
+    assert info["trade"][0, 0] == 0.0  # no fill on the flagged bar
+    held = info["holdings"][0].double()
+    marked = held[0] * close[2, 0].double() + held[1] * close[3, 1].double()
+    assert float(info["account_value"][0]) == pytest.approx(float(info["cash"][0] + marked))
+    want = math.log(close[2, 0] / close[0, 0])
+    assert obs[0, env.layout.prices][0].item() == pytest.approx(want, rel=1e-4, abs=1e-6)
