@@ -144,6 +144,9 @@ def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> floa
         raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
     ann = periods_per_year(bar or result.bar)
     r = result.returns
+    if isinstance(r.index, pd.DatetimeIndex) and r.index.tz is not None:
+        # empyrical reads .values of the index; tz-naive UTC avoids pandas' deprecation path.
+        r = r.set_axis(r.index.tz_convert(None))
     if len(r) == 0:
         return 0.0
     if name == "sharpe":
