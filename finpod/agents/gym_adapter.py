@@ -75,8 +75,9 @@ class GymVecEnv:
             scaled.reshape(self.num_envs, *self._shape).astype(np.float32)
         )
         next_obs = self._obs(obs)
-        final_obs = next_obs.clone()
-        if "_final_obs" in info:
+        final_obs = next_obs  # the same object tells agents that no episode ended
+        if "_final_obs" in info and bool(np.any(info["_final_obs"])):
+            final_obs = next_obs.clone()
             for i in np.flatnonzero(info["_final_obs"]):
                 final_obs[i] = torch.as_tensor(
                     np.asarray(info["final_obs"][i], dtype=np.float32).reshape(-1)

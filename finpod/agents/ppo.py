@@ -22,6 +22,9 @@ from torch import nn
 from finpod.agents.base import Agent, check_positive, check_unit, make_adam
 from finpod.agents.nets import GaussianActor, VCritic, gaussian_entropy, gaussian_log_prob
 
+#: Rows per critic call when valuing a whole rollout (bounds the activations' memory).
+VALUE_CHUNK = 65_536
+
 
 @dataclass
 class PPOParams:
@@ -119,6 +122,7 @@ class PPO(Agent):
         self._episodes_begin(n_envs)
         obs = self._current_obs(env)
         done = torch.zeros(n_envs, device=self.device)
+        log_norm = 0.5 * math.log(2.0 * math.pi) * self.action_dim
         for _ in range(iterations):
             # ---- rollout: horizon steps of all envs, no host sync -----------------------
             with torch.no_grad():
@@ -129,22 +133,30 @@ class PPO(Agent):
                     noise = torch.randn(mean.shape, device=self.device, generator=self.generator)
                     action = mean + noise * log_std.exp()
                     self.act_buf[t] = action
-                    self.logp_buf[t] = gaussian_log_prob(action, mean, log_std)
-                    self.val_buf[t] = self.critic(obs)
+                    # log N(a; μ, σ) with a = μ + σ·ε, written with ε directly.
+                    self.logp_buf[t] = -0.5 * (noise * noise).sum(-1) - log_std.sum(-1) - log_norm
                     obs, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
-                    obs = obs.to(self.device, torch.float32)
+                    final_obs = info.get("final_obs", obs)
+                    obs = obs.to(self.device, torch.float32)  # no-op (same object) if already there
                     reward = reward.to(self.device, torch.float32)
                     truncated = truncated.to(self.device)
                     terminated = terminated.to(self.device)
-                    if "final_obs" in info:
-                        # Time-limit ends are not real ends: bootstrap with V(last obs).
-                        boot = self.critic(info["final_obs"].to(self.device, torch.float32))
+                    # Time-limit ends are not real ends: bootstrap with V(last obs). An env
+                    # returns final_obs as the very obs tensor when no episode ended, which
+                    # skips the extra critic pass without a device sync.
+                    if final_obs is not obs:
+                        boot = self.critic(final_obs.to(self.device, torch.float32))
                         reward = reward + hp.gamma * boot * (truncated & ~terminated)
                     self.rew_buf[t] = reward
                     ended = terminated | truncated
                     done = ended.float()
                     self._episodes_track(reward, done)
                 self.env_steps += horizon * n_envs
+                # Values of the whole rollout in a few large batches (cheaper than per step).
+                flat_obs = self.obs_buf.reshape(-1, self.obs_dim)
+                flat_val = self.val_buf.reshape(-1)
+                for i in range(0, flat_obs.shape[0], VALUE_CHUNK):
+                    flat_val[i : i + VALUE_CHUNK] = self.critic(flat_obs[i : i + VALUE_CHUNK])
 
                 # ---- GAE(γ, λ) -----------------------------------------------------------
                 next_value = self.critic(obs)
