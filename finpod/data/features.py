@@ -175,6 +175,17 @@ def turbulence_daily(close: np.ndarray, window: int = TURBULENCE_WINDOW) -> np.n
         sessions before d and only the n_d tickers with returns on all of them and on d
         count; 0 while fewer than ``window`` sessions of history exist.
     """
+    # Small batched 100×100 products and solves gain nothing from intra-op threads and lose
+    # a lot when the cores are shared: run them on one thread, then restore the setting.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _turbulence_daily(close, window)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _turbulence_daily(close: np.ndarray, window: int) -> np.ndarray:
     D, N = close.shape
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.diff(np.log(close.astype(np.float64)), axis=0, prepend=np.nan)
@@ -194,21 +205,36 @@ def turbulence_daily(close: np.ndarray, window: int = TURBULENCE_WINDOW) -> np.n
     valid = (nf == window) & ft[days].bool()
     mu = s1 / window
     res = torch.zeros(len(days), dtype=torch.float64)
-    block = 256
+    block = min(128, len(days))
+    # Preallocated (block, N, N) buffers: fresh large allocations page-fault on every block.
+    inc = torch.empty(block, N, N, dtype=torch.float64)
+    cov = torch.empty(block, N, N, dtype=torch.float64)
     for b0 in range(0, len(days), block):
         idx = days[b0 : b0 + block]
-        # Σ over the window for each day in the block, from the windowed returns directly.
-        win = torch.stack([rt[d - window : d] for d in idx.tolist()])  # (B, W, N)
+        B = len(idx)
+        d0 = int(idx[0])
+        # Σ r rᵀ over each day's window [d-window, d): exact at the block's first day, then
+        # rolled forward one session at a time (add the newest day, drop the oldest), so a
+        # day costs O(N²) instead of O(window·N²).
+        torch.mm(rt[d0 - window : d0].T, rt[d0 - window : d0], out=inc[0])
+        if B > 1:
+            # newest·newestᵀ − oldest·oldestᵀ as one batched (N×2)·(2×N) product.
+            left = torch.stack([rt[idx[1:] - 1], rt[idx[1:] - 1 - window]], dim=2)
+            right = torch.stack([rt[idx[1:] - 1], -rt[idx[1:] - 1 - window]], dim=1)
+            torch.bmm(left, right, out=inc[1:B])
+        torch.cumsum(inc[:B], 0, out=cov[:B])
+        c = cov[:B]
         m = mu[b0 : b0 + block]
-        xc = win - m[:, None, :]
-        cov = xc.transpose(1, 2) @ xc / (window - 1)
+        c.baddbmm_(m[:, :, None], m[:, None, :], alpha=-window).div_(window - 1)
         v = valid[b0 : b0 + block].to(torch.float64)
-        vv = v[:, :, None] * v[:, None, :]
-        eye = torch.eye(N, dtype=torch.float64)
-        scale = (torch.diagonal(cov, dim1=1, dim2=2) * v).sum(1) / v.sum(1).clamp(min=1)
-        cov = cov * vv + eye * (1 - v)[:, None, :] + eye * (1e-8 * scale)[:, None, None]
+        diag = torch.diagonal(c, dim1=1, dim2=2)
+        scale = (diag * v).sum(1) / v.sum(1).clamp(min=1)
+        if not bool(v.all()):
+            c.mul_(v[:, :, None] * v[:, None, :])
+            diag.add_(1 - v)
+        diag.add_(1e-8 * scale[:, None])
         dev = (rt[idx] - m) * v
-        sol = torch.linalg.solve(cov, dev.unsqueeze(-1)).squeeze(-1)
+        sol = torch.linalg.solve(c, dev.unsqueeze(-1)).squeeze(-1)
         res[b0 : b0 + block] = (dev * sol).sum(1) / v.sum(1).clamp(min=1)
     out[window:] = res.clamp(0, TURBULENCE_CLIP).numpy().astype(np.float32)
     return out

@@ -16,6 +16,27 @@ def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     "args,message",
     [
         (["download", "--source", "bogus", "--out", "{tmp}/x"], "unknown source 'bogus'"),
+        (["download", "--source", "synthetic", "--tickers", "AAPL", "--out", "{tmp}/x"], "--n-tickers"),
+        (["download", "--source", "sample", "--regime", "alpha", "--out", "{tmp}/x"], "do not apply to the sample"),
+        (["download", "--embargo", "-1", "--out", "{tmp}/x"], "embargo"),
+        (["download", "--column", "oops", "--source", "files", "--path", ".", "--out", "{tmp}/x"], "VENDOR=canonical"),
+    ],
+)
+def test_bad_input_in_process(tmp_path, capsys, args, message):
+    from finpod.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(tmp=tmp_path) for a in args])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("error:") and message in err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
         (["download", "--source", "files", "--path", "{tmp}/missing", "--out", "{tmp}/x"], "does not exist"),
         (["download", "--tickers", "AAPL,NOPE", "--out", "{tmp}/x"], "unknown ticker(s) NOPE"),
         (["download", "--train", "2010-01-01:2015-12-31", "--out", "{tmp}/x"], "split dates are incomplete"),
@@ -23,13 +44,19 @@ def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
             ["download", "--train", "2010-01-01:2016-12-31", "--validation", "2016-06-01:2017-12-31", "--backtest", "2018-01-01:2019-12-31", "--out", "{tmp}/x"],
             "overlap",
         ),
-        (["info", "{tmp}"], "not a finpod dataset"),
+        (["download", "--source", "synthetic", "--tickers", "AAPL", "--out", "{tmp}/x"], "--n-tickers"),
+        (["download", "--source", "sample", "--regime", "alpha", "--out", "{tmp}/x"], "do not apply to the sample"),
+        (["download", "--embargo", "-1", "--out", "{tmp}/x"], "embargo"),
+        (["download", "--column", "oops", "--source", "files", "--path", ".", "--out", "{tmp}/x"], "VENDOR=canonical"),
     ],
 )
-def test_bad_input_is_one_red_line_and_nonzero_exit(tmp_path, args, message):
-    res = _run(*[a.format(tmp=tmp_path) for a in args])
-    assert res.returncode != 0
-    err = res.stderr.strip()
+def test_bad_input_in_process(tmp_path, capsys, args, message):
+    from finpod.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(tmp=tmp_path) for a in args])
+    assert exc.value.code != 0
+    err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert err.startswith("error:") and message in err
     assert not (tmp_path / "x").exists()

@@ -137,3 +137,30 @@ def test_late_listing_features_neutral_before_listing():
     assert (m.features[40:99, j, names.index("close_60_sma")] == 0).all()
     assert (m.features[99:, j, names.index("close_60_sma")] != 0).all()
     assert isinstance(m.timestamps, pd.DatetimeIndex)
+
+
+def test_turbulence_matches_direct_mahalanobis():
+    bars = synthetic_bars(15, 330, seed=9, late_listings=0)
+    turb = turbulence_daily(bars.close, window=60)
+    c = bars.close.astype(np.float64)
+    r = np.diff(np.log(c), axis=0, prepend=np.nan)
+    for d in (61, 100, 200, 329):
+        x = r[d - 60 : d]
+        dev = r[d] - x.mean(0)
+        ref = dev @ np.linalg.solve(np.cov(x.T), dev) / 15
+        assert turb[d] == pytest.approx(min(ref, 20.0), rel=1e-5)
+
+
+def test_turbulence_ignores_tickers_without_a_full_window():
+    bars = synthetic_bars(6, 200, seed=4, late_listings=2)
+    turb = turbulence_daily(bars.close, window=40)
+    listed = ~np.isnan(bars.close)
+    full = listed[:, :4].all()
+    assert full
+    d = 120
+    ok = np.array([listed[d - 41 : d + 1, j].all() for j in range(6)])
+    r = np.diff(np.log(bars.close.astype(np.float64)), axis=0, prepend=np.nan)[:, ok]
+    x = r[d - 40 : d]
+    dev = r[d] - x.mean(0)
+    ref = dev @ np.linalg.solve(np.cov(x.T), dev) / ok.sum()
+    assert turb[d] == pytest.approx(ref, rel=1e-5)
