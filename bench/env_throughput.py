@@ -165,11 +165,12 @@ def peer_runs(csv: Path, num_stocks: int, args: argparse.Namespace) -> list[tupl
     runs: list[tuple[str, list[str]]] = []
     for num_envs in args.num_envs:
         for kind in ("vec", "vmap"):
-            # Per-step cost measured by the peers (RESULTS.md): vmap ≈ 4× vec at N=100.
-            budget = 2.0 if kind == "vec" else 0.5
-            per_step_ms = 0.2 * num_stocks * max(1.0, num_envs / 64) ** 0.8
-            if kind == "vmap":
-                per_step_ms *= 4
+            # Per-step cost fitted to the peers' RESULTS.md (ms): vec ≈ 0.1·N·(1 + 1.2·E/1024),
+            # vmap ≈ 0.13·N·(1 + 6·E/1024); aim at ~2 s (vec) / ~1 s (vmap) per run.
+            if kind == "vec":
+                budget, per_step_ms = 2.0, 0.1 * num_stocks * (1 + 1.2 * num_envs / 1024)
+            else:
+                budget, per_step_ms = 1.0, 0.13 * num_stocks * (1 + 6.0 * num_envs / 1024)
             steps = int(min(500, max(5, budget * 1000 / per_step_ms)))
             runs.append(
                 (

@@ -23,6 +23,10 @@ from finpod.env.core import (
 )
 from finpod.errors import FinpodError
 
+#: Start bars drawn at once for envs that reset on their own (bankruptcy), see
+#: ``VecTradingEnv._pooled_starts``.
+START_POOL = 256
+
 
 class VecTradingEnv:
     """``num_envs`` independent accounts trading ``market`` (the finpod VecEnv protocol).
@@ -93,6 +97,8 @@ class VecTradingEnv:
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(int(seed))
         self._elapsed = 0
+        self._pool: torch.Tensor | list = []
+        self._pool_used = 0
         self.state: State | None = None
         self._step_fn = _advance
         if compile:
@@ -105,6 +111,8 @@ class VecTradingEnv:
             self._generator.manual_seed(int(seed))
         self.state = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
         self._elapsed = 0
+        self._pool: torch.Tensor | list = []
+        self._pool_used = 0
         return observe(self.state, self.tables, self.config)
 
     def step(
@@ -146,7 +154,7 @@ class VecTradingEnv:
             terminated = state.value <= 0
             truncated = (state.steps >= self.episode_length) & ~terminated
             done = terminated | truncated
-            fresh = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
+            fresh = initial_state(self._pooled_starts(), self.tables, self.config, self.num_stocks)
             state = reset_where(done, state, fresh)
             obs = torch.where(done.unsqueeze(1), observe(state, self.tables, self.config), obs)
         else:
@@ -162,6 +170,15 @@ class VecTradingEnv:
         return obs, out.reward, terminated, truncated, info
 
     # -- helpers ------------------------------------------------------------------------
+    def _pooled_starts(self) -> torch.Tensor:
+        # Envs that terminate on their own need fresh starts every step; copying them from
+        # the host each step would sync a GPU, so a block is drawn at once and consumed.
+        if self._pool_used >= len(self._pool):
+            self._pool = torch.stack([self._starts() for _ in range(START_POOL)])
+            self._pool_used = 0
+        self._pool_used += 1
+        return self._pool[self._pool_used - 1]
+
     def _starts(self) -> torch.Tensor:
         # Drawn on a CPU generator so CPU and CUDA runs see the same episodes.
         if self.random_start and self.max_start > 0:
