@@ -143,6 +143,7 @@ class Orchestrator:
         run: RunDir,
         on_event: Event | None = None,
         display: Callable[[dict[str, Any]], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         import ray
 
@@ -153,6 +154,7 @@ class Orchestrator:
         self.run_dir = run
         self.on_event = on_event
         self.display = display
+        self.stop = stop
         self.generator = Generator(setup.space, setup.config, setup.seed, setup.num_envs)
         self.slots: dict[int, _Slot] = {}
         self.summary = Summary()
@@ -186,7 +188,9 @@ class Orchestrator:
         return budget.amount - self.board.candidates_evaluated - len(self._inflight())
 
     def can_dispatch(self) -> bool:
-        """Is there budget for one more pod?"""
+        """Is there budget for one more pod (and no stop asked for)?"""
+        if self.stop is not None and self.stop():
+            return False
         left = self._budget_left()
         # A time budget keeps a sliver for the pod's first epoch and evaluation.
         return left > (0.5 if self.config.budget.kind == "time" else 0)

@@ -76,6 +76,7 @@ def run_tournament(
     num_cpus: int | None = None,
     on_event: Event | None = None,
     display: Any = None,
+    stop: Any = None,
 ) -> TournamentRun:
     """Train a tournament and write its run directory (see :mod:`finpod.tournament.rundir`).
 
@@ -96,6 +97,8 @@ def run_tournament(
         num_cpus: CPUs of the in-process Ray instance (default: all).
         on_event: ``f(kind, payload)`` called on pool changes, pod starts, finishes, failures.
         display: ``f(snapshot)`` called as the run goes (the CLI's live table).
+        stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
+            when the running ones finish (e.g. a target score was reached).
     """
     from finpod.data import load_manifest
     from finpod.strategy import load_strategy
@@ -161,7 +164,9 @@ def run_tournament(
             device=pod_device,
             gpus_per_pod=gpus,
         )
-        orchestrator = Orchestrator(setup, board, run, on_event=on_event, display=display)
+        orchestrator = Orchestrator(
+            setup, board, run, on_event=on_event, display=display, stop=stop
+        )
         summary = orchestrator.run()
     finally:
         if started:

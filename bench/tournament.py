@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Tournament benchmark: time to a target validation Sharpe, P pods vs one agent; Ray overhead.
+
+On a synthetic ``alpha`` market (a planted signal whose optimal policy is known), it
+measures how long it takes until an agent with validation Sharpe ≥ target exists:
+
+- ``single``: one PPO agent with the strategy's base hyperparameters, given the whole
+  machine's share the tournament gets (``P`` torch threads, ``P × W`` envs), scored on the
+  validation split after every epoch (the moment a usable checkpoint exists);
+- ``tournament``: ``P`` pods on a private local Ray (1 CPU each, ``W`` envs each), async
+  mode, fresh pods drawing learning rate / γ / clip / entropy from ranges, later pods
+  perturbed copies of the leaderboard's best; the clock stops when a pod *finishes* with
+  a validation score ≥ target (its checkpoint is then on the leaderboard).
+
+Both clocks start before any work (the tournament's includes Ray start-up and pod actor
+start-up, reported separately). Each system stops at the target or at ``--minutes``.
+
+One JSON line per measurement on stdout. Keys:
+
+- common: ``bench`` ("tournament"), ``system`` ("single" | "tournament" |
+  "tournament_gpu_scaling"), ``device``, ``pods`` (P), ``num_envs`` (W per pod / learner),
+  ``target_sharpe``, ``oracle_sharpe`` (validation Sharpe of the known optimal long-only
+  policy with the same costs), ``reached`` (bool), ``seconds_to_target`` (null if not
+  reached), ``best_sharpe``, ``env_steps`` (total), ``env_steps_per_s``, ``wall_s``,
+  ``cpus`` (os.cpu_count), ``host``.
+- tournament only: ``pods_trained``, ``pods_failed``, ``ray_start_s`` (``ray.init``),
+  ``actor_startup_s`` (Σ pod actor start-up incl. dataset load), ``pod_s`` (Σ dispatch →
+  result seconds), ``inside_pod_s`` (Σ seconds inside ``train``), ``orchestration_s``
+  ((pod_s − inside_pod_s) + idle seconds between a result and the slot's next pod),
+  ``orchestration_share`` (orchestration_s / total pod time; goal ≤ 0.05),
+  ``orchestration_share_with_startup`` (same with actor start-up counted as overhead).
+- ``tournament_gpu_scaling`` (``--gpu-scaling 1,2,4``, CUDA only): for each number of
+  pods sharing one GPU (``gpus_per_pod = 1/n``), ``pods``, ``env_steps_per_s``
+  (all pods together), ``orchestration_share``.
+
+Usage::
+
+    python bench/tournament.py                          # P = all CPUs, 10 min cap each
+    python bench/tournament.py --pods 2 --minutes 5 --target 1.0
+    python bench/tournament.py --device cuda --gpu-scaling 1,2,4,8 --skip-single
+
+The dataset is built into a temporary directory (``--data`` reuses one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STRATEGY = """
+[agent]
+algorithm = "ppo"
+[agent.hparams]
+learning_rate = 3e-4
+horizon = 32
+update_epochs = 4
+minibatch_size = 256
+log_std_init = -0.5
+actor_hidden = [64, 64]
+critic_hidden = [64, 64]
+[env]
+action_mode = "weights"
+fill_price = "open"
+cost_rate = 0.0005
+reward = "log_return"
+reward_scale = 100.0
+episode_length = 128
+[train]
+num_envs = {num_envs}
+seed = {seed}
+device = "{device}"
+[tournament]
+pod_steps = {pod_steps}
+epochs = {epochs}
+top_k = 8
+fresh_pods = {pods}
+epsilon = 0.2
+perturb = 0.3
+cpus_per_pod = 1.0
+[search]
+algorithms = ["ppo"]
+[search.ppo]
+learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
+gamma = {{ low = 0.9, high = 0.99 }}
+clip_coef = {{ low = 0.1, high = 0.3 }}
+ent_coef = {{ low = 0.0, high = 0.01 }}
+"""
+
+
+def emit(rec: dict) -> None:
+    rec = {"bench": "tournament", **rec, "cpus": os.cpu_count(), "host": platform.node()}
+    print(json.dumps(rec), flush=True)
+
+
+def build_data(path: Path, n_tickers: int, n_bars: int, seed: int) -> Path:
+    from finpod.data import build_dataset
+
+    return build_dataset(
+        "synthetic",
+        path,
+        n_tickers=n_tickers,
+        n_bars=n_bars,
+        regime="alpha",
+        alpha_strength=0.2,
+        seed=seed,
+    )
+
+
+def oracle_sharpe(data: Path, env: dict) -> float:
+    """Validation Sharpe of the known optimal long-only weights, same env and costs."""
+    import torch
+
+    from finpod.data import load_split, oracle_weights
+    from finpod.env import EnvConfig, rollout, score
+
+    market = load_split(data, "validation")
+    weights = oracle_weights(market)
+    step = {"t": 0}
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        w = weights[step["t"]].reshape(1, -1)
+        step["t"] += 1
+        return w
+
+    return score(rollout(policy, market, EnvConfig.from_dict(env)), "sharpe")
+
+
+def run_single(
+    strategy, data: Path, pods: int, target: float, minutes: float, device: str, epoch_steps: int
+) -> dict:
+    """One agent with P threads and P × W envs, scored after every epoch."""
+    import torch
+
+    from finpod.data import load_split
+    from finpod.tournament.generator import PodSpec
+    from finpod.tournament.pod import Pod
+
+    t0 = time.perf_counter()
+    torch.set_num_threads(pods)
+    pod = Pod(
+        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
+    )
+    spec = PodSpec(
+        pod_id="single",
+        algorithm=strategy.algorithm,
+        hparams=dict(strategy.hparams),
+        seed=strategy.train.seed,
+        steps=epoch_steps * pods,
+        epochs=1,
+        num_envs=strategy.train.num_envs * pods,
+        num_learners=1,
+    )
+    envs = pod.make_envs(spec)
+    (agent,) = pod.make_learners(spec, envs[0].obs_dim, envs[0].action_dim, None)
+    best, reached_at, epoch = float("-inf"), None, 0
+    while time.perf_counter() - t0 < minutes * 60:
+        pod.run_epoch([agent], envs, spec.steps, epoch)
+        value, _ = pod.evaluate(agent, "sharpe")
+        best = max(best, value)
+        epoch += 1
+        if value >= target:
+            reached_at = time.perf_counter() - t0
+            break
+    wall = time.perf_counter() - t0
+    return {
+        "system": "single",
+        "device": device,
+        "pods": 1,
+        "threads": pods,
+        "num_envs": spec.num_envs,
+        "reached": reached_at is not None,
+        "seconds_to_target": reached_at,
+        "best_sharpe": best,
+        "env_steps": agent.env_steps,
+        "env_steps_per_s": agent.env_steps / wall,
+        "wall_s": wall,
+    }
+
+
+def run_pool(
+    strategy_path: Path,
+    data: Path,
+    pods: int,
+    target: float | None,
+    minutes: float,
+    device: str,
+    out: Path,
+    gpus_per_pod: float | None = None,
+) -> dict:
+    """A tournament of ``pods`` pods until a pod finishes with score ≥ target (or time)."""
+    import ray
+
+    from finpod.tournament import run_tournament
+
+    t0 = time.perf_counter()
+    ray_kwargs = {
+        "address": "local",
+        "num_cpus": pods,
+        "include_dashboard": False,
+        "log_to_driver": False,
+    }
+    if gpus_per_pod:
+        ray_kwargs["num_gpus"] = 1
+    ray.init(**ray_kwargs)
+    ray_start = time.perf_counter() - t0
+    state = {"reached_at": None, "best": float("-inf")}
+
+    def on_event(kind: str, payload: dict) -> None:
+        if kind == "finish":
+            score = payload["result"].score
+            state["best"] = max(state["best"], score)
+            if target is not None and score >= target and state["reached_at"] is None:
+                state["reached_at"] = time.perf_counter() - t0
+
+    if gpus_per_pod:
+        # gpus_per_pod lives in the strategy's [tournament] table.
+        text = strategy_path.read_text().replace(
+            "cpus_per_pod = 1.0", f"cpus_per_pod = 1.0\ngpus_per_pod = {gpus_per_pod}"
+        )
+        strategy_path = strategy_path.with_name(f"gpu_{pods}.toml")
+        strategy_path.write_text(text)
+    try:
+        result = run_tournament(
+            strategy_path,
+            data,
+            pods=pods,
+            budget=f"{minutes * 60:.0f}s",
+            out=out,
+            device=device,
+            on_event=on_event,
+            stop=lambda: state["reached_at"] is not None,
+        )
+    finally:
+        ray.shutdown()
+    wall = time.perf_counter() - t0
+    s = result.summary
+    total = s.pod_s + s.dispatch_gap_s
+    steps = result.leaderboard.progress.env_steps
+    return {
+        "system": "tournament",
+        "device": device,
+        "pods": pods,
+        "reached": state["reached_at"] is not None,
+        "seconds_to_target": state["reached_at"],
+        "best_sharpe": state["best"],
+        "env_steps": steps,
+        "env_steps_per_s": steps / wall,
+        "wall_s": wall,
+        "pods_trained": s.pods_trained,
+        "pods_failed": s.pods_failed,
+        "ray_start_s": ray_start,
+        "actor_startup_s": s.startup_s,
+        "pod_s": s.pod_s,
+        "inside_pod_s": s.inside_s,
+        "orchestration_s": s.orchestration_s,
+        "orchestration_share": s.orchestration_share,
+        "orchestration_share_with_startup": (s.orchestration_s + s.startup_s)
+        / (total + s.startup_s)
+        if total
+        else 0.0,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pods", type=int, default=os.cpu_count() or 1, help="P (default: all CPUs)")
+    ap.add_argument(
+        "--num-envs", type=int, default=32, help="W: envs per pod (the single agent gets P × W)"
+    )
+    ap.add_argument("--pod-steps", type=int, default=40_000, help="env steps per pod")
+    ap.add_argument("--epochs", type=int, default=2, help="validation points per pod")
+    ap.add_argument("--minutes", type=float, default=10.0, help="time cap of each system")
+    ap.add_argument(
+        "--target", type=float, default=None, help="target validation Sharpe (absolute)"
+    )
+    ap.add_argument(
+        "--target-frac", type=float, default=0.5, help="target = this × oracle Sharpe (default)"
+    )
+    ap.add_argument("--n-tickers", type=int, default=8)
+    ap.add_argument("--n-bars", type=int, default=1500)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--data", type=Path, default=None, help="reuse this dataset directory")
+    ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--skip-tournament", action="store_true")
+    ap.add_argument(
+        "--gpu-scaling", default="", help="e.g. 1,2,4,8: pods sharing one GPU (CUDA only)"
+    )
+    ap.add_argument("--scaling-seconds", type=float, default=60.0, help="time per scaling point")
+    args = ap.parse_args()
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from finpod.strategy import load_strategy
+
+    with tempfile.TemporaryDirectory(prefix="fpbench") as tmp:
+        tmp_path = Path(tmp)
+        data = args.data or build_data(tmp_path / "data", args.n_tickers, args.n_bars, args.seed)
+        strategy_path = tmp_path / "strategy.toml"
+        strategy_path.write_text(
+            STRATEGY.format(
+                num_envs=args.num_envs,
+                seed=args.seed,
+                device=args.device,
+                pod_steps=args.pod_steps,
+                epochs=args.epochs,
+                pods=args.pods,
+            )
+        )
+        strategy = load_strategy(strategy_path)
+        oracle = oracle_sharpe(data, strategy.env)
+        target = args.target if args.target is not None else args.target_frac * oracle
+        common = {"target_sharpe": target, "oracle_sharpe": oracle}
+        if not args.skip_single:
+            epoch_steps = args.pod_steps // args.epochs
+            emit(
+                {
+                    **run_single(
+                        strategy, data, args.pods, target, args.minutes, args.device, epoch_steps
+                    ),
+                    **common,
+                }
+            )
+        if not args.skip_tournament:
+            rec = run_pool(
+                strategy_path, data, args.pods, target, args.minutes, args.device, tmp_path / "runs"
+            )
+            emit({**rec, "num_envs": args.num_envs, **common})
+        for n in [int(x) for x in args.gpu_scaling.split(",") if x.strip()]:
+            rec = run_pool(
+                strategy_path,
+                data,
+                n,
+                None,
+                args.scaling_seconds / 60,
+                "cuda",
+                tmp_path / f"runs_gpu{n}",
+                gpus_per_pod=1.0 / n,
+            )
+            keep = (
+                "pods",
+                "env_steps",
+                "env_steps_per_s",
+                "wall_s",
+                "pods_trained",
+                "orchestration_share",
+            )
+            emit(
+                {
+                    "system": "tournament_gpu_scaling",
+                    "device": "cuda",
+                    "num_envs": args.num_envs,
+                    **{k: rec[k] for k in keep},
+                }
+            )
+
+
+if __name__ == "__main__":
+    main()
