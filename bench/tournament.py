@@ -4,9 +4,11 @@
 On a synthetic ``alpha`` market (a planted signal whose optimal policy is known), it
 measures how long it takes until an agent with validation Sharpe ≥ target exists:
 
-- ``single``: one PPO agent with the strategy's base hyperparameters, given the whole
-  machine's share the tournament gets (``P`` torch threads, ``P × W`` envs), scored on the
-  validation split after every epoch (the moment a usable checkpoint exists);
+- ``single``: one PPO agent with the strategy's base hyperparameters, given the resources
+  the tournament gets (``P`` torch threads, ``P × W`` envs), scored on the validation
+  split after every epoch (the moment a usable checkpoint exists); measured again with 1
+  torch thread (``threads`` key), since intra-op threads of small networks on a busy
+  machine can be far slower than one;
 - ``tournament``: ``P`` pods on a private local Ray (1 CPU each, ``W`` envs each), async
   mode, fresh pods drawing learning rate / γ / clip / entropy from ranges, later pods
   perturbed copies of the leaderboard's best; the clock stops when a pod *finishes* with
@@ -135,9 +137,16 @@ def oracle_sharpe(data: Path, env: dict) -> float:
 
 
 def run_single(
-    strategy, data: Path, pods: int, target: float, minutes: float, device: str, epoch_steps: int
+    strategy,
+    data: Path,
+    pods: int,
+    target: float,
+    minutes: float,
+    device: str,
+    epoch_steps: int,
+    threads: int,
 ) -> dict:
-    """One agent with P threads and P × W envs, scored after every epoch."""
+    """One agent with ``threads`` torch threads and P × W envs, scored after every epoch."""
     import torch
 
     from finpod.data import load_split
@@ -145,7 +154,7 @@ def run_single(
     from finpod.tournament.pod import Pod
 
     t0 = time.perf_counter()
-    torch.set_num_threads(pods)
+    torch.set_num_threads(threads)
     pod = Pod(
         load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
     )
@@ -175,7 +184,7 @@ def run_single(
         "system": "single",
         "device": device,
         "pods": 1,
-        "threads": pods,
+        "threads": threads,
         "num_envs": spec.num_envs,
         "reached": reached_at is not None,
         "seconds_to_target": reached_at,
@@ -322,14 +331,18 @@ def main() -> None:
         common = {"target_sharpe": target, "oracle_sharpe": oracle}
         if not args.skip_single:
             epoch_steps = args.pod_steps // args.epochs
-            emit(
-                {
-                    **run_single(
-                        strategy, data, args.pods, target, args.minutes, args.device, epoch_steps
-                    ),
-                    **common,
-                }
-            )
+            for threads in sorted({args.pods, 1}, reverse=True):
+                rec = run_single(
+                    strategy,
+                    data,
+                    args.pods,
+                    target,
+                    args.minutes,
+                    args.device,
+                    epoch_steps,
+                    threads,
+                )
+                emit({**rec, **common})
         if not args.skip_tournament:
             rec = run_pool(
                 strategy_path, data, args.pods, target, args.minutes, args.device, tmp_path / "runs"
