@@ -82,7 +82,8 @@ def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | N
         if len(values) >= 2:
             return values
     if leaderboard.get("score_name", "sharpe") == "sharpe":
-        return [float(e["score"]) for e in leaderboard.get("entries", []) if "score" in e]
+        entries = leaderboard.get("entries", [])
+        return [float(e["score"]) for e in entries if e.get("score") is not None]
     return []
 
 
@@ -191,11 +192,18 @@ def backtest_market(
     leaderboard: pd.DataFrame | None = None,
     learning_curves: pd.DataFrame | None = None,
     with_benchmarks: bool = True,
+    on_rollout: Callable[[str], None] | None = None,
 ) -> BacktestResult:
-    """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it."""
+    """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it.
+
+    ``on_rollout(name)`` is called after each rollout (the agent, then each benchmark), e.g.
+    to advance a progress bar over ``1 + len(BENCHMARKS)`` steps.
+    """
     from finpod.env import rollout
 
+    done = on_rollout or (lambda name: None)
     agent = rollout(policy, market, config)
+    done("agent")
     ts = agent.returns.index
     bench_returns: dict[str, pd.Series] = {}
     idx_ret = index_returns(market)
@@ -206,6 +214,7 @@ def backtest_market(
         cfg = benchmark_config(config)
         for name, bench_policy in benchmark_policies(market).items():
             out = rollout(bench_policy, market, cfg)
+            done(name)
             bench_returns[name] = out.returns
             costs[name] = out.costs
             traded[name] = traded_value(out.transactions, ts)
@@ -238,6 +247,7 @@ def run_backtest(
     agent: str = "best",
     data_dir: str | Path | None = None,
     device: torch.device | str = "cpu",
+    on_rollout: Callable[[str], None] | None = None,
 ) -> BacktestResult:
     """Backtest a run's selected agent on its dataset's backtest split.
 
@@ -249,6 +259,7 @@ def run_backtest(
         data_dir: dataset directory; default the one recorded in run.json (its content hash
             must match the run's).
         device: where the rollout runs.
+        on_rollout: called with a name after each of the ``1 + len(BENCHMARKS)`` rollouts.
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
@@ -316,4 +327,5 @@ def run_backtest(
         info=info,
         leaderboard=_leaderboard_frame(board),
         learning_curves=curves,
+        on_rollout=on_rollout,
     )

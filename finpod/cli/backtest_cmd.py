@@ -37,13 +37,26 @@ def backtest(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:K.")] = "auto",
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     from finpod.backtest import run_backtest
+    from finpod.backtest.benchmarks import BENCHMARKS
     from finpod.backtest.runner import resolve_run_dir
     from finpod.device import pick_device
 
     run_dir = resolve_run_dir(run)
-    with console.status("backtesting the agent and the benchmarks..."):
-        result = run_backtest(run_dir, agent=agent, data_dir=data, device=pick_device(device))
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
+        result = run_backtest(
+            run_dir,
+            agent=agent,
+            data_dir=data,
+            device=pick_device(device),
+            on_rollout=lambda name: progress.update(
+                task, advance=1, description=f"rollouts ({name} done)"
+            ),
+        )
     if not result.info.get("dataset_hash_matches_run", True):
         console.print(
             "[yellow]warning:[/] this dataset differs from the one the run was trained on"

@@ -119,14 +119,16 @@ def inspect_page(url: str, screenshot: Path | None = None, timeout: float = 60.0
                 for domain in ("Runtime", "Log", "Page", "Network"):
                     call(f"{domain}.enable")
                 call("Page.navigate", url=url)
+                # Poll the document itself: a load event could still be about:blank's.
                 end = time.monotonic() + timeout
-                while time.monotonic() < end:
-                    msg = json.loads(ws.recv(timeout=end - time.monotonic()))
-                    handle(msg)
-                    if msg.get("method") == "Page.loadEventFired":
+                probe = "location.href + ' ' + document.readyState"
+                while True:
+                    state = call("Runtime.evaluate", expression=probe, returnByValue=True)
+                    if state["result"].get("value") == f"{url} complete":
                         break
-                else:
-                    raise TimeoutError("page did not finish loading")
+                    if time.monotonic() > end:
+                        raise TimeoutError(f"page did not finish loading: {state}")
+                    time.sleep(0.1)
                 js = (
                     "JSON.stringify({title: document.title, images: Array.from(document.images)"
                     ".map(i => ({alt: i.alt, complete: i.complete, naturalWidth: i.naturalWidth}))})"

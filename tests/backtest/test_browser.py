@@ -30,7 +30,7 @@ def test_tearsheet_opens_in_headless_chromium(tmp_path):
     assert report.title == "finpod backtest: browser-check"
     assert len(report.images) >= 5
     assert all(img["complete"] and img["naturalWidth"] > 0 for img in report.images), report.images
-    assert report.errors == []
+    assert report.errors == [], report.errors
     assert shot.is_file() and shot.stat().st_size > 10_000
 
 

@@ -105,10 +105,13 @@ def test_deflated_sharpe_uses_the_candidates_the_run_evaluated(run_dir, splits, 
     )
 
 
-def test_changed_dataset_is_refused(run_dir, splits, monkeypatch):
+def test_changed_dataset_is_refused_unless_chosen_explicitly(run_dir, splits, monkeypatch):
     FakeDataset(splits, content_hash="other").install(monkeypatch)
     with pytest.raises(FinpodError, match="content hash"):
         run_backtest(run_dir)
+    # an explicit --data is the user's choice: it runs, and the result says so
+    result = run_backtest(run_dir, data_dir=run_dir.parent / "dataset")
+    assert result.info["dataset_hash_matches_run"] is False
 
 
 def test_missing_checkpoint_and_bad_agent_are_finpod_errors(run_dir, splits, monkeypatch):
