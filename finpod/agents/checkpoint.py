@@ -41,9 +41,27 @@ def tensors_sha256(sd: dict[str, torch.Tensor], meta: dict[str, str] | None = No
     return h.hexdigest()
 
 
-def save_checkpoint(agent: Any, path: str | Path) -> Path:
-    """Write ``agent`` to ``path`` (safetensors, atomically); returns the path."""
+#: Key prefix of the replay-buffer tensors an off-policy checkpoint may carry.
+BUFFER_PREFIX = "buffer."
+BUFFER_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+def save_checkpoint(agent: Any, path: str | Path, *, include_buffer: bool = False) -> Path:
+    """Write ``agent`` to ``path`` (safetensors, atomically); returns the path.
+
+    ``include_buffer`` also stores an off-policy agent's replay buffer (its filled rows
+    and write position), so that training resumed from the file continues exactly; such
+    files can be large (buffer rows × 2 × obs_dim × 4 bytes).
+    """
     sd = {k: v.detach().to("cpu").contiguous() for k, v in agent.state_dict().items()}
+    buffer = getattr(agent, "buffer", None)
+    if include_buffer and buffer is not None:
+        for name in BUFFER_FIELDS:
+            sd[BUFFER_PREFIX + name] = (
+                getattr(buffer, name)[: buffer.size].detach().to("cpu").contiguous()
+            )
+        sd[BUFFER_PREFIX + "pos"] = torch.tensor(buffer.pos, dtype=torch.int64)
+        sd[BUFFER_PREFIX + "capacity"] = torch.tensor(buffer.capacity, dtype=torch.int64)
     meta = {
         "format": CHECKPOINT_FORMAT,
         "algorithm": agent.algorithm,
@@ -106,5 +124,15 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any
         device=device,
         seed=int(meta.get("seed", 0)),
     )
+    buffer = {k[len(BUFFER_PREFIX) :]: sd.pop(k) for k in list(sd) if k.startswith(BUFFER_PREFIX)}
     agent.load_state_dict(sd)
+    if buffer:
+        from finpod.agents.buffer import ReplayBuffer
+
+        rb = ReplayBuffer(int(buffer["capacity"]), obs_dim, action_dim, agent.device)
+        size = buffer["obs"].shape[0]
+        for name in BUFFER_FIELDS:
+            getattr(rb, name)[:size] = buffer[name].to(agent.device)
+        rb.size, rb.pos = size, int(buffer["pos"])
+        agent.buffer = rb
     return agent

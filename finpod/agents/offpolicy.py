@@ -32,7 +32,11 @@ class OffPolicyAgent(Agent):
         raise NotImplementedError
 
     def _update(self) -> dict[str, torch.Tensor]:
-        """One gradient step from a replay minibatch; returns device tensors (no sync)."""
+        """One gradient step from a replay minibatch; returns device tensors (no sync).
+
+        Statistics missing from a step (TD3's actor loss on a delayed step) keep the value
+        of the latest step of the same ``learn`` call that had them.
+        """
         raise NotImplementedError
 
     def learn(self, env: Any, num_steps: int) -> dict[str, float]:
@@ -68,7 +72,7 @@ class OffPolicyAgent(Agent):
             self.env_steps += n_envs
             if self.env_steps >= hp.learning_starts and self.buffer.size >= hp.batch_size:
                 for _ in range(hp.gradient_steps):
-                    stats = self._update()
+                    stats.update(self._update())
                     self.updates += 1
         self._obs = obs
         out = {k: float(v) for k, v in stats.items()}

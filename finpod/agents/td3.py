@@ -178,11 +178,8 @@ class TD3(OffPolicyAgent):
             polyak(self.actor_target, self.actor, hp.tau)
             for target_net, q in zip(self.critic_targets, self.critics, strict=True):
                 polyak(target_net, q, hp.tau)
-            self._last_actor_loss = actor_loss.detach()
-        return {
-            "q_loss": q_loss.detach(),
-            "actor_loss": getattr(self, "_last_actor_loss", q_loss.detach() * 0),
-        }
+            return {"q_loss": q_loss.detach(), "actor_loss": actor_loss.detach()}
+        return {"q_loss": q_loss.detach()}
 
 
 class DDPG(TD3):

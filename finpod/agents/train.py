@@ -61,6 +61,7 @@ def train(
     pod_id: str = "agent",
     score_name: str = "sharpe",
     log: Callable[[str], None] | None = None,
+    resume_buffer: bool = False,
 ) -> TrainResult:
     """Train ``agent`` on ``env`` until ``agent.env_steps ≥ total_steps``.
 
@@ -75,6 +76,8 @@ def train(
         pod_id: name of the agent in metrics and checkpoints.
         score_name: name of the validation metric in ``metrics.csv``.
         log: extra sink for log lines (e.g. the console).
+        resume_buffer: also store an off-policy agent's replay buffer in
+            ``last.safetensors`` so a resumed run continues exactly (large files).
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     result = TrainResult()
@@ -133,7 +136,9 @@ def train(
                     line += " (best)"
             if run_dir is not None:
                 result.last_checkpoint = save_checkpoint(
-                    agent, run_dir / "checkpoints" / "last.safetensors"
+                    agent,
+                    run_dir / "checkpoints" / "last.safetensors",
+                    include_buffer=resume_buffer,
                 )
                 if eval_fn is None:
                     result.best_checkpoint = save_checkpoint(

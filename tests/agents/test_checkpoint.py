@@ -71,9 +71,12 @@ def test_truncated_and_foreign_files_are_refused(tmp_path):
         load_checkpoint(tmp_path / "missing.safetensors")
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c"])
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
 def test_resumed_run_continues_with_the_same_losses(algo, market, tmp_path):
-    """Stop after 2 segments, restore from last.safetensors, continue: same as uninterrupted."""
+    """Stop after 2 segments, restore from last.safetensors, continue: same as uninterrupted.
+
+    Off-policy agents resume exactly when their replay buffer is saved too (resume_buffer).
+    """
     from finpod.env import EnvConfig, VecTradingEnv
 
     config = EnvConfig(action_mode="weights", episode_length=30)
@@ -89,7 +92,13 @@ def test_resumed_run_continues_with_the_same_losses(algo, market, tmp_path):
 
     env = fresh_env()
     first = train(
-        new_agent(env), env, total_steps=2 * 64, eval_every=64, progress=False, run_dir=tmp_path
+        new_agent(env),
+        env,
+        total_steps=2 * 64,
+        eval_every=64,
+        progress=False,
+        run_dir=tmp_path,
+        resume_buffer=True,
     )
     restored = load_checkpoint(first.last_checkpoint)
     env = fresh_env()  # a new process would build a new env too
