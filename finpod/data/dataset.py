@@ -216,13 +216,16 @@ def content_hash(
 # --------------------------------------------------------------------------- in memory
 def market_features(bars: Bars, progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, list[str]]:
     """(T, N, F) float32 features of ``bars`` and their names (standard + source extras)."""
-    feats = compute_features(bars.close, bars.high, bars.low, bars.timestamps, bars.bar, progress=progress)
+    extra = sorted(bars.extra)
+    feats = compute_features(
+        bars.close, bars.high, bars.low, bars.timestamps, bars.bar, progress=progress, extra_slots=len(extra)
+    )
     names = list(FEATURES)
-    if bars.extra:
-        extra = np.stack([bars.extra[k] for k in sorted(bars.extra)], axis=-1).astype(np.float32)
-        extra = np.where(np.isfinite(extra), extra, 0.0).astype(np.float32)
-        feats = np.concatenate([feats, extra], axis=-1)
-        names += sorted(bars.extra)
+    for k, name in enumerate(extra):
+        col = feats[:, :, len(FEATURES) + k]
+        col[...] = bars.extra[name]
+        np.nan_to_num(col, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        names.append(name)
     return feats, names
 
 
@@ -363,6 +366,7 @@ def build_dataset(
         bars = loaded.bars
         task = prog.add_task("features", total=len(bars.tickers))
         feats, names = market_features(bars, progress=lambda n: prog.advance(task, n))
+        bars.extra.clear()  # now a copy inside feats; free it before writing
         split_dates = splits if splits is not None else loaded.default_splits
         if embargo is None:
             emb = DEFAULT_EMBARGO_SESSIONS if bars.bar == "1d" else INTRADAY_EMBARGO_SESSIONS
@@ -451,7 +455,11 @@ def _write_bars(path: Path, bars: Bars, feats: np.ndarray, names: list[str], adv
     ts_ns = bars.timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
 
     def write(p: Path) -> None:
-        with pq.ParquetWriter(p, schema, compression="zstd") as w:
+        # Dictionary-encoding float columns costs more than it saves on market data; only
+        # the ticker column is dictionary-encoded, only timestamps carry statistics.
+        with pq.ParquetWriter(
+            p, schema, compression="zstd", use_dictionary=["tic"], write_statistics=["timestamp"]
+        ) as w:
             for t0 in range(0, T, ROWS_PER_GROUP_BARS):
                 t1 = min(T, t0 + ROWS_PER_GROUP_BARS)
                 n = t1 - t0

@@ -68,8 +68,10 @@ TURBULENCE_WINDOW = 252
 TURBULENCE_CLIP = 20.0
 #: Neutral value of each feature before it is defined.
 NEUTRAL = {"rsi_30": 0.5}
-#: Tickers per block when computing features (bounds the float64 working memory).
+#: At most this many tickers per block when computing features.
 TICKER_BLOCK = 16
+#: Bars × tickers per block: bounds the float64 working memory (≈ 40 arrays of 16 MB).
+BLOCK_ELEMENTS = 2_000_000
 
 SCALING_DOC = {
     "log_return": "ln(close_t/close_{t-1}) * V, V = sqrt(bars per year), clip +-10",
@@ -247,18 +249,22 @@ def compute_features(
     timestamps: pd.DatetimeIndex,
     bar: str,
     progress=None,
+    extra_slots: int = 0,
 ) -> np.ndarray:
-    """All :data:`FEATURES` for a (T, N) market, float32 (T, N, F).
+    """All :data:`FEATURES` for a (T, N) market, float32 (T, N, F + ``extra_slots``).
 
-    Prices are NaN before a ticker lists. Tickers are processed in blocks of
-    :data:`TICKER_BLOCK`; ``progress(n)`` (optional) is called after each block with the
-    number of tickers done.
+    Prices are NaN before a ticker lists. Tickers are processed in blocks (at most
+    :data:`TICKER_BLOCK`, fewer on long series so a block stays within
+    :data:`BLOCK_ELEMENTS`); ``progress(n)`` (optional) is called after each block with
+    the number of tickers done. The last ``extra_slots`` feature columns are left for the
+    caller to fill (source-provided features) so the big array is never copied.
     """
     T, N = close.shape
     F = len(FEATURES)
-    feats = np.empty((T, N, F), dtype=np.float32)
-    for j0 in range(0, N, TICKER_BLOCK):
-        j1 = min(N, j0 + TICKER_BLOCK)
+    feats = np.empty((T, N, F + extra_slots), dtype=np.float32)
+    step = max(1, min(TICKER_BLOCK, BLOCK_ELEMENTS // max(T, 1)))
+    for j0 in range(0, N, step):
+        j1 = min(N, j0 + step)
         feats[:, j0:j1, : F - 1] = ticker_features(close[:, j0:j1], high[:, j0:j1], low[:, j0:j1], bar)
         if progress is not None:
             progress(j1 - j0)

@@ -41,7 +41,7 @@ from finpod.errors import FinpodError
 
 REGIMES = ("null", "alpha")
 #: Bars generated per block (bounds the float64 scratch memory of huge markets).
-BLOCK_BARS = 200_000
+BLOCK_BARS = 50_000
 #: Standard deviation of the overnight/open gap, as a fraction of σ.
 GAP_FRACTION = 0.2
 
