@@ -71,6 +71,9 @@ class Setup:
     """Torch device inside the pods: ``"cpu"`` or ``"cuda"`` (with ``gpus_per_pod`` > 0)."""
     gpus_per_pod: float = 0.0
     """Resolved GPUs per pod."""
+    request_resources: bool = False
+    """On a cluster with an autoscaler, ask it for ``pods`` pods' worth of resources (when
+    ``pods`` is a number), so nodes are added and the pool grows into them."""
 
 
 @dataclass
@@ -453,6 +456,7 @@ class Orchestrator:
             f"tournament {self.config.mode} budget {self.config.budget} "
             f"({self.board.candidates_evaluated} candidates so far)"
         )
+        self._request_resources(self.config.pods)
         try:
             while True:
                 now = time.monotonic()
@@ -511,6 +515,7 @@ class Orchestrator:
             self.board.save()
             for slot in list(self.slots.values()):
                 self._drop_slot(slot, kill=True)
+            self._request_resources(0)
             self._plot()
         self.summary.best = self.board.best()
         self.run_dir.log(
@@ -523,6 +528,22 @@ class Orchestrator:
             )
         )
         return self.summary
+
+    def _request_resources(self, pods: int | None) -> None:
+        """Tell the autoscaler how many pods' resources to provide (0 releases them)."""
+        if not self.setup.request_resources or pods is None:
+            return
+        bundle: dict[str, float] = {"CPU": self.config.cpus_per_pod}
+        if self.setup.gpus_per_pod > 0:
+            bundle["GPU"] = self.setup.gpus_per_pod
+        try:
+            from ray.autoscaler.sdk import request_resources
+
+            request_resources(bundles=[dict(bundle) for _ in range(pods)])
+        except Exception as err:  # noqa: BLE001 - clusters without an autoscaler just keep their size
+            self.run_dir.log(
+                f"autoscaler request for {pods} pod(s) not made: {err}", logging.WARNING
+            )
 
     def _plot(self) -> None:
         try:

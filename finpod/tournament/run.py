@@ -163,6 +163,7 @@ def run_tournament(
             seed=run_seed,
             device=pod_device,
             gpus_per_pod=gpus,
+            request_resources=address is not None,
         )
         orchestrator = Orchestrator(
             setup, board, run, on_event=on_event, display=display, stop=stop
