@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -18,7 +19,10 @@ def _split_dates(value: str | None, name: str) -> tuple[str | None, str | None] 
     if value is None:
         return None
     if ":" not in value:
-        raise FinpodError(f"--{name} must be FIRST:LAST dates, got {value!r}", f"e.g. --{name} 2017-01-01:2018-12-31")
+        raise FinpodError(
+            f"--{name} must be FIRST:LAST dates, got {value!r}",
+            f"e.g. --{name} 2017-01-01:2018-12-31",
+        )
     lo, hi = value.split(":", 1)
     return (lo or None, hi or None)
 
@@ -29,44 +33,99 @@ def _columns(values: list[str] | None) -> dict[str, str] | None:
     out = {}
     for v in values:
         if "=" not in v:
-            raise FinpodError(f"--column must be VENDOR=canonical, got {v!r}", "e.g. --column Date=timestamp")
+            raise FinpodError(
+                f"--column must be VENDOR=canonical, got {v!r}", "e.g. --column Date=timestamp"
+            )
         a, b = v.split("=", 1)
         out[a] = b
     return out
 
 
+Opt = typer.Option
+
+
 def download(
-    out: Path = typer.Option(..., "--out", "-o", help="Dataset directory to write (replaced if it holds a dataset)."),
-    source: str = typer.Option("sample", "--source", "-s", help="sample | yfinance | files | synthetic."),
-    path: Path | None = typer.Option(None, "--path", help="files source: directory (or file) of CSV/Parquet bars."),
-    tickers: str | None = typer.Option(None, "--tickers", help="Comma-separated symbols; 'nasdaq100' for yfinance's point-in-time universe."),
-    start: str | None = typer.Option(None, "--start", help="First date (YYYY-MM-DD)."),
-    end: str | None = typer.Option(None, "--end", help="Last date (inclusive)."),
-    bar: str | None = typer.Option(None, "--bar", help="Bar size: 1d, 1min, 5min, 1h … (source default if omitted)."),
-    train: str | None = typer.Option(None, "--train", help="Train dates FIRST:LAST (give all three splits or none)."),
-    validation: str | None = typer.Option(None, "--validation", help="Validation dates FIRST:LAST."),
-    backtest: str | None = typer.Option(None, "--backtest", help="Backtest dates FIRST:LAST."),
-    embargo: int | None = typer.Option(None, "--embargo", help="Sessions between splits (default 5)."),
-    min_coverage: float = typer.Option(0.8, "--min-coverage", help="Drop tickers with bars on less than this share of their listed life."),
-    calendar: str = typer.Option("XNYS", "--calendar", help="Exchange calendar: XNYS or XNAS."),
-    column: list[str] | None = typer.Option(None, "--column", help="files: rename a vendor column, VENDOR=canonical (repeatable)."),
-    timezone: str | None = typer.Option(None, "--timezone", help="files: zone of naive timestamps (default America/New_York)."),
-    bar_label: str | None = typer.Option(None, "--bar-label", help="files: intraday timestamps mark the bar start, end, or auto."),
-    n_tickers: int | None = typer.Option(None, "--n-tickers", help="synthetic: number of tickers."),
-    years: float | None = typer.Option(None, "--years", help="synthetic: length in years (default 1)."),
-    regime: str | None = typer.Option(None, "--regime", help="synthetic: null or alpha."),
-    seed: int | None = typer.Option(None, "--seed", help="synthetic: random seed."),
-    adjust: str | None = typer.Option(None, "--adjust", help="sample: split (default) or total (dividends reinvested)."),
-    point_in_time: bool = typer.Option(False, "--point-in-time", help="sample: tradable only while an index member."),
+    out: Annotated[
+        Path,
+        Opt("--out", "-o", help="Dataset directory to write (replaced if it holds a dataset)."),
+    ],
+    source: Annotated[
+        str, Opt("--source", "-s", help="sample | yfinance | files | synthetic.")
+    ] = "sample",
+    path: Annotated[
+        Path | None, Opt("--path", help="files: directory (or file) of CSV/Parquet bars.")
+    ] = None,
+    tickers: Annotated[
+        str | None,
+        Opt(
+            "--tickers",
+            help="Comma-separated symbols; 'nasdaq100' = yfinance point-in-time universe.",
+        ),
+    ] = None,
+    start: Annotated[str | None, Opt("--start", help="First date (YYYY-MM-DD).")] = None,
+    end: Annotated[str | None, Opt("--end", help="Last date (inclusive).")] = None,
+    bar: Annotated[
+        str | None, Opt("--bar", help="Bar size: 1d, 1min, 5min, 1h … (source default).")
+    ] = None,
+    train: Annotated[
+        str | None, Opt("--train", help="Train dates FIRST:LAST (all three splits or none).")
+    ] = None,
+    validation: Annotated[
+        str | None, Opt("--validation", help="Validation dates FIRST:LAST.")
+    ] = None,
+    backtest: Annotated[str | None, Opt("--backtest", help="Backtest dates FIRST:LAST.")] = None,
+    embargo: Annotated[
+        int | None, Opt("--embargo", help="Sessions between splits (default 5 daily, 1 intraday).")
+    ] = None,
+    min_coverage: Annotated[
+        float,
+        Opt(
+            "--min-coverage",
+            help="Drop tickers with bars on less than this share of their listed life.",
+        ),
+    ] = 0.8,
+    calendar: Annotated[str, Opt("--calendar", help="Exchange calendar: XNYS or XNAS.")] = "XNYS",
+    column: Annotated[
+        list[str] | None,
+        Opt("--column", help="files: rename a vendor column, VENDOR=canonical (repeatable)."),
+    ] = None,
+    timezone: Annotated[
+        str | None,
+        Opt("--timezone", help="files: zone of naive timestamps (default America/New_York)."),
+    ] = None,
+    bar_label: Annotated[
+        str | None,
+        Opt("--bar-label", help="files: intraday stamps mark the bar start, end, or auto."),
+    ] = None,
+    n_tickers: Annotated[
+        int | None, Opt("--n-tickers", help="synthetic: number of tickers.")
+    ] = None,
+    years: Annotated[
+        float | None, Opt("--years", help="synthetic: length in years (default 1).")
+    ] = None,
+    regime: Annotated[str | None, Opt("--regime", help="synthetic: null or alpha.")] = None,
+    seed: Annotated[int | None, Opt("--seed", help="synthetic: random seed.")] = None,
+    adjust: Annotated[
+        str | None, Opt("--adjust", help="sample: split (default) or total (dividends reinvested).")
+    ] = None,
+    point_in_time: Annotated[
+        bool, Opt("--point-in-time", help="sample: tradable only while an index member.")
+    ] = False,
 ) -> None:
     """Build a ready dataset directory (Parquet + manifest.json) from a source."""
     from finpod.data.dataset import build_dataset, load_manifest
 
-    dates = {k: _split_dates(v, k) for k, v in (("train", train), ("validation", validation), ("backtest", backtest))}
+    dates = {
+        k: _split_dates(v, k)
+        for k, v in (("train", train), ("validation", validation), ("backtest", backtest))
+    }
     given = {k: v for k, v in dates.items() if v is not None}
     if given and len(given) != 3:
         missing = ", ".join(f"--{k}" for k in dates if k not in given)
-        raise FinpodError(f"split dates are incomplete: missing {missing}", "give --train, --validation and --backtest together, or none")
+        raise FinpodError(
+            f"split dates are incomplete: missing {missing}",
+            "give --train, --validation and --backtest together, or none",
+        )
     opts = {
         "path": path,
         "columns": _columns(column),
@@ -103,7 +162,9 @@ def download(
     _print_manifest(manifest)
 
 
-def info(dataset: Path = typer.Argument(..., help="Dataset directory written by finpod download.")) -> None:
+def info(
+    dataset: Annotated[Path, typer.Argument(help="Dataset directory written by finpod download.")],
+) -> None:
     """Print a dataset's manifest as a table."""
     from finpod.data.dataset import load_manifest
 
@@ -130,7 +191,9 @@ def _print_manifest(m: dict) -> None:
     for c in ("split", "first bar", "last bar", "bars", "sessions"):
         splits.add_column(c)
     order = ("train", "validation", "backtest")
-    for name, s in sorted(m.get("splits", {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9):
+    for name, s in sorted(
+        m.get("splits", {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9
+    ):
         splits.add_row(name, s["start"], s["end"], str(s["bars"]), str(s["sessions"]))
     console.print(splits)
     clean = m.get("cleaning", {})

@@ -51,11 +51,15 @@ def normalize_bar(bar: str) -> str:
 def get_calendar(name: str = "XNYS") -> xcals.ExchangeCalendar:
     """The exchange calendar ``name`` (cached; 1990–2045, future sessions by the holiday rules)."""
     if name.upper() not in CALENDARS:
-        raise FinpodError(f"unknown exchange calendar {name!r}", f"use one of {', '.join(CALENDARS)}")
+        raise FinpodError(
+            f"unknown exchange calendar {name!r}", f"use one of {', '.join(CALENDARS)}"
+        )
     return xcals.get_calendar(name.upper(), start="1990-01-01", end="2045-12-31")
 
 
-def sessions(start: pd.Timestamp | str, end: pd.Timestamp | str, calendar: str = "XNYS") -> pd.DatetimeIndex:
+def sessions(
+    start: pd.Timestamp | str, end: pd.Timestamp | str, calendar: str = "XNYS"
+) -> pd.DatetimeIndex:
     """Session dates in ``[start, end]`` (naive dates, midnight)."""
     cal = get_calendar(calendar)
     s = pd.Timestamp(start)
@@ -90,7 +94,9 @@ def bar_grid(session_dates: pd.DatetimeIndex, bar: str, calendar: str = "XNYS") 
     step = np.int64(minutes) * 60 * 1_000_000_000
     counts = -(-(closes - opens) // step)  # ceil: a partial last bar is still a bar
     starts = np.repeat(opens, counts)
-    offsets = np.arange(counts.sum(), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    offsets = np.arange(counts.sum(), dtype=np.int64) - np.repeat(
+        np.cumsum(counts) - counts, counts
+    )
     stamps = starts + offsets * step
     return pd.DatetimeIndex(stamps.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
 

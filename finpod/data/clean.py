@@ -260,7 +260,10 @@ def clean_long(
             dropped["after_end"] = int((~keep).sum())
         frame = frame[keep]
     if len(frame) == 0:
-        raise FinpodError(f"{where}: no usable bars left after cleaning ({_summary(dropped)})", "check prices, timestamps and the date range")
+        raise FinpodError(
+            f"{where}: no usable bars left after cleaning ({_summary(dropped)})",
+            "check prices, timestamps and the date range",
+        )
 
     # Order: sort by (timestamp, tic); record if the input was not in time order.
     ts_ns = frame["timestamp"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
@@ -297,9 +300,15 @@ def clean_long(
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
     sess = sessions(local.min(), local.max(), calendar)
     if len(sess) == 0:
-        raise FinpodError(f"{where}: no exchange session in the data's date range", "are the dates right?")
+        raise FinpodError(
+            f"{where}: no exchange session in the data's date range", "are the dates right?"
+        )
     grid = bar_grid(sess, bar, calendar)
-    grid_ns = grid.to_numpy(dtype="datetime64[ns]").astype(np.int64) if len(grid) else np.zeros(0, np.int64)
+    grid_ns = (
+        grid.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        if len(grid)
+        else np.zeros(0, np.int64)
+    )
     stamp = ts_ns
     if not daily:
         label = bar_label
@@ -346,12 +355,17 @@ def clean_long(
     sparse = (coverage < min_coverage) | (counts < min_bars)
     if sparse.any():
         report["tickers_dropped"] = {
-            names[i]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
+            names[
+                i
+            ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
             for i in np.flatnonzero(sparse)
         }
     keep = ~sparse
     if not keep.any():
-        raise FinpodError(f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage)", "lower --min-coverage or check the data")
+        raise FinpodError(
+            f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage)",
+            "lower --min-coverage or check the data",
+        )
     names = [n for n, k in zip(names, keep, strict=True) if k]
     arrays = {k: v[:, keep] for k, v in arrays.items()}
     observed = observed[:, keep]
@@ -369,7 +383,9 @@ def clean_long(
     report["first_bar"] = {names[i]: str(grid[first[i]]) for i in range(len(names))}
     late = [names[i] for i in range(len(names)) if first[i] > 0]
     report["listed_late"] = {n: report["first_bar"][n] for n in late}
-    report["ended_early"] = {names[i]: str(grid[last[i]]) for i in range(len(names)) if last[i] < T - 1}
+    report["ended_early"] = {
+        names[i]: str(grid[last[i]]) for i in range(len(names)) if last[i] < T - 1
+    }
     report["kept_rows"] = int(observed.sum())
     bars = Bars(
         timestamps=grid,
@@ -386,7 +402,9 @@ def clean_long(
     return bars, report
 
 
-def forward_fill(arrays: dict[str, np.ndarray], observed: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def forward_fill(
+    arrays: dict[str, np.ndarray], observed: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Fill unobserved bars from the past only: a flat bar at the last close, volume 0.
 
     Args:

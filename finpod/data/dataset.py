@@ -85,7 +85,11 @@ def _progress(enabled: bool):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), transient=False
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        transient=False,
     ) as prog:
         yield prog
 
@@ -131,16 +135,23 @@ def plan_splits(
     else:
         unknown = set(dates) - set(SPLITS)
         if unknown:
-            raise FinpodError(f"unknown split(s) {sorted(unknown)}", "use train, validation and backtest")
+            raise FinpodError(
+                f"unknown split(s) {sorted(unknown)}", "use train, validation and backtest"
+            )
         for name in SPLITS:
             if name not in dates:
-                raise FinpodError(f"no dates given for the {name} split", "give all three splits or none")
+                raise FinpodError(
+                    f"no dates given for the {name} split", "give all three splits or none"
+                )
             lo, hi = dates[name]
             lo_ns = _date_ns(lo) if lo is not None else int(uniq[0])
             hi_ns = _date_ns(hi) if hi is not None else int(uniq[-1])
             if hi_ns < lo_ns:
                 raise FinpodError(f"the {name} split ends ({hi}) before it starts ({lo})")
-            ranges[name] = (int(np.searchsorted(uniq, lo_ns)), int(np.searchsorted(uniq, hi_ns, side="right")))
+            ranges[name] = (
+                int(np.searchsorted(uniq, lo_ns)),
+                int(np.searchsorted(uniq, hi_ns, side="right")),
+            )
         for prev, nxt in zip(SPLITS, SPLITS[1:], strict=False):
             if ranges[nxt][0] < ranges[prev][1]:
                 raise FinpodError(
@@ -214,11 +225,19 @@ def content_hash(
 
 
 # --------------------------------------------------------------------------- in memory
-def market_features(bars: Bars, progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, list[str]]:
+def market_features(
+    bars: Bars, progress: Callable[[int], None] | None = None
+) -> tuple[np.ndarray, list[str]]:
     """(T, N, F) float32 features of ``bars`` and their names (standard + source extras)."""
     extra = sorted(bars.extra)
     feats = compute_features(
-        bars.close, bars.high, bars.low, bars.timestamps, bars.bar, progress=progress, extra_slots=len(extra)
+        bars.close,
+        bars.high,
+        bars.low,
+        bars.timestamps,
+        bars.bar,
+        progress=progress,
+        extra_slots=len(extra),
     )
     names = list(FEATURES)
     for k, name in enumerate(extra):
@@ -295,13 +314,17 @@ def align_benchmark(series: pd.Series, timestamps: pd.DatetimeIndex) -> pd.Serie
     the first), never a later one."""
     s = series.dropna()
     idx = pd.DatetimeIndex(s.index)
-    if idx.tz is None:
-        idx = idx.tz_localize(TZ)
-    else:
-        idx = idx.tz_convert(TZ)
+    idx = idx.tz_localize(TZ) if idx.tz is None else idx.tz_convert(TZ)
     s = pd.Series(s.to_numpy(dtype=np.float64), index=idx).sort_index()
     s = s[~s.index.duplicated(keep="last")]
-    pos = np.searchsorted(s.index.to_numpy(dtype="datetime64[ns]").astype(np.int64), timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64), side="right") - 1
+    pos = (
+        np.searchsorted(
+            s.index.to_numpy(dtype="datetime64[ns]").astype(np.int64),
+            timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64),
+            side="right",
+        )
+        - 1
+    )
     vals = np.where(pos >= 0, s.to_numpy()[np.maximum(pos, 0)], np.nan)
     return pd.Series(vals, index=timestamps, name="benchmark")
 
@@ -348,7 +371,10 @@ def build_dataset(
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         if not (out / "manifest.json").exists():
-            raise FinpodError(f"{out} exists and is not a finpod dataset", "choose an empty or new --out directory")
+            raise FinpodError(
+                f"{out} exists and is not a finpod dataset",
+                "choose an empty or new --out directory",
+            )
         if not overwrite:
             raise FinpodError(f"{out} already holds a dataset", "pass --overwrite to replace it")
     with _progress(progress) as prog:
@@ -373,7 +399,9 @@ def build_dataset(
         else:
             emb = int(embargo)
         plan = plan_splits(bars.timestamps, split_dates, emb)
-        bench_vals = None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
+        bench_vals = (
+            None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
+        )
         digest = content_hash(bars, feats, names, bench_vals, plan)
         manifest = {
             "format": FORMAT_VERSION,
@@ -410,7 +438,12 @@ def build_dataset(
             wtask = prog.add_task("write parquet", total=len(bars.timestamps))
             _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
             if loaded.benchmark is not None:
-                tbl = pa.table({"timestamp": pa.array(bars.timestamps), "close": loaded.benchmark.to_numpy(dtype=np.float64)})
+                tbl = pa.table(
+                    {
+                        "timestamp": pa.array(bars.timestamps),
+                        "close": loaded.benchmark.to_numpy(dtype=np.float64),
+                    }
+                )
                 atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
             atomic_write_json(tmp / "cleaning_report.json", loaded.report)
             atomic_write_json(tmp / "manifest.json", manifest)
@@ -431,7 +464,11 @@ def _cleaning_summary(report: dict) -> dict:
     summ: dict[str, Any] = {}
     for k, v in report.items():
         if isinstance(v, dict):
-            summ[k] = {kk: vv for kk, vv in v.items() if not isinstance(vv, dict)} if k in ("dropped", "repaired") else len(v)
+            summ[k] = (
+                {kk: vv for kk, vv in v.items() if not isinstance(vv, dict)}
+                if k in ("dropped", "repaired")
+                else len(v)
+            )
         elif isinstance(v, list):
             summ[k] = len(v)
         else:
@@ -439,7 +476,9 @@ def _cleaning_summary(report: dict) -> dict:
     return summ
 
 
-def _write_bars(path: Path, bars: Bars, feats: np.ndarray, names: list[str], advance: Callable[[int], None]) -> None:
+def _write_bars(
+    path: Path, bars: Bars, feats: np.ndarray, names: list[str], advance: Callable[[int], None]
+) -> None:
     T, N = bars.close.shape
     tic_dict = pa.array(list(bars.tickers), type=pa.string())
     ts_type = pa.timestamp("ns", tz=TZ)
@@ -465,11 +504,19 @@ def _write_bars(path: Path, bars: Bars, feats: np.ndarray, names: list[str], adv
                 n = t1 - t0
                 cols = [
                     pa.array(np.repeat(ts_ns[t0:t1], N), type=pa.int64()).cast(ts_type),
-                    pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(N, dtype=np.int32), n)), tic_dict),
-                    *[pa.array(getattr(bars, c)[t0:t1].reshape(-1)) for c in ("open", "high", "low", "close", "volume")],
+                    pa.DictionaryArray.from_arrays(
+                        pa.array(np.tile(np.arange(N, dtype=np.int32), n)), tic_dict
+                    ),
+                    *[
+                        pa.array(getattr(bars, c)[t0:t1].reshape(-1))
+                        for c in ("open", "high", "low", "close", "volume")
+                    ],
                     pa.array(bars.tradable[t0:t1].reshape(-1)),
                     pa.array(bars.filled[t0:t1].reshape(-1)),
-                    *[pa.array(np.ascontiguousarray(feats[t0:t1, :, j]).reshape(-1)) for j in range(len(names))],
+                    *[
+                        pa.array(np.ascontiguousarray(feats[t0:t1, :, j]).reshape(-1))
+                        for j in range(len(names))
+                    ],
                 ]
                 w.write_batch(pa.RecordBatch.from_arrays(cols, schema=schema), row_group_size=n * N)
                 advance(n)
@@ -483,18 +530,27 @@ def load_manifest(dataset_dir: str | Path) -> dict:
     ``tickers``, ``features``)."""
     path = Path(dataset_dir) / "manifest.json"
     if not path.exists():
-        raise FinpodError(f"{dataset_dir} is not a finpod dataset (no manifest.json)", "build one with: finpod download --out DIR")
+        raise FinpodError(
+            f"{dataset_dir} is not a finpod dataset (no manifest.json)",
+            "build one with: finpod download --out DIR",
+        )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise FinpodError(f"{path} is not valid JSON ({err.msg})", "rebuild the dataset with finpod download") from err
+        raise FinpodError(
+            f"{path} is not valid JSON ({err.msg})", "rebuild the dataset with finpod download"
+        ) from err
     for key in ("hash", "bar", "splits", "tickers", "features"):
         if key not in manifest:
-            raise FinpodError(f"{path} has no {key!r} entry", "rebuild the dataset with finpod download")
+            raise FinpodError(
+                f"{path} has no {key!r} entry", "rebuild the dataset with finpod download"
+            )
     return manifest
 
 
-def load_split(dataset_dir: str | Path, split: str, device: torch.device | str = "cpu") -> MarketData:
+def load_split(
+    dataset_dir: str | Path, split: str, device: torch.device | str = "cpu"
+) -> MarketData:
     """One split of a dataset as :class:`MarketData` on ``device``.
 
     Args:
@@ -507,7 +563,10 @@ def load_split(dataset_dir: str | Path, split: str, device: torch.device | str =
     if split == "all":
         r0, r1 = 0, int(manifest["bars"])
     elif split in manifest["splits"]:
-        r0, r1 = int(manifest["splits"][split]["start_index"]), int(manifest["splits"][split]["stop_index"])
+        r0, r1 = (
+            int(manifest["splits"][split]["start_index"]),
+            int(manifest["splits"][split]["stop_index"]),
+        )
     else:
         raise FinpodError(f"unknown split {split!r}", "use train, validation, backtest or all")
     tickers: list[str] = list(manifest["tickers"])
@@ -523,22 +582,33 @@ def load_split(dataset_dir: str | Path, split: str, device: torch.device | str =
         cols = ["timestamp", "tic", "open", "close", "tradable", *names]
         table = pf.read_row_groups(list(range(g0, g1)), columns=cols)
     except (OSError, pa.ArrowInvalid, IndexError) as err:
-        raise FinpodError(f"cannot read {bars_path}: {err}", "the file is damaged; rebuild the dataset") from err
+        raise FinpodError(
+            f"cannot read {bars_path}: {err}", "the file is damaged; rebuild the dataset"
+        ) from err
     lo, hi = (r0 - g0 * group) * N, (r1 - g0 * group) * N
     table = table.slice(lo, hi - lo)
     T = r1 - r0
     if table.num_rows != T * N:
-        raise FinpodError(f"{bars_path} has {table.num_rows} rows where {T * N} were expected", "rebuild the dataset")
+        raise FinpodError(
+            f"{bars_path} has {table.num_rows} rows where {T * N} were expected",
+            "rebuild the dataset",
+        )
     tic_col = table.column("tic").combine_chunks()
     if tic_col.dictionary.to_pylist() != tickers or not np.array_equal(
         tic_col.indices.to_numpy()[:N], np.arange(N)
     ):
-        raise FinpodError(f"{bars_path} does not match its manifest's tickers", "rebuild the dataset")
+        raise FinpodError(
+            f"{bars_path} does not match its manifest's tickers", "rebuild the dataset"
+        )
 
     def grid(name: str, dtype=np.float32) -> np.ndarray:
         return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
 
-    ts = pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0]).tz_localize("UTC").tz_convert(TZ)
+    ts = (
+        pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0])
+        .tz_localize("UTC")
+        .tz_convert(TZ)
+    )
     feats = np.empty((T, N, len(names)), dtype=np.float32)
     for j, n in enumerate(names):
         feats[:, :, j] = grid(n)

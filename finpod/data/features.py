@@ -104,9 +104,7 @@ def _rolling_mad(tp: np.ndarray, sma: np.ndarray, n: int) -> np.ndarray:
     return acc / n
 
 
-def ticker_features(
-    close: np.ndarray, high: np.ndarray, low: np.ndarray, bar: str
-) -> np.ndarray:
+def ticker_features(close: np.ndarray, high: np.ndarray, low: np.ndarray, bar: str) -> np.ndarray:
     """Per-ticker features (all but ``turbulence``) for a block of tickers.
 
     Args:
@@ -145,7 +143,10 @@ def ticker_features(
         down_move = lo.shift(1) - lo
         pdm = up_move.where((up_move > down_move) & (up_move > 0), 0.0).where(up_move.notna())
         ndm = down_move.where((down_move > up_move) & (down_move > 0), 0.0).where(down_move.notna())
-        tr = np.maximum(np.maximum((h - lo).to_numpy(), (h - prev_c).abs().to_numpy()), (lo - prev_c).abs().to_numpy())
+        tr = np.maximum(
+            np.maximum((h - lo).to_numpy(), (h - prev_c).abs().to_numpy()),
+            (lo - prev_c).abs().to_numpy(),
+        )
         tr = pd.DataFrame(tr)
         atr = _smma(tr, 30)
         pdi = _smma(pdm, 30) / atr
@@ -194,7 +195,7 @@ def _turbulence_daily(close: np.ndarray, window: int) -> np.ndarray:
     finite = np.isfinite(r)
     r0 = np.where(finite, r, 0.0)
     out = np.zeros(D, dtype=np.float32)
-    if D <= window:
+    if window >= D:
         return out
     rt = torch.from_numpy(r0)
     ft = torch.from_numpy(finite.astype(np.float64))
@@ -265,7 +266,9 @@ def compute_features(
     step = max(1, min(TICKER_BLOCK, BLOCK_ELEMENTS // max(T, 1)))
     for j0 in range(0, N, step):
         j1 = min(N, j0 + step)
-        feats[:, j0:j1, : F - 1] = ticker_features(close[:, j0:j1], high[:, j0:j1], low[:, j0:j1], bar)
+        feats[:, j0:j1, : F - 1] = ticker_features(
+            close[:, j0:j1], high[:, j0:j1], low[:, j0:j1], bar
+        )
         if progress is not None:
             progress(j1 - j0)
     feats[:, :, F - 1] = turbulence_for_bars(close, timestamps, bar)[:, None]

@@ -58,7 +58,12 @@ class LoadedSource:
 
 def load_source(source: str, *, progress: Any = None, **opts: Any) -> LoadedSource:
     """Dispatch to ``load_<source>``; unknown options are an error naming them."""
-    fn = {"sample": load_sample, "yfinance": load_yfinance, "files": load_files, "synthetic": load_synthetic}.get(source)
+    fn = {
+        "sample": load_sample,
+        "yfinance": load_yfinance,
+        "files": load_files,
+        "synthetic": load_synthetic,
+    }.get(source)
     if fn is None:
         raise FinpodError(f"unknown source {source!r}", "use sample, yfinance, files or synthetic")
     import inspect
@@ -66,7 +71,10 @@ def load_source(source: str, *, progress: Any = None, **opts: Any) -> LoadedSour
     params = inspect.signature(fn).parameters
     unknown = [k for k, v in opts.items() if k not in params and v is not None]
     if unknown:
-        raise FinpodError(f"option(s) {', '.join(unknown)} do not apply to the {source} source", "see finpod download --help")
+        raise FinpodError(
+            f"option(s) {', '.join(unknown)} do not apply to the {source} source",
+            "see finpod download --help",
+        )
     kwargs = {k: v for k, v in opts.items() if k in params}
     if "progress" in params:
         kwargs["progress"] = progress
@@ -97,7 +105,9 @@ def load_membership(path: Path | None = None) -> pd.DataFrame:
     """Point-in-time NASDAQ-100 membership: ``symbol, name, start, end`` (end NaT = still in)."""
     path = path or SAMPLE_DIR / MEMBERSHIP
     if not path.exists():
-        raise FinpodError(f"membership file {path} not found", "run from a finpod checkout with data/sample")
+        raise FinpodError(
+            f"membership file {path} not found", "run from a finpod checkout with data/sample"
+        )
     m = pd.read_csv(path)
     m = m.rename(columns={"opt-in": "start", "opt-out": "end"})
     m["start"] = pd.to_datetime(m["start"])
@@ -105,7 +115,9 @@ def load_membership(path: Path | None = None) -> pd.DataFrame:
     return m
 
 
-def nasdaq100_members(on: str | pd.Timestamp | None = None, start: str | None = None, end: str | None = None) -> list[str]:
+def nasdaq100_members(
+    on: str | pd.Timestamp | None = None, start: str | None = None, end: str | None = None
+) -> list[str]:
     """Symbols that were members on ``on``, or at any time in ``[start, end]``."""
     m = load_membership()
     if on is not None:
@@ -153,12 +165,16 @@ def load_sample(
             it only stops trading a stock before it joined the index).
     """
     if bar is not None and normalize_bar(bar) != "1d":
-        raise FinpodError(f"the sample has daily bars only, not {bar}", "use --bar 1d or another source")
+        raise FinpodError(
+            f"the sample has daily bars only, not {bar}", "use --bar 1d or another source"
+        )
     if adjust not in ("split", "total"):
         raise FinpodError(f"unknown adjustment {adjust!r}", "use split or total")
     path = SAMPLE_DIR / SAMPLE_DAILY
     if not path.exists():
-        raise FinpodError(f"sample data not found at {path}", "run finpod from a checkout that has data/sample")
+        raise FinpodError(
+            f"sample data not found at {path}", "run finpod from a checkout that has data/sample"
+        )
     df = pd.read_csv(path)
     tick = _ticker_list(tickers)
     known = sorted(df["tic"].unique())
@@ -170,10 +186,19 @@ def load_sample(
         for c in ("open", "high", "low", "close"):
             df[c] = df[c] * f
     df = df.drop(columns=["adj_close"])
-    bars, report = clean_long(df, "1d", start=start, end=end, min_coverage=min_coverage, calendar=calendar, where="the sample")
+    bars, report = clean_long(
+        df,
+        "1d",
+        start=start,
+        end=end,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        where="the sample",
+    )
     notes = [
         "survivorship: the tickers are the NASDAQ-100 members of 2019-12-31; earlier leavers are absent",
-        "prices split-adjusted as of download (2024-03)" + ("; dividends reinvested" if adjust == "total" else ""),
+        "prices split-adjusted as of download (2024-03)"
+        + ("; dividends reinvested" if adjust == "total" else ""),
     ]
     if point_in_time:
         mem = membership_mask(bars)
@@ -181,7 +206,9 @@ def load_sample(
         bars.tradable &= mem
         notes.append("tradable only while a NASDAQ-100 member (point-in-time membership)")
     idx = pd.read_csv(SAMPLE_DIR / SAMPLE_INDEX, usecols=["Date", "Close"])
-    idx_series = pd.Series(idx["Close"].to_numpy(), index=pd.to_datetime(idx["Date"]).dt.tz_localize(TZ))
+    idx_series = pd.Series(
+        idx["Close"].to_numpy(), index=pd.to_datetime(idx["Date"]).dt.tz_localize(TZ)
+    )
     from finpod.data.dataset import align_benchmark
 
     bench = align_benchmark(idx_series, bars.timestamps)
@@ -189,7 +216,13 @@ def load_sample(
     return LoadedSource(
         bars=bars,
         report=report,
-        options={"tickers": tick, "start": start, "end": end, "adjust": adjust, "point_in_time": point_in_time},
+        options={
+            "tickers": tick,
+            "start": start,
+            "end": end,
+            "adjust": adjust,
+            "point_in_time": point_in_time,
+        },
         universe="NASDAQ-100 members on 2019-12-31 (95 with data)",
         benchmark=bench,
         benchmark_name="^NDX",
@@ -210,7 +243,10 @@ def read_table(path: Path) -> pd.DataFrame:
     except pd.errors.EmptyDataError as err:
         raise FinpodError(f"{path} is empty", "remove it or fill it with bars") from err
     except (pd.errors.ParserError, OSError, ValueError) as err:
-        raise FinpodError(f"cannot read {path}: {str(err).splitlines()[0]}", "is it a CSV or Parquet file of bars?") from err
+        raise FinpodError(
+            f"cannot read {path}: {str(err).splitlines()[0]}",
+            "is it a CSV or Parquet file of bars?",
+        ) from err
     raise FinpodError(f"{path} is neither CSV nor Parquet", "use .csv, .csv.gz or .parquet files")
 
 
@@ -244,12 +280,23 @@ def load_files(
         raise FinpodError("the files source needs a path", "pass --path DIR")
     root = Path(path)
     if not root.exists():
-        raise FinpodError(f"{root} does not exist", "pass --path with a directory of CSV/Parquet bars")
-    files = [root] if root.is_file() else sorted(
-        p for p in root.iterdir() if p.is_file() and p.name.lower().endswith((".csv", ".csv.gz", ".parquet", ".pq", ".txt"))
+        raise FinpodError(
+            f"{root} does not exist", "pass --path with a directory of CSV/Parquet bars"
+        )
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(
+            p
+            for p in root.iterdir()
+            if p.is_file()
+            and p.name.lower().endswith((".csv", ".csv.gz", ".parquet", ".pq", ".txt"))
+        )
     )
     if not files:
-        raise FinpodError(f"no CSV or Parquet files in {root}", "put one file per ticker or one long table there")
+        raise FinpodError(
+            f"no CSV or Parquet files in {root}", "put one file per ticker or one long table there"
+        )
     tick = _ticker_list(tickers)
     frames = []
     task = progress.add_task("read files", total=len(files)) if progress is not None else None
@@ -264,7 +311,10 @@ def load_files(
             stem = re.sub(r"(\.csv|\.csv\.gz|\.parquet|\.pq|\.txt)$", "", f.name, flags=re.I)
             m = re.match(ticker_pattern, stem)
             if not m:
-                raise FinpodError(f"cannot read a ticker from the file name {f.name}", "add a tic column or pass --ticker-pattern")
+                raise FinpodError(
+                    f"cannot read a ticker from the file name {f.name}",
+                    "add a tic column or pass --ticker-pattern",
+                )
             df["tic"] = m.group(1).upper()
         frames.append(df)
         if task is not None:
@@ -275,13 +325,29 @@ def load_files(
     if tick is not None:
         df = df[df["tic"].astype(str).str.upper().isin(tick)]
     bars, report = clean_long(
-        df, bar, timezone=timezone, bar_label=bar_label, start=start, end=end, min_coverage=min_coverage, calendar=calendar, where=str(root)
+        df,
+        bar,
+        timezone=timezone,
+        bar_label=bar_label,
+        start=start,
+        end=end,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        where=str(root),
     )
     report["files"] = [f.name for f in files]
     return LoadedSource(
         bars=bars,
         report=report,
-        options={"path": str(root), "tickers": tick, "start": start, "end": end, "timezone": timezone, "bar_label": bar_label, "columns": columns},
+        options={
+            "path": str(root),
+            "tickers": tick,
+            "start": start,
+            "end": end,
+            "timezone": timezone,
+            "bar_label": bar_label,
+            "columns": columns,
+        },
         universe=f"{len(known)} tickers from {root.name}",
     )
 
@@ -301,11 +367,23 @@ YF_LIMITS: dict[str, tuple[int | None, int | None]] = {
     "1d": (None, None),
 }
 #: Finpod bar → Yahoo interval.
-YF_INTERVALS = {"1min": "1m", "2min": "2m", "5min": "5m", "15min": "15m", "30min": "30m", "60min": "60m", "90min": "90m", "1d": "1d"}
+YF_INTERVALS = {
+    "1min": "1m",
+    "2min": "2m",
+    "5min": "5m",
+    "15min": "15m",
+    "30min": "30m",
+    "60min": "60m",
+    "90min": "90m",
+    "1d": "1d",
+}
 
 
 def plan_chunks(
-    start: str | pd.Timestamp, end: str | pd.Timestamp, interval: str, now: pd.Timestamp | None = None
+    start: str | pd.Timestamp,
+    end: str | pd.Timestamp,
+    interval: str,
+    now: pd.Timestamp | None = None,
 ) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     """Request windows ``[a, b)`` covering ``[start, end]`` within Yahoo's limits.
 
@@ -313,8 +391,14 @@ def plan_chunks(
         FinpodError: unknown interval, or ``start`` older than the interval allows.
     """
     if interval not in YF_LIMITS:
-        raise FinpodError(f"yfinance has no {interval!r} interval", f"use one of {', '.join(YF_LIMITS)}")
-    now = pd.Timestamp.now(tz="UTC").tz_convert(None) if now is None else pd.Timestamp(now).tz_localize(None)
+        raise FinpodError(
+            f"yfinance has no {interval!r} interval", f"use one of {', '.join(YF_LIMITS)}"
+        )
+    now = (
+        pd.Timestamp.now(tz="UTC").tz_convert(None)
+        if now is None
+        else pd.Timestamp(now).tz_localize(None)
+    )
     s = pd.Timestamp(start).tz_localize(None) if pd.Timestamp(start).tzinfo else pd.Timestamp(start)
     e = pd.Timestamp(end).tz_localize(None) if pd.Timestamp(end).tzinfo else pd.Timestamp(end)
     e = e.normalize() + pd.Timedelta(days=1)  # end is inclusive
@@ -368,11 +452,17 @@ def load_yfinance(
     universe_pit = isinstance(tickers, str) and tickers.strip().lower() == "nasdaq100"
     tick = nasdaq100_members(start=start, end=end) if universe_pit else _ticker_list(tickers)
     if not tick:
-        raise FinpodError("the yfinance source needs tickers", "pass --tickers AAPL,MSFT or --tickers nasdaq100")
+        raise FinpodError(
+            "the yfinance source needs tickers", "pass --tickers AAPL,MSFT or --tickers nasdaq100"
+        )
     chunks = plan_chunks(start, end, interval, now)
     cache = Path(cache_dir) if cache_dir else SAMPLE_DIR.parent / "cache" / "yfinance"
     frames = []
-    task = progress.add_task("yfinance", total=len(tick) * len(chunks)) if progress is not None else None
+    task = (
+        progress.add_task("yfinance", total=len(tick) * len(chunks))
+        if progress is not None
+        else None
+    )
     empty = []
     for tic in tick:
         for a, b in chunks:
@@ -380,7 +470,15 @@ def load_yfinance(
             if f.exists():
                 part = pd.read_parquet(f)
             else:
-                raw = yf.download(tic, start=a, end=b, interval=interval, auto_adjust=False, progress=False, threads=False)
+                raw = yf.download(
+                    tic,
+                    start=a,
+                    end=b,
+                    interval=interval,
+                    auto_adjust=False,
+                    progress=False,
+                    threads=False,
+                )
                 part = _yf_frame(raw, tic)
                 if len(part) == 0:
                     empty.append(tic)
@@ -398,7 +496,15 @@ def load_yfinance(
             "check the network connection and the ticker symbols; offline, use --source sample or --source files",
         )
     df = pd.concat(frames, ignore_index=True)
-    bars, report = clean_long(df, bar, start=start, end=end, min_coverage=min_coverage, calendar=calendar, where="yfinance")
+    bars, report = clean_long(
+        df,
+        bar,
+        start=start,
+        end=end,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        where="yfinance",
+    )
     if empty:
         report["no_data_from_yahoo"] = sorted(set(empty))
     if universe_pit:
@@ -408,7 +514,12 @@ def load_yfinance(
     return LoadedSource(
         bars=bars,
         report=report,
-        options={"tickers": "nasdaq100" if universe_pit else tick, "start": start, "end": end, "interval": interval},
+        options={
+            "tickers": "nasdaq100" if universe_pit else tick,
+            "start": start,
+            "end": end,
+            "interval": interval,
+        },
         universe="NASDAQ-100 point-in-time members" if universe_pit else f"{len(tick)} tickers",
     )
 
@@ -448,7 +559,9 @@ def load_synthetic(
     from finpod.data.synthetic import synthetic_bars
 
     if tickers is not None:
-        raise FinpodError("the synthetic source makes its own tickers", "use --n-tickers instead of --tickers")
+        raise FinpodError(
+            "the synthetic source makes its own tickers", "use --n-tickers instead of --tickers"
+        )
     if end is not None:
         raise FinpodError("the synthetic source takes --years or --n-bars, not --end")
     bar = normalize_bar(bar or "1d")
@@ -465,13 +578,30 @@ def load_synthetic(
         late_listings=late_listings,
         alpha_strength=alpha_strength,
     )
-    report = {"input_rows": int(bars.tradable.sum()), "dropped": {}, "repaired": {}, "tickers": len(bars.tickers), "bars": len(bars.timestamps)}
+    report = {
+        "input_rows": int(bars.tradable.sum()),
+        "dropped": {},
+        "repaired": {},
+        "tickers": len(bars.tickers),
+        "bars": len(bars.timestamps),
+    }
     return LoadedSource(
         bars=bars,
         report=report,
-        options={"n_tickers": n_tickers, "n_bars": n_bars, "years": years, "regime": regime, "seed": seed, "late_listings": late_listings, "alpha_strength": alpha_strength, "bar": bar},
+        options={
+            "n_tickers": n_tickers,
+            "n_bars": n_bars,
+            "years": years,
+            "regime": regime,
+            "seed": seed,
+            "late_listings": late_listings,
+            "alpha_strength": alpha_strength,
+            "bar": bar,
+        },
         universe=f"synthetic ({regime}), {n_tickers} tickers",
-        notes=[f"synthetic market, regime {regime}; feature alpha_signal predicts close[t+1]→close[t+2]"],
+        notes=[
+            f"synthetic market, regime {regime}; feature alpha_signal predicts close[t+1]→close[t+2]"
+        ],
     )
 
 

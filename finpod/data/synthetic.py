@@ -61,7 +61,9 @@ def _grid(start: str, n_bars: int | None, years: float | None, bar: str) -> pd.D
     sess = cal.sessions_in_range(s, cal.last_session)[:n_sess]
     grid = bar_grid(sess, bar)
     if len(grid) < n_bars:
-        raise FinpodError(f"n_bars={n_bars} runs past the calendar's end", "start earlier or use fewer bars")
+        raise FinpodError(
+            f"n_bars={n_bars} runs past the calendar's end", "start earlier or use fewer bars"
+        )
     return grid[:n_bars]
 
 
@@ -97,8 +99,14 @@ def synthetic_bars(
         raise FinpodError(f"unknown synthetic regime {regime!r}", "use null or alpha")
     if n_tickers < 1:
         raise FinpodError("a synthetic market needs at least one ticker")
-    if not 0 <= alpha_strength < 1 or not 0 <= signal_persistence < 1 or not 0 <= market_correlation < 1:
-        raise FinpodError("alpha_strength, signal_persistence and market_correlation must lie in [0, 1)")
+    if (
+        not 0 <= alpha_strength < 1
+        or not 0 <= signal_persistence < 1
+        or not 0 <= market_correlation < 1
+    ):
+        raise FinpodError(
+            "alpha_strength, signal_persistence and market_correlation must lie in [0, 1)"
+        )
     bar = normalize_bar(bar)
     grid = _grid(start, n_bars, years, bar)
     T, N = len(grid), n_tickers
@@ -110,7 +118,10 @@ def synthetic_bars(
     phi = signal_persistence
     bar_volume = 1e6 if bar == "1d" else 1e6 / 390 * (bar_minutes(bar) or 1)
 
-    out = {k: np.empty((T, N), dtype=np.float32) for k in ("open", "high", "low", "close", "volume", "signal")}
+    out = {
+        k: np.empty((T, N), dtype=np.float32)
+        for k in ("open", "high", "low", "close", "volume", "signal")
+    }
     price = np.exp(rng.uniform(np.log(20), np.log(200), N))
     s_prev = rng.standard_normal(N)
     s_hist = [rng.standard_normal(N), rng.standard_normal(N)]  # s[t-2], s[t-1] before bar 0
@@ -209,7 +220,9 @@ def make_synthetic(
 
 def _signal(market: MarketData) -> torch.Tensor:
     if "alpha_signal" not in market.feature_names:
-        raise FinpodError("this market has no alpha_signal feature", "use finpod.data.synthetic.make_synthetic")
+        raise FinpodError(
+            "this market has no alpha_signal feature", "use finpod.data.synthetic.make_synthetic"
+        )
     return market.features[:, :, market.feature_names.index("alpha_signal")]
 
 

@@ -29,7 +29,15 @@ def make_daily(tickers=("AAA", "BBB", "CCC"), n=80, start="2019-01-02", seed=0) 
         vol = rng.integers(1000, 5000, n).astype(float)
         rows.append(
             pd.DataFrame(
-                {"date": days.strftime("%Y-%m-%d"), "tic": tic, "open": open_, "high": high, "low": low, "close": close, "volume": vol}
+                {
+                    "date": days.strftime("%Y-%m-%d"),
+                    "tic": tic,
+                    "open": open_,
+                    "high": high,
+                    "low": low,
+                    "close": close,
+                    "volume": vol,
+                }
             )
         )
     return pd.concat(rows, ignore_index=True)

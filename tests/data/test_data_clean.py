@@ -24,7 +24,9 @@ def test_missing_column_error_names_it(daily):
 
 
 def test_misnamed_columns_aliases_and_mapping(daily):
-    renamed = daily.rename(columns={"date": "Date", "tic": "Symbol", "open": "Open", "close": "Close"})
+    renamed = daily.rename(
+        columns={"date": "Date", "tic": "Symbol", "open": "Open", "close": "Close"}
+    )
     a, _ = clean_long(daily, "1d")
     b, _ = clean_long(renamed, "1d")
     np.testing.assert_array_equal(a.close, b.close)
@@ -42,7 +44,11 @@ def test_empty_input_is_an_error(daily):
 
 @pytest.mark.parametrize(
     "column,value,reason",
-    [("close", np.nan, "missing_price"), ("open", 0.0, "non_positive_price"), ("low", -3.0, "non_positive_price")],
+    [
+        ("close", np.nan, "missing_price"),
+        ("open", 0.0, "non_positive_price"),
+        ("low", -3.0, "non_positive_price"),
+    ],
 )
 def test_bad_price_rejected_and_filled_from_past(daily, column, value, reason):
     i = _row(daily, "BBB", 10)
@@ -82,7 +88,9 @@ def test_duplicates(daily):
     assert not bars.tradable[t, bars.tickers.index(daily.loc[3, "tic"])]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(seed=st.integers(0, 10_000))
 def test_row_order_does_not_matter(seed):
     df = make_daily(n=40)
@@ -139,23 +147,57 @@ def test_timestamps_outside_sessions_dropped(daily):
 
 def test_minute_bars_outside_regular_session_dropped():
     stamps = pd.date_range("2019-02-11 09:00", "2019-02-11 16:30", freq="1min")
-    df = pd.DataFrame({"timestamp": stamps, "tic": "X", "open": 10.0, "high": 10.5, "low": 9.5, "close": 10.0, "volume": 1.0})
+    df = pd.DataFrame(
+        {
+            "timestamp": stamps,
+            "tic": "X",
+            "open": 10.0,
+            "high": 10.5,
+            "low": 9.5,
+            "close": 10.0,
+            "volume": 1.0,
+        }
+    )
     bars, report = clean_long(df, "1min", bar_label="start")
     assert len(bars.timestamps) == 390
-    assert bars.timestamps[0].strftime("%H:%M") == "09:30" and bars.timestamps[-1].strftime("%H:%M") == "15:59"
+    assert (
+        bars.timestamps[0].strftime("%H:%M") == "09:30"
+        and bars.timestamps[-1].strftime("%H:%M") == "15:59"
+    )
     assert report["dropped"]["outside_sessions"] == len(stamps) - 390
 
 
 def test_half_day_has_short_session():
-    stamps = pd.date_range("2019-11-29 09:30", "2019-11-29 15:59", freq="1min")  # day after Thanksgiving
-    df = pd.DataFrame({"timestamp": stamps, "tic": "X", "open": 10.0, "high": 10.5, "low": 9.5, "close": 10.0, "volume": 1.0})
+    stamps = pd.date_range(
+        "2019-11-29 09:30", "2019-11-29 15:59", freq="1min"
+    )  # day after Thanksgiving
+    df = pd.DataFrame(
+        {
+            "timestamp": stamps,
+            "tic": "X",
+            "open": 10.0,
+            "high": 10.5,
+            "low": 9.5,
+            "close": 10.0,
+            "volume": 1.0,
+        }
+    )
     bars, _ = clean_long(df, "1min", bar_label="start")
     assert len(bars.timestamps) == 210  # 09:30–13:00
 
 
 def test_naive_and_aware_timestamps_agree():
     stamps = pd.date_range("2019-07-01 09:30", periods=60, freq="1min")
-    base = pd.DataFrame({"tic": "X", "open": 10.0, "high": 10.5, "low": 9.5, "close": np.linspace(10, 11, 60), "volume": 1.0})
+    base = pd.DataFrame(
+        {
+            "tic": "X",
+            "open": 10.0,
+            "high": 10.5,
+            "low": 9.5,
+            "close": np.linspace(10, 11, 60),
+            "volume": 1.0,
+        }
+    )
     naive = base.assign(timestamp=stamps)
     utc = base.assign(timestamp=stamps.tz_localize("America/New_York").tz_convert("UTC"))
     text = base.assign(timestamp=utc["timestamp"].dt.strftime("%Y-%m-%dT%H:%M:%S+00:00"))

@@ -33,10 +33,14 @@ def test_sample_builds_offline_under_a_minute(tmp_path):
 def test_sample_splits_are_the_argued_dates_with_embargo(sample_dir):
     man = load_manifest(sample_dir)
     sp = man["splits"]
-    assert sp["train"]["start"].startswith("2010-01-04") and sp["train"]["end"].startswith("2016-12-30")
+    assert sp["train"]["start"].startswith("2010-01-04") and sp["train"]["end"].startswith(
+        "2016-12-30"
+    )
     assert sp["validation"]["start"].startswith("2017-01")
     assert sp["validation"]["end"].startswith("2018-12-31")
-    assert sp["backtest"]["start"].startswith("2019-01") and sp["backtest"]["end"].startswith("2019-12-31")
+    assert sp["backtest"]["start"].startswith("2019-01") and sp["backtest"]["end"].startswith(
+        "2019-12-31"
+    )
     assert sp["train"]["stop_index"] + 5 == sp["validation"]["start_index"]
     assert sp["validation"]["stop_index"] + 5 == sp["backtest"]["start_index"]
 
@@ -140,10 +144,18 @@ def test_splits_never_overlap_and_keep_the_embargo(n_sess, embargo, f):
         return
     tr, va, bt = (plan[k] for k in ("train", "validation", "backtest"))
     assert 0 == tr["start_index"] < tr["stop_index"]
-    assert va["start_index"] - tr["stop_index"] == embargo or va["start_index"] >= tr["stop_index"] + embargo
+    assert (
+        va["start_index"] - tr["stop_index"] == embargo
+        or va["start_index"] >= tr["stop_index"] + embargo
+    )
     assert bt["start_index"] >= va["stop_index"] + embargo
     assert bt["stop_index"] == len(ts)
-    assert pd.Timestamp(tr["end"]) < pd.Timestamp(va["start"]) <= pd.Timestamp(va["end"]) < pd.Timestamp(bt["start"])
+    assert (
+        pd.Timestamp(tr["end"])
+        < pd.Timestamp(va["start"])
+        <= pd.Timestamp(va["end"])
+        < pd.Timestamp(bt["start"])
+    )
 
 
 def test_split_minute_bars_on_session_boundaries():
@@ -157,13 +169,26 @@ def test_split_minute_bars_on_session_boundaries():
 
 def test_overlapping_or_incomplete_split_dates_are_errors():
     ts = bar_grid(sessions("2015-01-02", "2016-12-30"), "1d")
-    bad = {"train": ("2015-01-01", "2015-12-31"), "validation": ("2015-06-01", "2016-06-30"), "backtest": ("2016-07-01", None)}
+    bad = {
+        "train": ("2015-01-01", "2015-12-31"),
+        "validation": ("2015-06-01", "2016-06-30"),
+        "backtest": ("2016-07-01", None),
+    }
     with pytest.raises(FinpodError, match="overlap"):
         plan_splits(ts, bad)
     with pytest.raises(FinpodError, match="no dates given for the backtest"):
-        plan_splits(ts, {"train": ("2015-01-01", "2015-06-30"), "validation": ("2015-07-01", "2015-12-31")})
+        plan_splits(
+            ts, {"train": ("2015-01-01", "2015-06-30"), "validation": ("2015-07-01", "2015-12-31")}
+        )
     with pytest.raises(FinpodError, match="ends"):
-        plan_splits(ts, {"train": ("2015-06-01", "2015-01-01"), "validation": (None, None), "backtest": (None, None)})
+        plan_splits(
+            ts,
+            {
+                "train": ("2015-06-01", "2015-01-01"),
+                "validation": (None, None),
+                "backtest": (None, None),
+            },
+        )
 
 
 def test_default_split_is_70_15_15_of_sessions(tmp_path):

@@ -31,9 +31,17 @@ def test_perturbing_future_bars_leaves_past_features_unchanged(t, seed, scale):
     rng = np.random.default_rng(seed)
     for name in ("open", "high", "low", "close"):
         arr = getattr(bars, name)
-        arr[t + 1 :] = arr[t + 1 :] * np.float32(scale) * np.exp(0.05 * rng.standard_normal(arr[t + 1 :].shape)).astype(np.float32)
-    bars.high[t + 1 :] = np.maximum.reduce([bars.high[t + 1 :], bars.open[t + 1 :], bars.close[t + 1 :]])
-    bars.low[t + 1 :] = np.minimum.reduce([bars.low[t + 1 :], bars.open[t + 1 :], bars.close[t + 1 :]])
+        arr[t + 1 :] = (
+            arr[t + 1 :]
+            * np.float32(scale)
+            * np.exp(0.05 * rng.standard_normal(arr[t + 1 :].shape)).astype(np.float32)
+        )
+    bars.high[t + 1 :] = np.maximum.reduce(
+        [bars.high[t + 1 :], bars.open[t + 1 :], bars.close[t + 1 :]]
+    )
+    bars.low[t + 1 :] = np.minimum.reduce(
+        [bars.low[t + 1 :], bars.open[t + 1 :], bars.close[t + 1 :]]
+    )
     after = _features(bars)
     np.testing.assert_array_equal(base[: t + 1], after[: t + 1])
     # The perturbation is visible afterwards (the test can fail).
@@ -84,10 +92,16 @@ def test_features_match_reference_formulas():
     v = math.sqrt(252)
     t = 100
     assert f["log_return"][t] == pytest.approx(math.log(c[t] / c[t - 1]) * v, rel=1e-4)
-    assert f["close_30_sma"][t] == pytest.approx((c[t - 29 : t + 1].mean() / c[t] - 1) * v, rel=1e-4)
-    assert f["close_60_sma"][t] == pytest.approx((c[t - 59 : t + 1].mean() / c[t] - 1) * v, rel=1e-4)
+    assert f["close_30_sma"][t] == pytest.approx(
+        (c[t - 29 : t + 1].mean() / c[t] - 1) * v, rel=1e-4
+    )
+    assert f["close_60_sma"][t] == pytest.approx(
+        (c[t - 59 : t + 1].mean() / c[t] - 1) * v, rel=1e-4
+    )
     w = c[t - 19 : t + 1]
-    assert f["boll_ub"][t] == pytest.approx(((w.mean() + 2 * w.std(ddof=1)) / c[t] - 1) * v, rel=1e-4)
+    assert f["boll_ub"][t] == pytest.approx(
+        ((w.mean() + 2 * w.std(ddof=1)) / c[t] - 1) * v, rel=1e-4
+    )
     tp = (h + lo + c) / 3
     win = tp[t - 29 : t + 1]
     cci = (tp[t] - win.mean()) / (0.015 * np.abs(win - win.mean()).mean())

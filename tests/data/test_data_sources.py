@@ -16,7 +16,15 @@ MINUTES = SAMPLE_DIR / "minute_samples"
 def test_reversed_naive_minute_files_load_in_time_order():
     src = load_files(MINUTES)
     bars = src.bars
-    assert bars.bar == "1min" and bars.tickers == ["AAPL", "AMZN", "MSFT", "MU", "QQQ", "SBUX", "TSLA"]
+    assert bars.bar == "1min" and bars.tickers == [
+        "AAPL",
+        "AMZN",
+        "MSFT",
+        "MU",
+        "QQQ",
+        "SBUX",
+        "TSLA",
+    ]
     assert bars.timestamps.is_monotonic_increasing and len(bars.timestamps) == 5 * 390
     assert bars.timestamps[0] == pd.Timestamp("2019-02-11 09:30", tz="America/New_York")
     assert bars.timestamps[-1] == pd.Timestamp("2019-02-15 15:59", tz="America/New_York")
@@ -26,7 +34,9 @@ def test_reversed_naive_minute_files_load_in_time_order():
     first = raw[raw["datetime"] == "2019-02-11 09:31:00"].iloc[0]
     last = raw[raw["datetime"] == "2019-02-15 16:00:00"].iloc[0]
     j = bars.tickers.index("AAPL")
-    assert bars.close[0, j] == pytest.approx(first["close"]) and bars.open[0, j] == pytest.approx(first["open"])
+    assert bars.close[0, j] == pytest.approx(first["close"]) and bars.open[0, j] == pytest.approx(
+        first["open"]
+    )
     assert bars.close[-1, j] == pytest.approx(last["close"])
 
 
@@ -39,9 +49,30 @@ def test_minute_files_with_explicit_start_label_lose_the_first_bar():
 def test_files_long_table_with_custom_columns_and_aware_time(tmp_path):
     raw = pd.read_csv(MINUTES / "MSFT_1min.csv")
     ts = pd.to_datetime(raw["datetime"]).dt.tz_localize("America/New_York").dt.tz_convert("UTC")
-    df = pd.DataFrame({"Time": ts, "Symbol": "MSFT", "O": raw["open"], "H": raw["high"], "L": raw["low"], "C": raw["close"], "Vol": raw["volume"]})
+    df = pd.DataFrame(
+        {
+            "Time": ts,
+            "Symbol": "MSFT",
+            "O": raw["open"],
+            "H": raw["high"],
+            "L": raw["low"],
+            "C": raw["close"],
+            "Vol": raw["volume"],
+        }
+    )
     df.to_parquet(tmp_path / "all.parquet")
-    src = load_files(tmp_path, columns={"Time": "timestamp", "Symbol": "tic", "O": "open", "H": "high", "L": "low", "C": "close", "Vol": "volume"})
+    src = load_files(
+        tmp_path,
+        columns={
+            "Time": "timestamp",
+            "Symbol": "tic",
+            "O": "open",
+            "H": "high",
+            "L": "low",
+            "C": "close",
+            "Vol": "volume",
+        },
+    )
     ref = load_files(MINUTES, tickers=["MSFT"])
     assert src.bars.timestamps.equals(ref.bars.timestamps)
     np.testing.assert_array_equal(src.bars.close, ref.bars.close)
@@ -98,15 +129,19 @@ NOW = pd.Timestamp("2024-06-20 12:00")
 def test_chunk_plan_respects_interval_limits():
     chunks = plan_chunks("2024-06-01", "2024-06-19", "1m", now=NOW)
     assert len(chunks) == 3 and all(b - a <= pd.Timedelta(days=7) for a, b in chunks)
-    assert chunks[0][0] == pd.Timestamp("2024-06-01") and chunks[-1][1] == pd.Timestamp("2024-06-20")
+    assert chunks[0][0] == pd.Timestamp("2024-06-01") and chunks[-1][1] == pd.Timestamp(
+        "2024-06-20"
+    )
     assert all(chunks[i][1] == chunks[i + 1][0] for i in range(len(chunks) - 1))
     assert len(plan_chunks("2000-01-01", "2024-06-19", "1d", now=NOW)) == 1
     assert len(plan_chunks("2023-01-01", "2024-06-19", "1h", now=NOW)) == 1
 
 
-@pytest.mark.parametrize("interval,start", [("1m", "2024-04-01"), ("5m", "2024-01-02"), ("1h", "2020-01-01")])
+@pytest.mark.parametrize(
+    "interval,start", [("1m", "2024-04-01"), ("5m", "2024-01-02"), ("1h", "2020-01-01")]
+)
 def test_range_beyond_what_the_interval_allows_is_an_error(interval, start):
-    with pytest.raises(FinpodError, match=f"only the last ~\\d+ days"):
+    with pytest.raises(FinpodError, match="only the last ~\\d+ days"):
         plan_chunks(start, "2024-06-19", interval, now=NOW)
 
 
@@ -124,7 +159,14 @@ def test_offline_yfinance_is_a_plain_error_and_writes_nothing(tmp_path, monkeypa
     calls: list = []
     monkeypatch.setattr(yfinance, "download", _fake_download(lambda *a: pd.DataFrame(), calls))
     with pytest.raises(FinpodError, match="yfinance returned no data.*network"):
-        build_dataset("yfinance", tmp_path / "ds", tickers="AAPL,MSFT", start="2019-01-01", end="2019-06-30", cache_dir=tmp_path / "cache")
+        build_dataset(
+            "yfinance",
+            tmp_path / "ds",
+            tickers="AAPL,MSFT",
+            start="2019-01-01",
+            end="2019-06-30",
+            cache_dir=tmp_path / "cache",
+        )
     assert calls and not (tmp_path / "ds").exists()
     assert not list((tmp_path).glob("cache/**/*.parquet"))
 
@@ -133,8 +175,12 @@ def _yahoo_frame(tic, start, end):
     days = pd.bdate_range(start, end - pd.Timedelta(days=1), name="Date")
     rng = np.random.default_rng(abs(hash(tic)) % 1000)
     close = 100 * np.exp(np.cumsum(0.01 * rng.standard_normal(len(days))))
-    cols = pd.MultiIndex.from_product([["Adj Close", "Close", "High", "Low", "Open", "Volume"], [tic]], names=["Price", "Ticker"])
-    data = np.column_stack([close, close, close * 1.01, close * 0.99, close, np.full(len(days), 1e6)])
+    cols = pd.MultiIndex.from_product(
+        [["Adj Close", "Close", "High", "Low", "Open", "Volume"], [tic]], names=["Price", "Ticker"]
+    )
+    data = np.column_stack(
+        [close, close, close * 1.01, close * 0.99, close, np.full(len(days), 1e6)]
+    )
     return pd.DataFrame(data, index=days, columns=cols)
 
 
@@ -143,7 +189,12 @@ def test_yfinance_download_is_cached_and_resumable(tmp_path, monkeypatch):
 
     calls: list = []
     monkeypatch.setattr(yfinance, "download", _fake_download(_yahoo_frame, calls))
-    kw = {"tickers": "AAPL,MSFT", "start": "2019-01-01", "end": "2019-06-30", "cache_dir": tmp_path / "cache"}
+    kw = {
+        "tickers": "AAPL,MSFT",
+        "start": "2019-01-01",
+        "end": "2019-06-30",
+        "cache_dir": tmp_path / "cache",
+    }
     out = build_dataset("yfinance", tmp_path / "ds", **kw)
     assert len(calls) == 2
     m = load_split(out, "all")

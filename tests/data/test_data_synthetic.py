@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from finpod.data import build_dataset, load_manifest, load_split
-from finpod.data.synthetic import expected_bar_return, make_synthetic, oracle_weights, synthetic_bars
+from finpod.data.synthetic import (
+    expected_bar_return,
+    make_synthetic,
+    oracle_weights,
+    synthetic_bars,
+)
 from finpod.errors import FinpodError
 
 
@@ -30,7 +35,9 @@ def test_same_seed_same_market_other_seed_other_market():
 
 def test_bars_are_consistent():
     b = synthetic_bars(8, 500, seed=1, bar="5min")
-    assert (b.high >= np.maximum(b.open, b.close)).all() and (b.low <= np.minimum(b.open, b.close)).all()
+    assert (b.high >= np.maximum(b.open, b.close)).all() and (
+        b.low <= np.minimum(b.open, b.close)
+    ).all()
     assert (b.low > 0).all() and b.tradable.all()
     s = b.extra["alpha_signal"]
     assert abs(s.mean()) < 0.2 and 0.8 < s.std() < 1.2
@@ -47,7 +54,11 @@ def test_oracle_earns_the_planted_alpha_and_nothing_in_the_null(mode):
     assert t_alpha > 8
     assert abs(t_null) < 4
     # Realized ≈ the documented expectation κ·σ·Σ w s.
-    exp = expected_bar_return(alpha, oracle_weights(alpha, mode), alpha_strength=0.1)[:-2].double().mean()
+    exp = (
+        expected_bar_return(alpha, oracle_weights(alpha, mode), alpha_strength=0.1)[:-2]
+        .double()
+        .mean()
+    )
     assert ea.mean().item() == pytest.approx(exp.item(), rel=0.35)
 
 
@@ -77,7 +88,9 @@ def test_late_listings_are_masked():
 
 
 def test_minute_dataset_build_and_load(tmp_path):
-    out = build_dataset("synthetic", tmp_path / "s", bar="1min", n_tickers=4, n_bars=390 * 30, regime="alpha")
+    out = build_dataset(
+        "synthetic", tmp_path / "s", bar="1min", n_tickers=4, n_bars=390 * 30, regime="alpha"
+    )
     man = load_manifest(out)
     assert man["bar"] == "1min" and "alpha_signal" in man["features"]
     tr = load_split(out, "train")
