@@ -177,7 +177,9 @@ def index_returns(market: MarketData) -> pd.Series | None:
     if market.benchmark is None:
         return None
     level = pd.Series(market.benchmark.to_numpy(dtype=float), index=market.timestamps)
-    level = level.where(level > 0)
+    # A missing index print carries the last level (past only), so the move lands on the
+    # next print instead of being lost.
+    level = level.where(level > 0).ffill()
     return level.pct_change(fill_method=None).iloc[1:].fillna(0.0)
 
 

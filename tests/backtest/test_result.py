@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 
 import numpy as np
@@ -134,3 +135,28 @@ def test_intraday_backtest_annualizes_for_its_bar_size(tmp_path):
         m.annual_volatility(res.benchmark_returns["momentum"], "5min")
     )
     assert "19656 bars per year" in res.to_html(tmp_path / "t.html").read_text()
+
+
+def test_an_agent_that_never_trades_still_gets_a_report(market, tmp_path):
+    res = backtest_market(
+        market, lambda o: -torch.ones(1, market.num_stocks), EnvConfig(action_mode="weights")
+    )
+    assert res.transactions.empty
+    assert (res.account_value == 1_000_000.0).all()
+    col = res.metrics["agent"]
+    assert col["cumulative_return"] == 0.0 and col["costs_paid"] == 0.0
+    assert col["annual_turnover"] == 0.0 and np.isnan(col["sharpe"])
+    page = res.to_html(tmp_path / "t.html").read_text()
+    assert page.count("<img") >= 5
+
+
+def test_a_missing_index_print_moves_the_return_to_the_next_print(market):
+    from finpod.backtest.runner import index_returns
+
+    level = market.benchmark.copy()
+    level.iloc[10] = float("nan")
+    r = index_returns(dataclasses.replace(market, benchmark=level))
+    assert r.iloc[9] == 0.0  # bar 10 (returns start at bar 1)
+    assert r.iloc[10] == pytest.approx(level.iloc[11] / level.iloc[9] - 1)
+    total = (1 + r).prod() - 1
+    assert total == pytest.approx(level.iloc[-1] / level.iloc[0] - 1)
