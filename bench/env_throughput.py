@@ -224,13 +224,15 @@ def run_peer(python: str, system: str, argv: list[str], num_stocks: int) -> dict
             "argv": argv,
         }
     res = json.loads(lines[-1])
-    res.update(
-        system=system,
-        device=res.get("device", "cpu"),
-        num_envs=res.get("num_envs", res.get("n_envs", 1)),
-        num_stocks=res.get("n_stocks", num_stocks),
-    )
-    return res
+    head = {
+        "system": system,
+        "env": res.get("env", ""),
+        "device": res.get("device", "cpu"),
+        "num_envs": res.get("num_envs", res.get("n_envs", 1)),
+        "num_stocks": res.get("n_stocks", num_stocks),
+        "env_steps_per_s": res.get("env_steps_per_s"),
+    }
+    return {**head, **{k: v for k, v in res.items() if k not in head}}
 
 
 def emit(result: dict) -> None:
