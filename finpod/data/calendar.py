@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 
 import exchange_calendars as xcals
 import numpy as np
@@ -54,7 +55,13 @@ def get_calendar(name: str = "XNYS") -> xcals.ExchangeCalendar:
         raise FinpodError(
             f"unknown exchange calendar {name!r}", f"use one of {', '.join(CALENDARS)}"
         )
-    return xcals.get_calendar(name.upper(), start="1990-01-01", end="2045-12-31")
+    with warnings.catch_warnings():
+        # exchange-calendars reads tz-aware Series.values, deprecated by pandas ≥ 3.1.
+        warnings.simplefilter("ignore", category=FutureWarning)
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        if hasattr(pd.errors, "Pandas4Warning"):
+            warnings.simplefilter("ignore", category=pd.errors.Pandas4Warning)
+        return xcals.get_calendar(name.upper(), start="1990-01-01", end="2045-12-31")
 
 
 def sessions(

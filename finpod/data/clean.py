@@ -18,6 +18,7 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
   price (NaN here, 0.0 in tensors) and is not tradable. A missing bar after that is
   filled **from the past only**: a flat bar at the previous close with volume 0, marked
   ``filled`` and not tradable. Nothing is ever back-filled and no price is ever set to 0.
+- close-to-close moves beyond ±50 % in log terms are listed (``large_moves``) but kept.
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
   and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
 """
@@ -387,6 +388,7 @@ def clean_long(
         names[i]: str(grid[last[i]]) for i in range(len(names)) if last[i] < T - 1
     }
     report["kept_rows"] = int(observed.sum())
+    report["large_moves"] = large_moves(filled_prices["close"], observed, grid, names)
     bars = Bars(
         timestamps=grid,
         tickers=names,
@@ -429,6 +431,25 @@ def forward_fill(
         out[col] = a.astype(np.float32)
     out["volume"] = np.where(observed, arrays["volume"], 0.0).astype(np.float32)
     return out, filled
+
+
+#: A close-to-close move larger than this (in log terms, ≈ ±40 %) is listed in the report:
+#: often a split, reverse split or spin-off the vendor did not adjust.
+LARGE_MOVE_LOG = 0.5
+
+
+def large_moves(
+    close: np.ndarray, observed: np.ndarray, grid: pd.DatetimeIndex, names: list[str]
+) -> dict[str, list[str]]:
+    """``{ticker: [bar time, …]}`` of moves beyond :data:`LARGE_MOVE_LOG` between two real
+    bars. Reported, never changed: the cleaner cannot tell a crash from a bad adjustment."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.abs(np.diff(np.log(close.astype(np.float64)), axis=0))
+    hit = (r > LARGE_MOVE_LOG) & observed[1:] & observed[:-1]
+    out: dict[str, list[str]] = {}
+    for t, j in zip(*np.nonzero(hit), strict=True):
+        out.setdefault(names[j], []).append(str(grid[t + 1]))
+    return out
 
 
 def infer_bar(values: pd.Series) -> str:

@@ -177,7 +177,7 @@ def plan_splits(
             "start_index": r0,
             "stop_index": r1,
             "bars": r1 - r0,
-            "sessions": s1 - s0,
+            "sessions": int(len(np.unique(sess[r0:r1]))),
         }
     return out
 

@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from finpod.data.calendar import TZ, bar_minutes, normalize_bar
+from finpod.data.calendar import TZ, normalize_bar
 from finpod.data.clean import Bars, clean_long
 from finpod.errors import FinpodError
 
@@ -442,6 +441,8 @@ def load_yfinance(
     """
     import yfinance as yf
 
+    from finpod.atomic import atomic_write
+
     bar = normalize_bar(bar or "1d")
     interval = YF_INTERVALS.get(bar)
     if interval is None:
@@ -456,6 +457,9 @@ def load_yfinance(
             "the yfinance source needs tickers", "pass --tickers AAPL,MSFT or --tickers nasdaq100"
         )
     chunks = plan_chunks(start, end, interval, now)
+    today = (
+        pd.Timestamp.now(tz="UTC").tz_convert(None) if now is None else pd.Timestamp(now)
+    ).normalize()
     cache = Path(cache_dir) if cache_dir else SAMPLE_DIR.parent / "cache" / "yfinance"
     frames = []
     task = (
@@ -470,21 +474,26 @@ def load_yfinance(
             if f.exists():
                 part = pd.read_parquet(f)
             else:
-                raw = yf.download(
-                    tic,
-                    start=a,
-                    end=b,
-                    interval=interval,
-                    auto_adjust=False,
-                    progress=False,
-                    threads=False,
-                )
+                try:
+                    raw = yf.download(
+                        tic,
+                        start=a,
+                        end=b,
+                        interval=interval,
+                        auto_adjust=False,
+                        progress=False,
+                        threads=False,
+                    )
+                except Exception as err:  # noqa: BLE001 - network stacks raise many types
+                    raise FinpodError(
+                        f"yfinance request for {tic} failed: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+                        "check the network connection; chunks already downloaded are cached",
+                    ) from err
                 part = _yf_frame(raw, tic)
                 if len(part) == 0:
                     empty.append(tic)
-                else:
-                    from finpod.atomic import atomic_write
-
+                elif b <= today:
+                    # Only whole past days are cached: today's bars are still arriving.
                     atomic_write(f, lambda p, part=part: part.to_parquet(p))
             frames.append(part)
             if task is not None:
@@ -605,4 +614,14 @@ def load_synthetic(
     )
 
 
-__all__ = ["SAMPLE_SPLITS", "LoadedSource", "bar_minutes", "json", "load_source", "plan_chunks"]
+__all__ = [
+    "SAMPLE_SPLITS",
+    "LoadedSource",
+    "load_files",
+    "load_sample",
+    "load_source",
+    "load_synthetic",
+    "load_yfinance",
+    "nasdaq100_members",
+    "plan_chunks",
+]

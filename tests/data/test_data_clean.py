@@ -235,3 +235,15 @@ def test_unparseable_and_all_bad():
     df["close"] = -1.0
     with pytest.raises(FinpodError, match="no usable bars"):
         clean_long(df, "1d")
+
+
+def test_unadjusted_split_is_reported_not_changed(daily):
+    bad = daily.copy()
+    rows = bad.index[(bad["tic"] == "AAA") & (bad.groupby("tic").cumcount() >= 30)]
+    bad.loc[rows, ["open", "high", "low", "close"]] /= 4.0
+    bars, report = clean_long(bad, "1d")
+    assert list(report["large_moves"]) == ["AAA"]
+    assert report["large_moves"]["AAA"] == [str(bars.timestamps[30])]
+    j = bars.tickers.index("AAA")
+    assert bars.close[30, j] == pytest.approx(bad.loc[rows[0], "close"], rel=1e-6)
+    assert clean_long(daily, "1d")[1]["large_moves"] == {}

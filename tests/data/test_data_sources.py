@@ -212,3 +212,31 @@ def test_yfinance_bad_requests():
         load_yfinance(tickers="AAPL")
     with pytest.raises(FinpodError, match="no 3min bars"):
         load_yfinance(tickers="AAPL", start="2024-01-01", bar="3min")
+
+
+def test_nasdaq100_point_in_time_universe():
+    from finpod.data.sources import nasdaq100_members
+
+    on_2019 = nasdaq100_members(on="2019-12-31")
+    assert "AAPL" in on_2019 and "AAL" in on_2019 and len(on_2019) in range(100, 106)
+    assert "AAL" not in nasdaq100_members(on="2013-06-28")  # joined 2014-12-22
+    assert set(on_2019) <= set(nasdaq100_members(start="2015-01-01", end="2019-12-31"))
+
+
+def test_yfinance_network_exception_is_a_plain_error(tmp_path, monkeypatch):
+    import yfinance
+
+    def boom(*a, **k):
+        raise ConnectionError("Failed to resolve 'query2.finance.yahoo.com'")
+
+    monkeypatch.setattr(yfinance, "download", boom)
+    with pytest.raises(FinpodError, match="request for AAPL failed.*resolve"):
+        build_dataset(
+            "yfinance",
+            tmp_path / "ds",
+            tickers="AAPL",
+            start="2019-01-01",
+            end="2019-02-01",
+            cache_dir=tmp_path / "c",
+        )
+    assert not (tmp_path / "ds").exists()
