@@ -156,7 +156,7 @@ class VecTradingEnv:
             done = terminated | truncated
             fresh = initial_state(self._pooled_starts(), self.tables, self.config, self.num_stocks)
             state = reset_where(done, state, fresh)
-            obs = torch.where(done.unsqueeze(1), observe(state, self.tables, self.config), obs)
+            obs = observe(state, self.tables, self.config)  # rows not done: unchanged
         else:
             terminated = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
             ended = self._elapsed >= self.episode_length
@@ -174,19 +174,18 @@ class VecTradingEnv:
         # Envs that terminate on their own need fresh starts every step; copying them from
         # the host each step would sync a GPU, so a block is drawn at once and consumed.
         if self._pool_used >= len(self._pool):
-            self._pool = torch.stack([self._starts() for _ in range(START_POOL)])
+            self._pool = self._starts(START_POOL)
             self._pool_used = 0
         self._pool_used += 1
         return self._pool[self._pool_used - 1]
 
-    def _starts(self) -> torch.Tensor:
+    def _starts(self, *batch: int) -> torch.Tensor:
         # Drawn on a CPU generator so CPU and CUDA runs see the same episodes.
+        shape = (*batch, self.num_envs)
         if self.random_start and self.max_start > 0:
-            starts = torch.randint(
-                0, self.max_start + 1, (self.num_envs,), generator=self._generator
-            )
+            starts = torch.randint(0, self.max_start + 1, shape, generator=self._generator)
         else:
-            starts = torch.zeros(self.num_envs, dtype=torch.int64)
+            starts = torch.zeros(shape, dtype=torch.int64)
         return starts.to(self.device)
 
     def close(self) -> None:
