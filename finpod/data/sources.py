@@ -549,6 +549,11 @@ def _yf_frame(raw: pd.DataFrame | None, tic: str) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- synthetic
+def _advance(progress: Any, label: str):
+    task = progress.add_task(label, total=None)
+    return lambda n: progress.advance(task, n)
+
+
 def load_synthetic(
     tickers: list[str] | str | None = None,
     start: str | None = None,
@@ -563,6 +568,7 @@ def load_synthetic(
     alpha_strength: float = 0.1,
     min_coverage: float = 0.8,
     calendar: str = "XNYS",
+    progress: Any = None,
 ) -> LoadedSource:
     """A seeded synthetic market (see :mod:`finpod.data.synthetic`); default 1 year."""
     from finpod.data.synthetic import synthetic_bars
@@ -586,6 +592,7 @@ def load_synthetic(
         start=start or "2015-01-02",
         late_listings=late_listings,
         alpha_strength=alpha_strength,
+        progress=None if progress is None else _advance(progress, "generate bars"),
     )
     report = {
         "input_rows": int(bars.tradable.sum()),

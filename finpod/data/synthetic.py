@@ -22,13 +22,17 @@ tickers with positive signal in proportion to it, ``w ∝ max(s, 0)``
 (:func:`oracle_weights`, ``mode="proportional"``); the expected-return maximizer puts
 everything in the ticker with the largest positive signal (``mode="top1"``). Both use
 only ``alpha_signal`` at t. Ignoring costs, the expected bar return of a weight vector w
-is ``κ·σ·Σ wᵢ sᵢ`` (:func:`expected_bar_return`), which upper-bounds what any long-only
-policy filled at t+1 can expect from the planted component.
+is ``κ·σ·Σ wᵢ sᵢ`` (:func:`expected_bar_return`): what a long-only policy filled at the
+close of t+1 can expect from the planted component. A fill at the *open* of t+1 also
+holds bar t+1's open→close move, which carries ``κ·σ·s[t-1]`` (known at t, correlated
+with s[t] through φ), so open fills can earn somewhat more; set ``signal_persistence=0``
+to make the close-fill figure exact for both.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -81,6 +85,7 @@ def synthetic_bars(
     signal_persistence: float = 0.9,
     market_correlation: float = 0.3,
     late_listings: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> Bars:
     """Generate a synthetic market as :class:`~finpod.data.clean.Bars` (float32, with
     ``extra["alpha_signal"]``). See the module docstring for the model.
@@ -94,6 +99,7 @@ def synthetic_bars(
         seed: every array is a deterministic function of the arguments.
         late_listings: that many tickers (the last ones) list at a random bar in the first
             half; before it they have no price and are not tradable.
+        progress: called with the number of bars generated after each block.
     """
     if regime not in REGIMES:
         raise FinpodError(f"unknown synthetic regime {regime!r}", "use null or alpha")
@@ -154,6 +160,8 @@ def synthetic_bars(
         out["volume"][b0:b1] = np.round(vol)
         out["signal"][b0:b1] = s
         price = close[-1]
+        if progress is not None:
+            progress(n)
     tradable = np.ones((T, N), dtype=bool)
     if late_listings:
         k = min(late_listings, N)

@@ -215,3 +215,13 @@ def test_cleaning_report_saved(sample_dir):
     rep = json.loads((sample_dir / "cleaning_report.json").read_text())
     assert rep["listed_late"]["PYPL"].startswith("2015-07-06")
     assert load_manifest(sample_dir)["cleaning"]["listed_late"] == len(rep["listed_late"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_load_split_on_cuda_matches_cpu(sample_dir):
+    cpu = load_split(sample_dir, "backtest")
+    gpu = load_split(sample_dir, "backtest", device="cuda")
+    assert gpu.close.is_cuda and gpu.features.is_cuda and gpu.tradable.is_cuda
+    assert torch.equal(gpu.features.cpu(), cpu.features) and torch.equal(
+        gpu.tradable.cpu(), cpu.tradable
+    )
