@@ -22,7 +22,7 @@ from rich.table import Table
 def train_tournament(
     strategy_path: Path | None,
     data_dir: Path | None,
-    pods: str | None = "auto",
+    pods: str | None = None,
     budget: str | None = None,
     address: str | None = None,
     resume: str | None = None,
@@ -146,15 +146,20 @@ def register(app: typer.Typer) -> None:
     def tournament(
         strategy: Annotated[
             Path | None,
-            typer.Option("--strategy", "-s", help="Strategy TOML with [tournament] and [search]."),
+            typer.Option(
+                "--strategy", "-s", help="Strategy TOML (its tournament and search tables)."
+            ),
         ] = None,
         data: Annotated[
             Path | None,
             typer.Option("--data", "-d", help="Dataset directory (same path on every Ray node)."),
         ] = None,
         pods: Annotated[
-            str, typer.Option(help='Pods at once: "auto" (what the cluster fits) or N.')
-        ] = "auto",
+            str | None,
+            typer.Option(
+                help='Pods at once: "auto" (what the cluster fits) or N (default: the strategy\'s).'
+            ),
+        ] = None,
         budget: Annotated[
             str | None, typer.Option(help='Run budget: "30m", "2h", "1e6 steps" or "40 pods".')
         ] = None,
