@@ -213,12 +213,8 @@ def clean_long(
 
     ts, notes = parse_timestamps(df["timestamp"], timezone, daily)
     report.update(notes)
-    frame = pd.DataFrame(
-        {
-            "timestamp": ts,
-            "tic": df["tic"].astype(str).str.strip().str.upper(),
-        }
-    )
+    tic = df["tic"].astype("string").str.strip().str.upper()
+    frame = pd.DataFrame({"timestamp": ts, "tic": tic.fillna("")})
     for col in (*PRICE_COLUMNS, "volume"):
         frame[col] = pd.to_numeric(df[col], errors="coerce")
     frame = frame.reset_index(drop=True)
@@ -227,6 +223,10 @@ def clean_long(
     if bad_ts.any():
         dropped["unreadable_timestamp"] = int(bad_ts.sum())
         frame = frame[~bad_ts]
+    no_tic = (frame["tic"] == "").to_numpy()
+    if no_tic.any():
+        dropped["missing_ticker"] = int(no_tic.sum())
+        frame = frame[~no_tic]
     vol_nan = frame["volume"].isna()
     if vol_nan.any():
         repaired["missing_volume_set_to_0"] = int(vol_nan.sum())

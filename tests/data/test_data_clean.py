@@ -247,3 +247,12 @@ def test_unadjusted_split_is_reported_not_changed(daily):
     j = bars.tickers.index("AAA")
     assert bars.close[30, j] == pytest.approx(bad.loc[rows[0], "close"], rel=1e-6)
     assert clean_long(daily, "1d")[1]["large_moves"] == {}
+
+
+def test_rows_without_a_ticker_are_dropped(daily):
+    bad = daily.copy()
+    bad["tic"] = bad["tic"].astype(object)
+    bad.loc[[2, 5], "tic"] = [None, "  "]
+    bars, report = clean_long(bad, "1d")
+    assert report["dropped"]["missing_ticker"] == 2
+    assert bars.tickers == ["AAA", "BBB", "CCC"]
