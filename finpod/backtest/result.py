@@ -43,7 +43,8 @@ _FRAMES = {
 class BacktestResult:
     """One backtest of a run's agent against the index and simple rules.
 
-    All series and frames are indexed by the backtest split's bar timestamps (tz-aware).
+    Everything is indexed by the backtest split's bar timestamps (tz-aware): levels (account
+    values, positions, costs) on all T bars, returns and traded value on bars 1..T − 1.
     """
 
     run_id: str
@@ -53,7 +54,7 @@ class BacktestResult:
     initial_capital: float
     """Starting account value of the agent and of every benchmark, in dollars."""
     returns: pd.Series
-    """(T,) agent's simple return per bar (0.01 = +1 %)."""
+    """(T − 1,) agent's simple return of each bar after the first (0.01 = +1 %)."""
     account_value: pd.Series
     """(T,) agent's account value (cash + holdings at close), dollars."""
     positions: pd.DataFrame
@@ -63,16 +64,16 @@ class BacktestResult:
     costs: pd.Series
     """(T,) transaction costs the agent paid at each bar, dollars."""
     traded_value: pd.Series
-    """(T,) dollars the agent bought + sold at each bar."""
+    """(T − 1,) dollars the agent bought + sold at each bar after the first."""
     benchmark_returns: pd.DataFrame
-    """(T, B) returns per bar of the index (column ``index``, if the dataset has one) and
-    of each rule-based benchmark."""
+    """(T − 1, B) returns per bar of the index (column ``index``, if the dataset has one)
+    and of each rule-based benchmark, on the agent's return timestamps."""
     benchmark_costs: pd.DataFrame
     """(T, B') costs paid per bar by each rule-based benchmark, dollars."""
     benchmark_traded_value: pd.DataFrame
-    """(T, B') dollars traded per bar by each rule-based benchmark."""
+    """(T − 1, B') dollars traded per bar by each rule-based benchmark."""
     benchmark_account_value: pd.DataFrame
-    """(T, B') account value of each rule-based benchmark, dollars."""
+    """(T, B') account value of each rule-based benchmark, dollars (bar 0: the capital)."""
     num_trials: int = 1
     """Candidates the run evaluated before selecting this agent (for the Deflated Sharpe)."""
     trial_variance: float | None = None

@@ -21,6 +21,7 @@ from finpod.backtest import metrics as m
 from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.data.market import MarketData
+from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 
 #: Entries averaged by ``agent="top-k"`` when no number is given.
@@ -186,7 +187,7 @@ def index_returns(market: MarketData) -> pd.Series | None:
 def backtest_market(
     market: MarketData,
     policy: Policy,
-    config: Any,
+    config: EnvConfig,
     run_id: str = "adhoc",
     num_trials: int = 1,
     trial_variance: float | None = None,
@@ -221,7 +222,7 @@ def backtest_market(
             costs[name] = out.costs
             traded[name] = traded_value(out.transactions, ts)
             values[name] = out.account_value
-    frame = lambda d: pd.DataFrame(d, index=ts)  # noqa: E731
+    every_bar = market.timestamps
     return BacktestResult(
         run_id=run_id,
         bar=market.bar,
@@ -232,10 +233,10 @@ def backtest_market(
         transactions=agent.transactions,
         costs=agent.costs,
         traded_value=traded_value(agent.transactions, ts),
-        benchmark_returns=frame(bench_returns),
-        benchmark_costs=frame(costs),
-        benchmark_traded_value=frame(traded),
-        benchmark_account_value=frame(values),
+        benchmark_returns=pd.DataFrame(bench_returns, index=ts),
+        benchmark_costs=pd.DataFrame(costs, index=every_bar),
+        benchmark_traded_value=pd.DataFrame(traded, index=ts),
+        benchmark_account_value=pd.DataFrame(values, index=every_bar),
         num_trials=num_trials,
         trial_variance=trial_variance,
         info=info or {},
@@ -267,7 +268,6 @@ def run_backtest(
         The agent vs the index and the rule-based benchmarks, with metrics.
     """
     from finpod.data import load_manifest, load_split
-    from finpod.env.config import EnvConfig
 
     run_dir = Path(run_dir)
     device = torch.device(device)
