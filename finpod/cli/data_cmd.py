@@ -164,11 +164,17 @@ def download(
 
 def info(
     dataset: Annotated[Path, typer.Argument(help="Dataset directory written by finpod download.")],
+    verify: Annotated[
+        bool, Opt("--verify", help="Recompute the content hash from the files and check it.")
+    ] = False,
 ) -> None:
     """Print a dataset's manifest as a table."""
-    from finpod.data.dataset import load_manifest
+    from finpod.data.dataset import load_manifest, verify_dataset
 
     _print_manifest(load_manifest(dataset))
+    if verify:
+        digest = verify_dataset(dataset)
+        console.print(f"[green]content hash verified[/] {digest}")
 
 
 def _print_manifest(m: dict) -> None:

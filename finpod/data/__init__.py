@@ -16,6 +16,7 @@ from finpod.data.dataset import (
     load_manifest,
     load_split,
     plan_splits,
+    verify_dataset,
 )
 from finpod.data.features import FEATURES
 from finpod.data.market import MarketData, periods_per_year
@@ -37,4 +38,5 @@ __all__ = [
     "periods_per_year",
     "plan_splits",
     "synthetic",
+    "verify_dataset",
 ]

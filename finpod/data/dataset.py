@@ -630,3 +630,56 @@ def load_split(
         split=split,
         benchmark=bench,
     )
+
+
+def verify_dataset(dataset_dir: str | Path) -> str:
+    """Recompute the content hash from the files and compare it with the manifest's.
+
+    Returns the hash; raises :class:`FinpodError` when the files no longer match the
+    manifest (edited, truncated or swapped), so a run can trust the dataset it names.
+    """
+    dataset_dir = Path(dataset_dir)
+    man = load_manifest(dataset_dir)
+    tickers, names = list(man["tickers"]), list(man["features"])
+    T, N = int(man["bars"]), len(tickers)
+    path = dataset_dir / man.get("files", {}).get("bars", "bars.parquet")
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise FinpodError(f"cannot read {path}: {err}", "rebuild the dataset") from err
+    if table.num_rows != T * N:
+        raise FinpodError(
+            f"{path} has {table.num_rows} rows, the manifest says {T * N}", "rebuild the dataset"
+        )
+
+    def grid(name: str, dtype=np.float32) -> np.ndarray:
+        return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
+
+    ts = (
+        pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0])
+        .tz_localize("UTC")
+        .tz_convert(TZ)
+    )
+    bars = Bars(
+        timestamps=ts,
+        tickers=tickers,
+        open=grid("open"),
+        high=grid("high"),
+        low=grid("low"),
+        close=grid("close"),
+        volume=grid("volume"),
+        tradable=grid("tradable", np.bool_),
+        filled=grid("filled", np.bool_),
+        bar=man["bar"],
+    )
+    feats = np.stack([grid(n) for n in names], axis=-1)
+    bench = None
+    if man.get("files", {}).get("benchmark"):
+        bench = pq.read_table(dataset_dir / man["files"]["benchmark"]).column("close").to_numpy()
+    digest = content_hash(bars, feats, names, bench, man["splits"])
+    if digest != man["hash"]:
+        raise FinpodError(
+            f"{dataset_dir} does not match its manifest (content hash {digest[:12]} ≠ {man['hash'][:12]})",
+            "the files were changed after the build; rebuild the dataset",
+        )
+    return digest

@@ -225,3 +225,27 @@ def test_load_split_on_cuda_matches_cpu(sample_dir):
     assert torch.equal(gpu.features.cpu(), cpu.features) and torch.equal(
         gpu.tradable.cpu(), cpu.tradable
     )
+
+
+def test_verify_recomputes_the_hash_from_disk_and_catches_edits(tmp_path):
+    import pyarrow.parquet as pq
+
+    from finpod.data import verify_dataset
+
+    out = build_dataset("synthetic", tmp_path / "s", n_tickers=4, n_bars=300, late_listings=1)
+    assert verify_dataset(out) == load_manifest(out)["hash"]
+    table = pq.read_table(out / "bars.parquet")
+    close = table.column("close").to_numpy().copy()
+    close[500] *= 1.01
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("close"), "close", [close]),
+        out / "bars.parquet",
+    )
+    with pytest.raises(FinpodError, match="does not match its manifest"):
+        verify_dataset(out)
+
+
+def test_sample_hash_verifies(sample_dir):
+    from finpod.data import verify_dataset
+
+    assert verify_dataset(sample_dir) == load_manifest(sample_dir)["hash"]
