@@ -127,9 +127,10 @@ def bench_finpod(
         for _ in range(RING)
     ]
     t1 = time.perf_counter()
-    for i in range(WARMUP):
+    for i in range(WARMUP):  # with --compile the first step compiles
         env.step(acts[i % RING])
     env.reset()
+    t2 = time.perf_counter()
     steps = args.steps or steps_for(num_envs, market.num_stocks, args.target_s)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     sync()
@@ -154,6 +155,7 @@ def bench_finpod(
         "cpu_seconds": round(m.cpu, 4),
         "foreign_cpu_frac": round(m.foreign_frac, 4),
         "construct_s": round(t1 - t0, 3),
+        "warmup_s": round(t2 - t1, 3),
         "torch_threads": torch.get_num_threads(),
         "compiled": bool(args.compile),
     }
@@ -257,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--finrl-steps", type=int, default=300)
     ap.add_argument("--compile", action="store_true", help="torch.compile the finpod step")
     ap.add_argument("--skip-peers", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="finpod measurements per config")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -274,10 +277,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         market, load_s, source = load_market(csv, device)
         for num_envs in args.num_envs:
-            res = bench_finpod(market, num_envs, args, device)
-            res.update(load_features_s=round(load_s, 3), features=source, data=csv.name)
-            res["versions"] = versions
-            emit(res)
+            for rep in range(args.repeat):
+                res = bench_finpod(market, num_envs, args, device)
+                res.update(load_features_s=round(load_s, 3), features=source, data=csv.name)
+                res.update(rep=rep, versions=versions)
+                emit(res)
         if args.skip_peers or not args.peers_python:
             continue
         for system, peer_argv in peer_runs(csv, num_stocks, args):
