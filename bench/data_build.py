@@ -122,6 +122,14 @@ def child_features(data: str, repeat: int) -> None:
     _emit(
         {
             **common,
+            "measurement": "features_same_set",
+            "seconds": round(best_t, 4),
+            "note": "FinRL's 8 indicators + log_return, no turbulence",
+        }
+    )
+    _emit(
+        {
+            **common,
             "measurement": "features",
             "seconds": round(best_f, 4),
             "note": "10 features incl. log_return and turbulence, on the cleaned grid",
