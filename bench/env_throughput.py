@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -158,6 +159,7 @@ def bench_finpod(
         "warmup_s": round(t2 - t1, 3),
         "torch_threads": torch.get_num_threads(),
         "compiled": bool(args.compile),
+        "self_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
