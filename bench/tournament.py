@@ -299,6 +299,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--data", type=Path, default=None, help="reuse this dataset directory")
+    ap.add_argument(
+        "--single-threads",
+        default="",
+        help="torch threads of the single agent, e.g. 1 (default: P,1)",
+    )
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--skip-tournament", action="store_true")
     ap.add_argument(
@@ -331,7 +336,12 @@ def main() -> None:
         common = {"target_sharpe": target, "oracle_sharpe": oracle}
         if not args.skip_single:
             epoch_steps = args.pod_steps // args.epochs
-            for threads in sorted({args.pods, 1}, reverse=True):
+            threads_list = (
+                [int(x) for x in args.single_threads.split(",")]
+                if args.single_threads
+                else [args.pods, 1]
+            )
+            for threads in dict.fromkeys(threads_list):
                 rec = run_single(
                     strategy,
                     data,
