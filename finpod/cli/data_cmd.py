@@ -46,9 +46,9 @@ Opt = typer.Option
 
 def download(
     out: Annotated[
-        Path,
-        Opt("--out", "-o", help="Dataset directory to write (replaced if it holds a dataset)."),
-    ],
+        Path | None,
+        Opt("--out", "-o", help="Dataset directory to write [default: data/datasets/<source>]."),
+    ] = None,
     source: Annotated[
         str, Opt("--source", "-s", help="sample | yfinance | files | synthetic.")
     ] = "sample",
@@ -142,7 +142,7 @@ def download(
     t0 = time.perf_counter()
     result = build_dataset(
         source,
-        out,
+        out if out is not None else Path("data") / "datasets" / source,
         bar=bar,
         tickers=tickers,
         start=start,
