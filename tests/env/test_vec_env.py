@@ -201,6 +201,7 @@ def test_compiled_step_matches_eager():
         torch.testing.assert_close(oc, oe, rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(rc, re, rtol=1e-4, atol=1e-4)
         assert torch.equal(ic["holdings"], ie["holdings"])
+    assert compiled._step_fn is not eager._step_fn  # still compiled: no silent fallback
 
 
 def test_prices_on_non_tradable_bars_are_never_used():
