@@ -275,7 +275,8 @@ def transition(
     can_fill = row[:, 2 * n :]
     # In-place ops below only touch temporaries created here (never the inputs): on CPU
     # every fresh (E, N) tensor costs an allocation and page faults.
-    a = action.to(dtype).clamp(-1.0, 1.0)
+    # A NaN action (a diverged policy) trades nothing instead of poisoning the account.
+    a = action.to(dtype).clamp(-1.0, 1.0).nan_to_num_(0.0)
 
     if config.action_mode == "weights":
         if config.allow_short:

@@ -221,3 +221,12 @@ def test_prices_on_non_tradable_bars_are_never_used():
     assert float(info["account_value"][0]) == pytest.approx(float(info["cash"][0] + marked))
     want = math.log(close[2, 0] / close[0, 0])
     assert obs[0, env.layout.prices][0].item() == pytest.approx(want, rel=1e-4, abs=1e-6)
+
+
+def test_nan_or_out_of_range_actions_cannot_corrupt_the_account(market):
+    env = VecTradingEnv(market, EnvConfig(dtype="float64"), num_envs=1, random_start=False)
+    env.reset()
+    action = torch.tensor([[float("nan"), 5.0, -float("inf")]])
+    obs, reward, _, _, info = env.step(action)
+    assert info["trade"][0].tolist() == [0.0, 100.0, 0.0]  # NaN: no trade; 5 → clipped to 1
+    assert torch.isfinite(obs).all() and torch.isfinite(reward).all()
