@@ -17,8 +17,9 @@ paths, build times or the Parquet encoding: two builds of the same data agree, a
 change to the data changes it.
 
 Splits (``train``, ``validation``, ``backtest``) are contiguous, in time order, never
-overlap, and are separated by an embargo of whole sessions (default 5): with orders
-filled at bar t+1, the last training step already looks one bar ahead, so a gap keeps
+overlap, and are separated by an embargo of whole sessions (default 5 for daily bars, 1
+for intraday bars): with orders filled at bar t+1, the last training step already looks
+one bar ahead, so a gap keeps
 every price a training episode can touch out of the validation period (and likewise
 validation → backtest). Features are computed once over the whole time line; they are
 causal, so a validation bar's features use only earlier prices (possibly from the train
@@ -357,7 +358,7 @@ def build_dataset(
         start, end: date range (inclusive).
         splits: explicit ``{split: (first_date, last_date)}``; default: the source's argued
             dates (sample) or 70/15/15 % of the sessions.
-        embargo: sessions between splits (default 5).
+        embargo: sessions between splits (default 5 for daily bars, 1 intraday).
         min_coverage: tickers covering less of their life are dropped (reported).
         calendar: ``"XNYS"`` or ``"XNAS"``.
         progress: show rich progress bars.
