@@ -70,7 +70,7 @@ class _LiveTable:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.live = Live(console=console, refresh_per_second=4, transient=False, auto_refresh=False)
+        self.live = Live(console=console, refresh_per_second=4, transient=True, auto_refresh=False)
         self._last = 0.0
         self.progress = Progress(
             TextColumn("[bold]budget"),

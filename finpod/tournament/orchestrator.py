@@ -499,7 +499,11 @@ class Orchestrator:
                     else:
                         self._on_result(running[ref])
                 if any(ref in running for ref in ready):
-                    last_resize = -math.inf  # re-check the cluster whenever a pod finishes
+                    # Re-check the cluster whenever a pod finishes, and refill the idle
+                    # slots before any cosmetic work (display, plots).
+                    self._resize()
+                    last_resize = time.monotonic()
+                    self._dispatch()
                 now = time.monotonic()
                 if self.display is not None and now - last_poll >= POLL_EVERY_S:
                     self._poll_progress()
