@@ -209,7 +209,7 @@ def _print_manifest(m: dict) -> None:
     for group in ("dropped", "repaired"):
         for k, v in (clean.get(group) or {}).items():
             ct.add_row(f"{group}: {k}", str(v))
-    for k in ("tickers_dropped", "listed_late", "ended_early"):
+    for k in ("tickers_dropped", "listed_late", "ended_early", "large_moves"):
         if k in clean:
             ct.add_row(k, str(clean[k]))
     console.print(ct)

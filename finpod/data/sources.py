@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,8 +195,11 @@ def load_sample(
         calendar=calendar,
         where="the sample",
     )
+    universe = json.loads((SAMPLE_DIR / SAMPLE_UNIVERSE).read_text(encoding="utf-8"))
+    missing = universe.get("skipped_not_in_source", [])
     notes = [
         "survivorship: the tickers are the NASDAQ-100 members of 2019-12-31; earlier leavers are absent",
+        f"members without data in the source (absent): {' '.join(missing)}",
         "prices split-adjusted as of download (2024-03)"
         + ("; dividends reinvested" if adjust == "total" else ""),
     ]
