@@ -20,11 +20,12 @@ from finpod.errors import FinpodError
 from .conftest import make_daily
 
 
-def test_sample_builds_offline_under_a_minute(tmp_path):
+def test_sample_builds_offline_under_a_minute(tmp_path, sample_dir):
     t0 = time.perf_counter()
     out = build_dataset("sample", tmp_path / "ds")
     assert time.perf_counter() - t0 < 60
     man = load_manifest(out)
+    assert man["hash"] == load_manifest(sample_dir)["hash"]  # a rebuild is bit-identical
     assert len(man["tickers"]) == 95 and man["bar"] == "1d" and man["source"] == "sample"
     for name in ("bars.parquet", "benchmark.parquet", "cleaning_report.json", "manifest.json"):
         assert (out / name).exists()

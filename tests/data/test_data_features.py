@@ -178,3 +178,26 @@ def test_turbulence_ignores_tickers_without_a_full_window():
     dev = r[d] - x.mean(0)
     ref = dev @ np.linalg.solve(np.cov(x.T), dev) / ok.sum()
     assert turb[d] == pytest.approx(ref, rel=1e-5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(cut=st.integers(5, 70), seed=st.integers(0, 100), drop=st.booleans())
+def test_whole_pipeline_is_causal(cut, seed, drop):
+    """Changing or removing raw rows after bar t leaves prices, masks and features ≤ t alone."""
+    df = make_daily(tickers=("AAA", "BBB", "CCC", "DDD"), n=80, seed=1)
+    base = from_frame(df, min_coverage=0.0)
+    t_cut = base.timestamps[cut].strftime("%Y-%m-%d")
+    later = df["date"] > t_cut
+    rng = np.random.default_rng(seed)
+    other = df.copy()
+    factor = np.exp(0.2 * rng.standard_normal(int(later.sum())))
+    for col in ("open", "high", "low", "close"):
+        other.loc[later, col] = other.loc[later, col] * factor
+    if drop:  # and make holes after t (AAA keeps the grid's last day)
+        holes = later & (rng.random(len(df)) < 0.3) & (other["tic"] != "AAA")
+        other = other[~holes]
+    after = from_frame(other, min_coverage=0.0)
+    k = cut + 1
+    assert base.timestamps[:k].equals(after.timestamps[:k])
+    for name in ("open", "close", "tradable", "features"):
+        assert torch.equal(getattr(base, name)[:k], getattr(after, name)[:k]), name
