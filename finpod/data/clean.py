@@ -21,6 +21,8 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
 - close-to-close moves beyond ±50 % in log terms are listed (``large_moves``) but kept.
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
   and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
+  This is a choice of universe made over the whole range (like picking the tickers to
+  download); it never changes a price or a feature of the tickers kept.
 """
 
 from __future__ import annotations
