@@ -20,7 +20,7 @@ start-up, reported separately). Each system stops at the target or at ``--minute
 One JSON line per measurement on stdout. Keys:
 
 - common: ``bench`` ("tournament"), ``system`` ("single" | "tournament" |
-  "tournament_gpu_scaling"), ``device``, ``pods`` (P), ``num_envs`` (W per pod / learner),
+  "tournament_scaling"), ``device``, ``pods`` (P), ``num_envs`` (W per pod / learner),
   ``target_sharpe``, ``oracle_sharpe`` (validation Sharpe of the known optimal long-only
   policy with the same costs), ``reached`` (bool), ``seconds_to_target`` (null if not
   reached), ``best_sharpe``, ``env_steps`` (total), ``env_steps_per_s``, ``wall_s``,
@@ -31,15 +31,17 @@ One JSON line per measurement on stdout. Keys:
   ((pod_s − inside_pod_s) + idle seconds between a result and the slot's next pod),
   ``orchestration_share`` (orchestration_s / total pod time; goal ≤ 0.05),
   ``orchestration_share_with_startup`` (same with actor start-up counted as overhead).
-- ``tournament_gpu_scaling`` (``--gpu-scaling 1,2,4``, CUDA only): for each number of
-  pods sharing one GPU (``gpus_per_pod = 1/n``), ``pods``, ``env_steps_per_s``
-  (all pods together), ``orchestration_share``.
+- ``tournament_scaling`` (``--scaling 1,2,4,8``): for each pool size n, a tournament of n
+  pods for ``--scaling-seconds``; on CUDA the n pods share one GPU (``gpus_per_pod =
+  1/n``), on CPU each has one core. ``pods``, ``env_steps_per_s`` (all pods together,
+  whole wall time), ``training_env_steps_per_s`` (from the first pod's start to the last
+  pod's end: start-up excluded), ``orchestration_share``.
 
 Usage::
 
     python bench/tournament.py                          # P = all CPUs, 10 min cap each
     python bench/tournament.py --pods 2 --minutes 5 --target 1.0
-    python bench/tournament.py --device cuda --gpu-scaling 1,2,4,8 --skip-single
+    python bench/tournament.py --device cuda --scaling 1,2,4,8 --skip-single --skip-tournament
 
 The dataset is built into a temporary directory (``--data`` reuses one).
 """
@@ -221,10 +223,13 @@ def run_pool(
         ray_kwargs["num_gpus"] = 1
     ray.init(**ray_kwargs)
     ray_start = time.perf_counter() - t0
-    state = {"reached_at": None, "best": float("-inf")}
+    state = {"reached_at": None, "best": float("-inf"), "first_start": None, "last_finish": None}
 
     def on_event(kind: str, payload: dict) -> None:
+        if kind == "start" and state["first_start"] is None:
+            state["first_start"] = time.perf_counter()
         if kind == "finish":
+            state["last_finish"] = time.perf_counter()
             score = payload["result"].score
             state["best"] = max(state["best"], score)
             if target is not None and score >= target and state["reached_at"] is None:
@@ -263,6 +268,9 @@ def run_pool(
         "best_sharpe": state["best"],
         "env_steps": steps,
         "env_steps_per_s": steps / wall,
+        "training_env_steps_per_s": steps / (state["last_finish"] - state["first_start"])
+        if state["last_finish"] and state["first_start"]
+        else None,
         "wall_s": wall,
         "pods_trained": s.pods_trained,
         "pods_failed": s.pods_failed,
@@ -307,7 +315,7 @@ def main() -> None:
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--skip-tournament", action="store_true")
     ap.add_argument(
-        "--gpu-scaling", default="", help="e.g. 1,2,4,8: pods sharing one GPU (CUDA only)"
+        "--scaling", default="", help="e.g. 1,2,4,8: pool sizes (sharing one GPU on cuda)"
     )
     ap.add_argument("--scaling-seconds", type=float, default=60.0, help="time per scaling point")
     args = ap.parse_args()
@@ -358,29 +366,30 @@ def main() -> None:
                 strategy_path, data, args.pods, target, args.minutes, args.device, tmp_path / "runs"
             )
             emit({**rec, "num_envs": args.num_envs, **common})
-        for n in [int(x) for x in args.gpu_scaling.split(",") if x.strip()]:
+        for n in [int(x) for x in args.scaling.split(",") if x.strip()]:
             rec = run_pool(
                 strategy_path,
                 data,
                 n,
                 None,
                 args.scaling_seconds / 60,
-                "cuda",
-                tmp_path / f"runs_gpu{n}",
-                gpus_per_pod=1.0 / n,
+                args.device,
+                tmp_path / f"runs_scaling{n}",
+                gpus_per_pod=1.0 / n if args.device.startswith("cuda") else None,
             )
             keep = (
                 "pods",
                 "env_steps",
                 "env_steps_per_s",
+                "training_env_steps_per_s",
                 "wall_s",
                 "pods_trained",
                 "orchestration_share",
             )
             emit(
                 {
-                    "system": "tournament_gpu_scaling",
-                    "device": "cuda",
+                    "system": "tournament_scaling",
+                    "device": args.device,
                     "num_envs": args.num_envs,
                     **{k: rec[k] for k in keep},
                 }
