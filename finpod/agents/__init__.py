@@ -19,7 +19,9 @@ import torch
 
 from finpod.agents.base import Agent, build_hparams
 from finpod.agents.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from finpod.agents.gym_adapter import GymVecEnv, evaluate_gym
 from finpod.agents.ppo import PPO, PPOParams
+from finpod.agents.train import TrainResult, make_trading_eval, train
 from finpod.errors import FinpodError
 
 #: Algorithm name → (hyperparameter dataclass, agent class).
@@ -70,8 +72,13 @@ def make_agent(
 __all__ = [
     "ALGORITHMS",
     "Agent",
+    "GymVecEnv",
+    "TrainResult",
+    "evaluate_gym",
     "load_checkpoint",
     "make_agent",
+    "make_trading_eval",
     "read_checkpoint",
     "save_checkpoint",
+    "train",
 ]

@@ -74,8 +74,14 @@ def save_checkpoint(agent: Any, path: str | Path, *, include_buffer: bool = Fals
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
 
 
-def read_checkpoint(path: str | Path) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
-    """Metadata and verified tensors of a checkpoint (FinpodError if missing or corrupt)."""
+def read_checkpoint(
+    path: str | Path, *, include_buffer: bool = False
+) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """Metadata and verified tensors of a checkpoint (FinpodError if missing or corrupt).
+
+    The tensors are the agent's state dict; replay-buffer tensors (``buffer.*``) are
+    dropped unless ``include_buffer``.
+    """
     path = Path(path)
     if not path.is_file():
         raise FinpodError(
@@ -110,7 +116,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any
     """Rebuild the agent saved at ``path`` on ``device``: networks, optimizers, counters, RNG."""
     from finpod.agents import make_agent
 
-    meta, sd = read_checkpoint(path)
+    meta, sd = read_checkpoint(path, include_buffer=True)
     try:
         hparams = json.loads(meta["hparams"])
         obs_dim, action_dim = int(meta["obs_dim"]), int(meta["action_dim"])
