@@ -404,8 +404,10 @@ def parse_search(
         params_cls, agent_cls = registry[name]
         fields = {f.name for f in dataclasses.fields(params_cls)}
         base = dict(agent_hparams or {}) if name == agent_algorithm else {}
+        sequences = _sequence_fields(params_cls)
         specs = tuple(
-            _parse_param(name, key, value, fields) for key, value in raw.get(name, {}).items()
+            _parse_param(name, key, value, fields, key in sequences)
+            for key, value in raw.get(name, {}).items()
         )
         space = AlgorithmSpace(
             algorithm=name,
@@ -418,7 +420,27 @@ def parse_search(
     return SearchSpace(spaces)
 
 
-def _parse_param(algo: str, key: str, value: Any, fields: set[str]) -> ParamSpec:
+def _sequence_fields(params_cls: type) -> set[str]:
+    """Fields whose value is itself a list (e.g. hidden widths): ``[64, 64]`` is one value."""
+    import typing
+
+    hints = typing.get_type_hints(params_cls)
+    out = set()
+    for name, hint in hints.items():
+        options = [hint, *typing.get_args(hint)]
+        if any(typing.get_origin(h) in (tuple, list) or h in (tuple, list) for h in options):
+            out.add(name)
+    return out
+
+
+def _parse_param(
+    algo: str, key: str, value: Any, fields: set[str], sequence: bool = False
+) -> ParamSpec:
+    """One declaration: ``{low, high, log}`` range, list of choices, or a fixed value.
+
+    For a field whose value is a list (``sequence``), ``[64, 64]`` is one fixed value and a
+    list of lists (``[[64], [64, 64]]``) is a choice.
+    """
     where = f"search.{algo}.{key}"
     if key not in fields:
         raise FinpodError(
@@ -448,6 +470,8 @@ def _parse_param(algo: str, key: str, value: Any, fields: set[str]) -> ParamSpec
             )
         kind = "int" if isinstance(low, int) and isinstance(high, int) else "float"
         return ParamSpec(key, kind, low=float(low), high=float(high), log=log)
+    if sequence and isinstance(value, list) and not any(isinstance(v, list) for v in value):
+        return ParamSpec(key, "fixed", value=value)
     if isinstance(value, list):
         if not value:
             raise FinpodError(f"{where} is an empty list of choices", "list at least one value")

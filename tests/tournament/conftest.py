@@ -34,10 +34,15 @@ fresh_pods = 2
 cpus_per_pod = 1.0
 {extra}
 [search]
-algorithms = ["ppo"]
+algorithms = ["ppo", "a2c"]
 [search.ppo]
 learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
 gamma = {{ low = 0.9, high = 0.999 }}
+[search.a2c]
+learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
+horizon = 16
+actor_hidden = [8]
+critic_hidden = [8]
 """
 
 

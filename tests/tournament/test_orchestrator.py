@@ -95,6 +95,7 @@ def test_generational_mode_continues_the_elite_and_perturbs_copies_of_it(tmp_pat
     assert all(s.parent is None for s in first)
     best = max((finished[s.pod_id] for s in first), key=lambda r: r.score)
     assert [s.parent for s in second] == [best.pod_id] * 3
+    assert all(s.algorithm == best.algorithm for s in second)  # children keep the algorithm
     assert second[0].hparams == best.hparams  # the elite continues unperturbed
     assert all(s.hparams != best.hparams for s in second[1:])
     assert all(s.lineage == [best.pod_id] for s in second)

@@ -116,6 +116,15 @@ def test_bad_search_tables_name_the_problem(raw, match):
         parse_search(raw, "fast", registry=REGISTRY)
 
 
+def test_a_list_valued_field_takes_a_list_as_one_value_and_lists_of_lists_as_choices():
+    raw = {"fast": {"hidden": [16, 16]}}
+    space = parse_search(raw, "fast", registry=REGISTRY)
+    assert all(space.sample(np.random.default_rng(s))[1]["hidden"] == [16, 16] for s in range(5))
+    space = parse_search({"fast": {"hidden": [[8], [16, 16]]}}, "fast", registry=REGISTRY)
+    seen = {tuple(space.sample(np.random.default_rng(s))[1]["hidden"]) for s in range(30)}
+    assert seen == {(8,), (16, 16)}
+
+
 def test_without_a_search_table_the_agent_table_is_the_whole_space():
     space = parse_search({}, "slow", {"lr": 0.01}, registry=REGISTRY)
     assert list(space.algorithms) == ["slow"]
