@@ -69,6 +69,24 @@ def test_a_pod_actor_killed_mid_run_is_replaced_and_the_board_stays_consistent(
     log = (result.run_dir / "train.log").read_text()
     assert f"pod {victim} died" in log
     assert (result.run_dir / "learning_curves.png").stat().st_size > 0
+    assert_reproducible_run_dir(result.run_dir, tiny_dataset, result.config)
+
+
+def assert_reproducible_run_dir(run_dir, dataset, config) -> None:
+    """run.json and strategy.toml say everything needed to rerun and to backtest."""
+    import json
+
+    from finpod.data import load_manifest
+    from finpod.strategy import load_strategy
+    from finpod.tournament.run import resolve
+
+    info = json.loads((run_dir / "run.json").read_text())
+    assert {"run_id", "created", "strategy", "dataset", "seed", "versions"} <= set(info)
+    assert info["run_id"] == run_dir.name
+    assert info["dataset"]["hash"] == load_manifest(dataset)["hash"]
+    assert {"torch", "ray", "finpod"} <= set(info["versions"])
+    again, _, seed = resolve(load_strategy(run_dir / "strategy.toml"))
+    assert again == config and seed == info["seed"]
 
 
 def test_generational_mode_continues_the_elite_and_perturbs_copies_of_it(tmp_path, tiny_dataset):

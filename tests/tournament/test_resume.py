@@ -122,3 +122,27 @@ def test_sigkill_of_the_driver_then_resume_keeps_every_entry_and_continues(
     assert files == {e.checkpoint for e in board.entries}
     log = (run_dir / "train.log").read_text()
     assert "resumed with" in log
+
+
+def test_a_bad_budget_is_one_red_line_and_exit_1_before_anything_starts(
+    tmp_path, tiny_dataset, ray_tmp
+):
+    strategy = write_strategy(tmp_path / "s.toml")
+    out = tmp_path / "runs"
+    args = [
+        "--strategy",
+        str(strategy),
+        "--data",
+        str(tiny_dataset),
+        "--budget",
+        "soon",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        _finpod(args), env=_env(ray_tmp / "b"), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    lines = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and "budget 'soon'" in lines[0] and "Traceback" not in done.stderr
+    assert not out.exists()  # no half-made run directory
