@@ -19,14 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from finpod.backtest import metrics as m  # noqa: E402
-from finpod.data.market import periods_per_year  # noqa: E402
+from finpod.backtest import metrics as m
+from finpod.data.market import periods_per_year
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -53,18 +51,17 @@ _LABELS = {
 _TOP_HOLDINGS = 10
 
 
-def _png(draw: Callable[[plt.Figure], None], size: tuple[float, float] = (10, 3.6)) -> str:
+def _png(draw: Callable[[Figure], None], size: tuple[float, float] = (10, 3.6)) -> str:
     """Run ``draw(fig)`` on a fresh figure and return it as a data: URI."""
-    fig = plt.figure(figsize=size)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            draw(fig)
+    # A bare Figure (not pyplot) draws with Agg without touching the global backend, so
+    # notebooks keep showing their own plots inline.
+    fig = Figure(figsize=size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        draw(fig)
         fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90)
-    finally:
-        plt.close(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -119,8 +116,8 @@ def _frame_html(frame: pd.DataFrame, max_rows: int = 20) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _equity(result: BacktestResult) -> Callable[[plt.Figure], None]:
-    def draw(fig: plt.Figure) -> None:
+def _equity(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         for name, col in result.all_returns.items():
             equity = (1.0 + col.fillna(0.0)).cumprod() * result.initial_capital
@@ -133,8 +130,8 @@ def _equity(result: BacktestResult) -> Callable[[plt.Figure], None]:
     return draw
 
 
-def _drawdown(result: BacktestResult) -> Callable[[plt.Figure], None]:
-    def draw(fig: plt.Figure) -> None:
+def _drawdown(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         _pyfolio_plotting().plot_drawdown_underwater(_utc(result.returns), ax=ax)
         ax.set_title("Agent drawdown (underwater)")
@@ -142,13 +139,13 @@ def _drawdown(result: BacktestResult) -> Callable[[plt.Figure], None]:
     return draw
 
 
-def _monthly(result: BacktestResult) -> Callable[[plt.Figure], None]:
-    def draw(fig: plt.Figure) -> None:
+def _monthly(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
         table = m.monthly_returns(result.returns) * 100.0
         ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
         values = table.to_numpy(dtype=float)
         limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.1)
-        cmap = plt.get_cmap("RdYlGn").copy()
+        cmap = matplotlib.colormaps.get_cmap("RdYlGn").copy()
         cmap.set_bad("#f3f3f3")
         ax1.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
         for (i, j), v in np.ndenumerate(values):
@@ -175,8 +172,8 @@ def _window(result: BacktestResult) -> int:
     return max(10, min(quarter, len(result.returns) // 2))
 
 
-def _rolling(result: BacktestResult) -> Callable[[plt.Figure], None]:
-    def draw(fig: plt.Figure) -> None:
+def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
         window = _window(result)
         ax1, ax2 = fig.subplots(1, 2)
         for name, col in result.all_returns.items():
@@ -201,8 +198,8 @@ def _rolling(result: BacktestResult) -> Callable[[plt.Figure], None]:
     return draw
 
 
-def _holdings(result: BacktestResult) -> Callable[[plt.Figure], None]:
-    def draw(fig: plt.Figure) -> None:
+def _holdings(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
         pos = result.positions.astype("float64")
         total = result.account_value.reindex(pos.index).astype("float64")
         stocks = pos.drop(columns=["cash"], errors="ignore")
@@ -214,8 +211,8 @@ def _holdings(result: BacktestResult) -> Callable[[plt.Figure], None]:
         if len(weights.columns) > len(top):
             shown = shown.assign(other=other)
         if shown.shape[1]:
-            palette = list(plt.get_cmap("tab20").colors[::2]) + list(
-                plt.get_cmap("tab20").colors[1::2]
+            palette = list(matplotlib.colormaps.get_cmap("tab20").colors[::2]) + list(
+                matplotlib.colormaps.get_cmap("tab20").colors[1::2]
             )
             colors = [palette[i % len(palette)] for i in range(len(top))]
             colors += ["#bbbbbb"] * (shown.shape[1] - len(top))
@@ -241,12 +238,12 @@ def _holdings(result: BacktestResult) -> Callable[[plt.Figure], None]:
     return draw
 
 
-def _learning(result: BacktestResult) -> Callable[[plt.Figure], None] | None:
+def _learning(result: BacktestResult) -> Callable[[Figure], None] | None:
     curves = result.learning_curves
     if curves is None or curves.empty or not {"pod_id", "env_steps", "metric"} <= set(curves):
         return None
 
-    def draw(fig: plt.Figure) -> None:
+    def draw(fig: Figure) -> None:
         splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
         splits = splits or [None]
         axes = np.atleast_1d(fig.subplots(1, len(splits)))

@@ -148,16 +148,15 @@ class RunDir:
         rows = [r for r in self.metrics if r[3] == "validation" and r[4] == score_name]
         if not rows:
             return None
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        # A bare Figure draws with Agg without switching the process's pyplot backend.
+        from matplotlib.figure import Figure
 
         bold = list(highlight)
         by_pod: dict[str, list[tuple[int, float]]] = {}
         for pod, steps, _, _, _, value in rows:
             by_pod.setdefault(pod, []).append((steps, value))
-        fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+        fig = Figure(figsize=(8, 4.5), dpi=100)
+        ax = fig.subplots()
         for pod, points in by_pod.items():
             points.sort()
             xs, ys = zip(*points, strict=True)
@@ -174,7 +173,6 @@ class RunDir:
         fig.tight_layout()
         target = self.path / CURVES_FILE
         atomic_write(target, lambda p: fig.savefig(p, format="png"))
-        plt.close(fig)
         return target
 
 
