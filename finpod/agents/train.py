@@ -185,14 +185,13 @@ def write_metrics(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def plot_learning_curves(metrics_csv: Path, out_png: Path) -> Path:
     """Validation score and training episode return against env steps, one line per pod."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
+    from matplotlib.figure import Figure
 
     df = pd.read_csv(metrics_csv)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    # A bare Figure draws with Agg without switching the process's pyplot backend.
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2)
     panels = (
         (axes[0], df[df["split"] == "validation"], "validation score"),
         (
@@ -211,7 +210,6 @@ def plot_learning_curves(metrics_csv: Path, out_png: Path) -> Path:
             ax.legend(fontsize=8)
     fig.tight_layout()
     atomic_write(out_png, lambda p: fig.savefig(p, format="png", dpi=100))
-    plt.close(fig)
     return out_png
 
 

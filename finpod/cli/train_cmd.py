@@ -150,11 +150,12 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
         strategy: Annotated[
-            Path, typer.Option("--strategy", "-s", help="Strategy TOML file (see strategies/).")
-        ],
+            Path | None,
+            typer.Option("--strategy", "-s", help="Strategy TOML file (see strategies/)."),
+        ] = None,
         data: Annotated[
-            Path, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
-        ],
+            Path | None, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
+        ] = None,
         out: Annotated[
             Path, typer.Option("--out", "-o", help="Parent directory of run directories.")
         ] = Path("runs"),
@@ -167,14 +168,77 @@ def register(app: typer.Typer) -> None:
         ] = None,
         steps: Annotated[
             int | None,
-            typer.Option("--steps", help="Env steps to train (default: train.total_steps)."),
+            typer.Option(
+                "--steps", help="Single agent: env steps to train (default: train.total_steps)."
+            ),
         ] = None,
         run_id: Annotated[
             str | None,
-            typer.Option("--run-id", help="Run directory name (default: algorithm-time-seed)."),
+            typer.Option(
+                "--run-id", help="Single agent: run directory name (default: algorithm-time-seed)."
+            ),
+        ] = None,
+        pods: Annotated[
+            str | None,
+            typer.Option(
+                "--pods",
+                help='Tournament: "auto" (what the cluster fits) or the most pods at once.',
+            ),
+        ] = None,
+        budget: Annotated[
+            str | None,
+            typer.Option(
+                "--budget", help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".'
+            ),
+        ] = None,
+        address: Annotated[
+            str | None,
+            typer.Option(
+                "--address", help="Tournament: Ray cluster (auto or HOST:PORT); default in-process."
+            ),
+        ] = None,
+        resume: Annotated[
+            str | None,
+            typer.Option("--resume", help="Tournament: continue this run directory (or run id)."),
         ] = None,
     ) -> None:
-        """Train one agent and write runs/<run-id>/ (checkpoint chosen on the validation split)."""
+        """Train one agent, or a tournament of agents on Ray, and write runs/<run-id>/.
+
+        A tournament runs when the strategy has a tournament table or any of --pods,
+        --budget, --address, --resume is given; otherwise one agent is trained. Either way
+        checkpoints are chosen on the validation split only.
+        """
+        tournament = any(v is not None for v in (pods, budget, address, resume))
+        if not tournament:
+            if strategy is None or data is None:
+                raise FinpodError(
+                    "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
+                )
+            from finpod.strategy import load_strategy
+
+            tournament = bool(load_strategy(strategy).tournament)
+        if tournament:
+            from finpod.cli.tournament_cmd import train_tournament
+
+            if resume is None and (strategy is None or data is None):
+                raise FinpodError(
+                    "a new tournament needs --strategy and --data",
+                    "or --resume RUN to continue one",
+                )
+            run_dir = train_tournament(
+                strategy,
+                data,
+                pods=pods,
+                budget=budget,
+                address=address,
+                resume=resume,
+                out=out,
+                device=device,
+                seed=seed,
+            )
+            # The run directory on stdout, alone, so scripts can capture it.
+            typer.echo(str(run_dir))
+            return
         run_dir = train_run(
             strategy,
             data,

@@ -18,7 +18,7 @@ from .conftest import kill_processes_under, write_strategy
 
 
 def _finpod(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "finpod", "tournament", *args]
+    return [sys.executable, "-m", "finpod", "train", *args]
 
 
 def _env(ray_dir: Path) -> dict[str, str]:
