@@ -31,6 +31,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -435,6 +436,10 @@ def build_dataset(
         }
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        # mkdtemp makes a private (0700) folder; the dataset gets the mode mkdir would give.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
         try:
             wtask = prog.add_task("write parquet", total=len(bars.timestamps))
             _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
