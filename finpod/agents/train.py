@@ -89,6 +89,20 @@ def train(
         prior = run_dir / "train.log"
         if prior.exists():
             log_lines = prior.read_text(encoding="utf-8").splitlines()
+        # ... and the best-on-validation checkpoint of before the interruption: a resumed
+        # run replaces it only with a better score. Rows past the restored agent's counter
+        # (written after its last checkpoint) are dropped; they are trained again.
+        prior_rows = [
+            r for r in prior_rows if r["pod_id"] != pod_id or int(r["env_steps"]) <= agent.env_steps
+        ]
+        best_file = run_dir / "checkpoints" / f"{pod_id}.safetensors"
+        for r in prior_rows:
+            if r["pod_id"] == pod_id and r["split"] == "validation" and r["metric"] == score_name:
+                steps, score = int(r["env_steps"]), float(r["value"])
+                result.history.append({"env_steps": steps, "score": score})
+                if score > result.best_score and best_file.exists():
+                    result.best_score, result.best_env_steps = score, steps
+                    result.best_checkpoint = best_file
 
     def emit(line: str) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")

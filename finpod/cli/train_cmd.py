@@ -39,8 +39,8 @@ def package_versions() -> dict[str, str]:
 
 
 def train_run(
-    strategy_path: Path,
-    data: Path,
+    strategy_path: Path | None,
+    data: Path | None,
     out: Path = Path("runs"),
     *,
     device: str | None = None,
@@ -49,20 +49,30 @@ def train_run(
     run_id: str | None = None,
     progress: bool = True,
     log: Any = None,
+    resume: str | Path | None = None,
 ) -> Path:
     """Train the strategy's agent on ``data``'s train split; returns the run directory.
 
     ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values.
+    With ``resume`` (a run directory, or a run id under ``out``) the run's own strategy,
+    dataset and ``checkpoints/last.safetensors`` are used and training continues where the
+    last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
     """
     import torch
 
-    from finpod.agents import make_agent
-    from finpod.agents.train import make_trading_eval, train
+    from finpod.agents import load_checkpoint, make_agent
     from finpod.data import load_manifest, load_split
     from finpod.device import pick_device
     from finpod.env import VecTradingEnv
     from finpod.strategy import load_strategy
 
+    previous: dict[str, Any] | None = None
+    if resume is not None:
+        run_dir = resume_dir(resume, out)
+        previous = read_run(run_dir)
+        strategy_path = run_dir / "strategy.toml"
+        data = Path(data) if data is not None else Path(previous["dataset"]["path"])
+        seed = previous["seed"] if seed is None else seed
     strategy = load_strategy(strategy_path)
     if seed is not None:
         strategy.train.seed = int(seed)
@@ -82,6 +92,28 @@ def train_run(
     env = VecTradingEnv(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
     )
+    if previous is not None:
+        if manifest["hash"] != previous["dataset"]["hash"]:
+            raise FinpodError(
+                f"the dataset at {data} is not the one run {run_dir.name} was trained on",
+                "pass --data with the run's dataset",
+            )
+        last = run_dir / "checkpoints" / "last.safetensors"
+        if not last.is_file():
+            raise FinpodError(
+                f"run {run_dir.name} has no checkpoint to resume from yet",
+                "start it again without --resume",
+            )
+        agent = load_checkpoint(last, dev)
+        if agent.algorithm != strategy.algorithm:
+            raise FinpodError(
+                f"{last} holds a {agent.algorithm} agent but the run's strategy is "
+                f"{strategy.algorithm}",
+                "the run directory was modified; start a new run",
+            )
+        return _train_and_record(
+            agent, env, strategy, valid_market, env_config, run_dir, progress, log
+        )
     agent = make_agent(
         strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
     )
@@ -98,6 +130,7 @@ def train_run(
         run_dir / "run.json",
         {
             "run_id": run_id,
+            "kind": "agent",
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "strategy": resolved,
             "dataset": {"path": str(Path(data).resolve()), "hash": manifest["hash"]},
@@ -107,7 +140,44 @@ def train_run(
         },
     )
     atomic_write_text(run_dir / "strategy.toml", strategy.to_toml())
+    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
 
+
+def resume_dir(resume: str | Path, out: str | Path) -> Path:
+    """The run directory named by ``--resume``: a path, or a run id under ``out``."""
+    for candidate in (Path(resume), Path(out) / str(resume)):
+        if (candidate / "run.json").is_file():
+            return candidate
+    raise FinpodError(f"no run to resume at {resume}", "give a run directory that holds run.json")
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` of ``run_dir`` (a clear error if it is missing or unreadable)."""
+    import json
+
+    try:
+        return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FinpodError(
+            f"cannot read {run_dir / 'run.json'}: {err}", "is this a finpod run directory?"
+        ) from err
+
+
+def _train_and_record(
+    agent: Any,
+    env: Any,
+    strategy: Any,
+    valid_market: Any,
+    env_config: Any,
+    run_dir: Path,
+    progress: bool,
+    log: Any,
+) -> Path:
+    """Train ``agent`` to the strategy's step budget; write checkpoints and leaderboard."""
+    from finpod.agents.train import make_trading_eval, train
+
+    spec = strategy.train
+    resolved = strategy.to_dict()
     pod_id = f"{strategy.algorithm}-0"
     started = time.perf_counter()
     result = train(
@@ -199,7 +269,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         resume: Annotated[
             str | None,
-            typer.Option("--resume", help="Tournament: continue this run directory (or run id)."),
+            typer.Option("--resume", help="Continue this run directory (or run id under --out)."),
         ] = None,
     ) -> None:
         """Train one agent, or a tournament of agents on Ray, and write runs/<run-id>/.
@@ -208,6 +278,22 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
+        if resume is not None and not any(v is not None for v in (pods, budget, address)):
+            # A run knows what it is: continue a single-agent run as one.
+            previous = read_run(resume_dir(resume, out))
+            if previous.get("kind", "tournament") == "agent":
+                run_dir = train_run(
+                    None,
+                    data,
+                    out,
+                    device=device,
+                    seed=seed,
+                    total_steps=steps,
+                    resume=resume,
+                    log=lambda line: console.print(line, highlight=False, soft_wrap=True),
+                )
+                console.print(f"[bold green]run continued in[/] {run_dir}")
+                return
         tournament = any(v is not None for v in (pods, budget, address, resume))
         if not tournament:
             if strategy is None or data is None:

@@ -66,3 +66,62 @@ def test_train_reports_bad_strategy_in_one_line(tmp_path, dataset):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--strategy", str(strategy), "--data", str(dataset)])
     assert exit_info.value.code == 1
+
+
+_RESUME_STRATEGY = (
+    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
+    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
+    '[env]\naction_mode = "weights"\nepisode_length = 40\n'
+    '[train]\nnum_envs = 8\ntotal_steps = 768\neval_every = 128\nseed = 5\ndevice = "cpu"\n'
+)
+
+
+def _validation_rows(run):
+    import csv
+
+    with (run / "metrics.csv").open() as fh:
+        return [
+            (int(r["env_steps"]), float(r["value"]))
+            for r in csv.DictReader(fh)
+            if r["split"] == "validation"
+        ]
+
+
+def test_killed_single_agent_run_resumes_to_the_same_curve_and_checkpoint(dataset, tmp_path):
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(_RESUME_STRATEGY)
+    runs = tmp_path / "runs"
+    base = ["train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(runs)]
+    runner = CliRunner()
+    assert runner.invoke(app, [*base, "--run-id", "whole"]).exit_code == 0
+    # The state a kill leaves after the third segment: checkpoints and curves up to it,
+    # no leaderboard yet.
+    cut = runner.invoke(app, [*base, "--run-id", "cut", "--steps", "384"])
+    assert cut.exit_code == 0, cut.output
+    (runs / "cut" / "leaderboard.json").unlink()
+    before = (runs / "cut" / "metrics.csv").read_text().splitlines()
+
+    resumed = runner.invoke(app, ["train", "--resume", "cut", "--out", str(runs), "--steps", "768"])
+    assert resumed.exit_code == 0, resumed.output
+
+    whole, cut_run = runs / "whole", runs / "cut"
+    after = (cut_run / "metrics.csv").read_text().splitlines()
+    # Continued, not restarted: the rows of before the kill are kept as written (wall
+    # times included) and the rest follow them.
+    assert after[: len(before)] == before and len(after) > len(before)
+    assert _validation_rows(cut_run) == _validation_rows(whole)
+    boards = [json.loads((r / "leaderboard.json").read_text()) for r in (whole, cut_run)]
+    (a,), (b,) = boards[0]["entries"], boards[1]["entries"]
+    assert (a["score"], a["env_steps"]) == (b["score"], b["env_steps"])
+    best_a = load_checkpoint(whole / a["checkpoint"])
+    best_b = load_checkpoint(cut_run / b["checkpoint"])
+    for key, tensor in best_a.state_dict().items():
+        assert tensor.equal(best_b.state_dict()[key]), key
+
+
+def test_resume_of_a_missing_run_is_one_clear_error(tmp_path):
+    from finpod.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", str(tmp_path / "nope")])
+    assert exit_info.value.code == 1
