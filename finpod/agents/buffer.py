@@ -9,6 +9,37 @@ from __future__ import annotations
 
 import torch
 
+from finpod.errors import FinpodError
+
+#: Largest share of the device's free memory one replay buffer may take.
+MAX_MEMORY_SHARE = 0.6
+
+
+def _free_bytes(device: torch.device) -> int:
+    """Free memory of ``device`` in bytes (host RAM for the CPU)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def check_buffer_fits(capacity: int, obs_dim: int, action_dim: int, device: torch.device) -> None:
+    """Raise a clear error, before allocating, when a buffer would not fit in memory.
+
+    A buffer that overcommits memory does not fail at allocation: it gets its process
+    killed later (by the kernel or Ray's memory monitor) with no hint of the cause.
+    """
+    need = 4 * capacity * (2 * obs_dim + action_dim + 2)
+    free = _free_bytes(device)
+    if need > MAX_MEMORY_SHARE * free:
+        raise FinpodError(
+            f"a replay buffer of {capacity:,} transitions × {obs_dim} observation floats needs "
+            f"{need / 2**30:.1f} GiB but {device} has {free / 2**30:.1f} GiB free",
+            f"lower buffer_size (e.g. {max(1000, int(MAX_MEMORY_SHARE * free / need * capacity) // 2):,})"
+            " in the strategy's [agent.hparams] or [search.<algorithm>]",
+        )
+
 
 class ReplayBuffer:
     """Ring buffer of ``(obs, action, reward, next_obs, terminated)`` transitions.
@@ -27,6 +58,7 @@ class ReplayBuffer:
     def __init__(self, capacity: int, obs_dim: int, action_dim: int, device: torch.device) -> None:
         self.capacity = int(capacity)
         self.device = torch.device(device)
+        check_buffer_fits(self.capacity, obs_dim, action_dim, self.device)
         self.obs = torch.zeros((self.capacity, obs_dim), device=self.device)
         self.action = torch.zeros((self.capacity, action_dim), device=self.device)
         self.reward = torch.zeros(self.capacity, device=self.device)

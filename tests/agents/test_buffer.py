@@ -65,3 +65,17 @@ def test_off_policy_stores_final_obs_and_bootstraps_truncation():
     obs, nxt, term = buf.obs[: buf.size, 0], buf.next_obs[: buf.size, 0], buf.terminated[: buf.size]
     assert torch.equal(nxt, obs + 1)  # the true next obs, never the reset obs
     assert float(term.sum()) == 0.0  # truncation is not termination
+
+
+def test_a_buffer_too_large_for_memory_is_refused_before_allocating():
+    import psutil
+    import pytest
+
+    from finpod.agents.buffer import ReplayBuffer
+    from finpod.errors import FinpodError
+
+    obs_dim = 1000
+    # Twice the free RAM, counted in transitions of this size.
+    capacity = 2 * psutil.virtual_memory().available // (4 * (2 * obs_dim + 3)) + 1
+    with pytest.raises(FinpodError, match="buffer_size"):
+        ReplayBuffer(capacity, obs_dim, 1, torch.device("cpu"))
