@@ -5,7 +5,8 @@ actor that loads the dataset itself, by path — the *train* split to learn on a
 *validation* split to score on. The backtest split is never opened here.
 
 One pod = ``epochs`` rounds of: every learner ``learn``s ``steps / (epochs · L)`` env steps
-on its own shard (its own env seed, reset seeds and start windows) → with ``L > 1`` their
+on its own shard (its own env seed, reset seeds and start windows; the L learners run side
+by side in threads of the pod's actor, so give the pod L CPUs) → with ``L > 1`` their
 state dicts (weights and optimizer moments) are averaged and loaded back into every
 learner (model fusion) → the fused agent is scored on the validation split (the
 evaluator) and the score appended to its history.
@@ -20,6 +21,7 @@ import os
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,7 @@ class Pod:
         validation: MarketData,
         env_config: Any,
         device: torch.device | str = "cpu",
+        concurrent_learners: bool = True,
     ) -> None:
         if train.split == "backtest" or validation.split == "backtest":
             raise ValueError("pods never see the backtest split")
@@ -80,6 +83,9 @@ class Pod:
         self.train_market = train.to(self.device)
         self.valid_market = validation.to(self.device)
         self.env_config = env_config
+        #: With L > 1, train the learners of an epoch concurrently (threads) rather than
+        #: one after another; the result is the same either way.
+        self.concurrent_learners = concurrent_learners
         self._progress: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -137,10 +143,14 @@ class Pod:
                 learner.generator.manual_seed(epoch_seed * 1009 + i)
         base_steps = [learner.env_steps for learner in learners]
         base_updates = [learner.updates for learner in learners]
-        stats = [
-            learner.learn(env, steps_per_learner)
-            for learner, env in zip(learners, envs, strict=True)
-        ]
+        pairs = list(zip(learners, envs, strict=True))
+        if num > 1 and self.concurrent_learners:
+            # Learners share nothing (own agent, env, generator), and torch releases the GIL
+            # inside its kernels: run them side by side within this actor, one thread each.
+            with ThreadPoolExecutor(max_workers=num, thread_name_prefix="learner") as pool:
+                stats = list(pool.map(lambda p: p[0].learn(p[1], steps_per_learner), pairs))
+        else:
+            stats = [learner.learn(env, steps_per_learner) for learner, env in pairs]
         mean_stats: dict[str, float] = {}
         for key in stats[0]:
             values = [float(s[key]) for s in stats if key in s]

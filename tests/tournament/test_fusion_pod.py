@@ -148,3 +148,33 @@ def test_pods_read_only_the_train_and_validation_splits(tiny_dataset, monkeypatc
     assert (
         worker.pod.valid_market.split == "validation" and worker.pod.train_market.split == "train"
     )
+
+
+_SAC_HP = {
+    "actor_hidden": [8],
+    "critic_hidden": [8],
+    "learning_starts": 16,
+    "batch_size": 16,
+    "buffer_size": 512,
+}
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "sac"])
+def test_concurrent_learners_end_exactly_where_sequential_ones_do(pod, algorithm):
+    hparams = _SAC_HP if algorithm == "sac" else HP
+    spec = _spec(num_learners=2, algorithm=algorithm, hparams=hparams)
+    results = []
+    for concurrent in (False, True):
+        pod.concurrent_learners = concurrent
+        envs = pod.make_envs(spec)
+        learners = pod.make_learners(spec, envs[0].obs_dim, envs[0].action_dim, None)
+        _, before = pod.run_epoch(learners, envs, 64, epoch_seed=1)
+        results.append((before, learners[0].state_dict()))
+    pod.concurrent_learners = True
+    (seq_before, seq_fused), (par_before, par_fused) = results
+    for seq, par in zip(seq_before, par_before, strict=True):
+        assert seq.keys() == par.keys()
+        for key in seq:
+            assert torch.equal(seq[key], par[key]), key
+    for key in seq_fused:
+        assert torch.equal(seq_fused[key], par_fused[key]), key
