@@ -17,6 +17,20 @@ from finpod.errors import FinpodError
 SAMPLE_DATASET_DIR = Path("data/datasets/sample")
 #: The strategy of the end-to-end quick start: a small multi-algorithm tournament.
 QUICKSTART_STRATEGY = Path("strategies/quickstart.toml")
+#: The checkout finpod was installed from (editable installs): where ``strategies/`` lives.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def resolve_strategy(path: str | Path) -> Path:
+    """``path`` as given if it exists, else the same relative path in finpod's checkout.
+
+    So ``finpod run`` finds ``strategies/quickstart.toml`` from any working directory.
+    """
+    path = Path(path)
+    if path.exists() or path.is_absolute():
+        return path
+    shipped = PROJECT_ROOT / path
+    return shipped if shipped.exists() else path
 
 
 @dataclass
@@ -106,7 +120,7 @@ def run_all(
     data = ensure_dataset(dataset_dir, rebuild=rebuild)
     t1 = time.perf_counter()
     run = run_tournament(
-        strategy,
+        resolve_strategy(strategy),
         data,
         pods=pods,
         budget=budget,

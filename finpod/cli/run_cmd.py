@@ -39,7 +39,7 @@ def run(
     from finpod.cli import backtest_cmd
     from finpod.cli.tournament_cmd import train_tournament
     from finpod.data import load_manifest
-    from finpod.pipeline import ensure_dataset
+    from finpod.pipeline import ensure_dataset, resolve_strategy
 
     t0 = time.perf_counter()
     console.rule("[bold]1/3 dataset")
@@ -51,7 +51,7 @@ def run(
     )
     console.rule("[bold]2/3 tournament (selection on the validation split)")
     run_dir = train_tournament(
-        strategy,
+        resolve_strategy(strategy),
         dataset,
         pods=pods,
         budget=budget,
