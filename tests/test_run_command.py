@@ -89,3 +89,17 @@ def test_ensure_dataset_reuses_a_built_dataset_and_rebuilds_another_source(tmp_p
     assert (data / "manifest.json").stat().st_mtime_ns == stamp
     rebuilt = ensure_dataset(data, source="sample")
     assert load_manifest(rebuilt)["source"] == "sample"
+
+
+def test_the_quickstart_strategy_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    from finpod.pipeline import resolve_strategy
+
+    monkeypatch.chdir(tmp_path)
+    assert not QUICKSTART_STRATEGY.exists()
+    found = resolve_strategy(QUICKSTART_STRATEGY)
+    assert found.is_file() and found.samefile(REPO / QUICKSTART_STRATEGY)
+    # A user's own file in the working directory wins over the shipped one.
+    own = tmp_path / QUICKSTART_STRATEGY
+    own.parent.mkdir()
+    own.write_text("[agent]\n")
+    assert resolve_strategy(QUICKSTART_STRATEGY) == QUICKSTART_STRATEGY
