@@ -33,7 +33,7 @@ def test_train_without_strategy_or_resume_is_one_red_line_and_exit_1():
 
 
 def test_every_command_has_help():
-    for command in ("download", "info", "train", "tournament", "backtest", "report", "run"):
+    for command in ("download", "info", "train", "backtest", "report", "run"):
         out = _finpod(command, "--help")
         assert out.returncode == 0, command
         assert "Usage" in out.stdout, command

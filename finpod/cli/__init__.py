@@ -45,9 +45,9 @@ def _root(
 
 
 def _register() -> None:
-    from finpod.cli import backtest_cmd, data_cmd, run_cmd, tournament_cmd, train_cmd
+    from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd
 
-    for module in (data_cmd, train_cmd, tournament_cmd, backtest_cmd, run_cmd):
+    for module in (data_cmd, train_cmd, backtest_cmd, run_cmd):
         module.register(app)
 
 

@@ -1,18 +1,16 @@
 """Tournament training from the command line, with a live table of pods and leaderboard.
 
-:func:`train_tournament` is what ``finpod train --pods/--budget/--address/--resume`` runs;
-``finpod tournament`` exposes the same call directly.
+:func:`train_tournament` is what ``finpod train`` runs for a tournament (a strategy with a
+tournament table, or ``--pods/--budget/--address``) and what ``finpod run`` calls.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn
@@ -137,52 +135,3 @@ def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table
             "—" if lr is None else f"{lr:.2g}",
         )
     return table
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``finpod tournament`` to the finpod app."""
-
-    @app.command("tournament")
-    def tournament(
-        strategy: Annotated[
-            Path | None,
-            typer.Option(
-                "--strategy", "-s", help="Strategy TOML (its tournament and search tables)."
-            ),
-        ] = None,
-        data: Annotated[
-            Path | None,
-            typer.Option("--data", "-d", help="Dataset directory (same path on every Ray node)."),
-        ] = None,
-        pods: Annotated[
-            str | None,
-            typer.Option(
-                help='Pods at once: "auto" (what the cluster fits) or N (default: the strategy\'s).'
-            ),
-        ] = None,
-        budget: Annotated[
-            str | None, typer.Option(help='Run budget: "30m", "2h", "1e6 steps" or "40 pods".')
-        ] = None,
-        address: Annotated[
-            str | None,
-            typer.Option(help="Ray cluster (auto or HOST:PORT); default: Ray in-process."),
-        ] = None,
-        resume: Annotated[
-            str | None,
-            typer.Option(help="Continue the run in this directory (or run id under --out)."),
-        ] = None,
-        out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path(
-            "runs"
-        ),
-        device: Annotated[
-            str | None,
-            typer.Option(help="auto, cpu or cuda inside the pods (default: the strategy's)."),
-        ] = None,
-        seed: Annotated[
-            int | None, typer.Option(help="Run seed (default: the strategy's).")
-        ] = None,
-    ) -> None:
-        """Train a tournament of agents on Ray and write a run directory for backtesting."""
-        run_dir = train_tournament(strategy, data, pods, budget, address, resume, out, device, seed)
-        # The run directory on stdout, alone, so scripts can capture it.
-        sys.stdout.write(f"{run_dir}\n")

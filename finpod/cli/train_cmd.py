@@ -278,32 +278,7 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
-        if resume is not None and not any(v is not None for v in (pods, budget, address)):
-            # A run knows what it is: continue a single-agent run as one.
-            previous = read_run(resume_dir(resume, out))
-            if previous.get("kind", "tournament") == "agent":
-                run_dir = train_run(
-                    None,
-                    data,
-                    out,
-                    device=device,
-                    seed=seed,
-                    total_steps=steps,
-                    resume=resume,
-                    log=lambda line: console.print(line, highlight=False, soft_wrap=True),
-                )
-                console.print(f"[bold green]run continued in[/] {run_dir}")
-                return
-        tournament = any(v is not None for v in (pods, budget, address, resume))
-        if not tournament:
-            if strategy is None or data is None:
-                raise FinpodError(
-                    "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
-                )
-            from finpod.strategy import load_strategy
-
-            tournament = bool(load_strategy(strategy).tournament)
-        if tournament:
+        if _is_tournament(strategy, data, out, pods, budget, address, resume):
             from finpod.cli.tournament_cmd import train_tournament
 
             if resume is None and (strategy is None or data is None):
@@ -333,6 +308,34 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             total_steps=steps,
             run_id=run_id,
+            resume=resume,
             log=lambda line: console.print(line, highlight=False, soft_wrap=True),
         )
         console.print(f"[bold green]run written to[/] {run_dir}")
+
+
+def _is_tournament(
+    strategy: Path | None,
+    data: Path | None,
+    out: Path,
+    pods: str | None,
+    budget: str | None,
+    address: str | None,
+    resume: str | None,
+) -> bool:
+    """Whether ``finpod train``'s arguments ask for a tournament rather than one agent.
+
+    Tournament flags (--pods, --budget, --address) or a strategy with a tournament table
+    ask for one; a resumed run continues as what it was.
+    """
+    if any(v is not None for v in (pods, budget, address)):
+        return True
+    if resume is not None:
+        return read_run(resume_dir(resume, out)).get("kind", "tournament") != "agent"
+    if strategy is None or data is None:
+        raise FinpodError(
+            "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
+        )
+    from finpod.strategy import load_strategy
+
+    return bool(load_strategy(strategy).tournament)
