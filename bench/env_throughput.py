@@ -39,37 +39,13 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from meter import Meter  # noqa: E402  (bench/meter.py, next to this script)
+
 from finpod.data.market import MarketData  # noqa: E402
 from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402
 
 RING = 16
 WARMUP = 5
-
-
-class Meter:
-    """Wall time, this process's CPU time and other processes' share of the machine."""
-
-    def __enter__(self) -> Meter:
-        self._busy0 = _machine_busy_s()
-        self._cpu0 = time.process_time()
-        self._wall0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall = time.perf_counter() - self._wall0
-        self.cpu = time.process_time() - self._cpu0
-        foreign = max(0.0, _machine_busy_s() - self._busy0 - self.cpu)
-        self.foreign_frac = foreign / max(1e-9, self.wall * (os.cpu_count() or 1))
-
-
-def _machine_busy_s() -> float:
-    try:
-        with open("/proc/stat") as fh:
-            parts = [int(x) for x in fh.readline().split()[1:]]
-    except OSError:
-        return 0.0
-    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
-    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def load_market(path: Path, device: torch.device) -> tuple[MarketData, float, str]:

@@ -32,7 +32,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +39,8 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from meter import Meter  # noqa: E402  (bench/meter.py, next to this script)
 
 from finpod.agents import make_agent  # noqa: E402
 from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402
@@ -66,32 +67,6 @@ SB3_SAC = {
     "actor_hidden": [256, 256],
     "critic_hidden": [256, 256],
 }
-
-
-class Meter:
-    """Wall time, this process's CPU time and other processes' share of the machine."""
-
-    def __enter__(self) -> Meter:
-        self._busy0 = _machine_busy_s()
-        self._cpu0 = time.process_time()
-        self._wall0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall = time.perf_counter() - self._wall0
-        self.cpu = time.process_time() - self._cpu0
-        foreign = max(0.0, _machine_busy_s() - self._busy0 - self.cpu)
-        self.foreign_frac = foreign / max(1e-9, self.wall * (os.cpu_count() or 1))
-
-
-def _machine_busy_s() -> float:
-    try:
-        with open("/proc/stat") as fh:
-            parts = [int(x) for x in fh.readline().split()[1:]]
-    except OSError:
-        return 0.0
-    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
-    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def _sync(device: torch.device) -> None:
