@@ -531,6 +531,26 @@ def _write_bars(
 
 
 # --------------------------------------------------------------------------- load
+
+
+def _grid_reader(table: pa.Table, T: int, N: int) -> Callable[..., np.ndarray]:
+    """``grid(column, dtype)`` → the column of a (bar, ticker)-ordered table as (T, N)."""
+
+    def grid(name: str, dtype: Any = np.float32) -> np.ndarray:
+        return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
+
+    return grid
+
+
+def _timestamps(grid: Callable[..., np.ndarray]) -> pd.DatetimeIndex:
+    """(T,) bar times (stored as UTC) in New York time."""
+    return (
+        pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0])
+        .tz_localize("UTC")
+        .tz_convert(TZ)
+    )
+
+
 def load_manifest(dataset_dir: str | Path) -> dict:
     """The dataset's ``manifest.json`` as a dict (keys include ``hash``, ``bar``, ``splits``,
     ``tickers``, ``features``)."""
@@ -607,14 +627,8 @@ def load_split(
             f"{bars_path} does not match its manifest's tickers", "rebuild the dataset"
         )
 
-    def grid(name: str, dtype=np.float32) -> np.ndarray:
-        return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
-
-    ts = (
-        pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0])
-        .tz_localize("UTC")
-        .tz_convert(TZ)
-    )
+    grid = _grid_reader(table, T, N)
+    ts = _timestamps(grid)
     feats = np.empty((T, N, len(names)), dtype=np.float32)
     for j, n in enumerate(names):
         feats[:, :, j] = grid(n)
@@ -658,14 +672,8 @@ def verify_dataset(dataset_dir: str | Path) -> str:
             f"{path} has {table.num_rows} rows, the manifest says {T * N}", "rebuild the dataset"
         )
 
-    def grid(name: str, dtype=np.float32) -> np.ndarray:
-        return table.column(name).to_numpy().astype(dtype, copy=False).reshape(T, N)
-
-    ts = (
-        pd.DatetimeIndex(grid("timestamp", "datetime64[ns]")[:, 0])
-        .tz_localize("UTC")
-        .tz_convert(TZ)
-    )
+    grid = _grid_reader(table, T, N)
+    ts = _timestamps(grid)
     bars = Bars(
         timestamps=ts,
         tickers=tickers,
