@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -66,7 +69,9 @@ def inspect_page(url: str, screenshot: Path | None = None, timeout: float = 60.0
     if exe is None:
         raise FileNotFoundError("chromium is not installed")
     report = PageReport()
-    with tempfile.TemporaryDirectory(prefix="fpchrome") as tmp:
+    # Chromium's helper processes may still be writing the profile when the browser has
+    # exited: cleanup of the profile folder must not fail the check.
+    with tempfile.TemporaryDirectory(prefix="fpchrome", ignore_cleanup_errors=True) as tmp:
         user_dir = Path(tmp)
         proc = subprocess.Popen(
             [
@@ -78,6 +83,7 @@ def inspect_page(url: str, screenshot: Path | None = None, timeout: float = 60.0
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             port = _wait_port(user_dir, proc, timeout)
@@ -149,10 +155,13 @@ def inspect_page(url: str, screenshot: Path | None = None, timeout: float = 60.0
                     except TimeoutError:
                         break
         finally:
-            proc.terminate()
+            # The whole process group: the browser and its renderer/GPU/zygote helpers.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     return report
