@@ -11,6 +11,17 @@ Conventions (all arrays are time-major, T bars × N tickers × F features):
   cleaner forward-filled, the last known price is carried (from the past only).
 - ``tradable`` (bool) is False outside a ticker's listed life and on bars the cleaner
   filled; the env never fills an order on a non-tradable (bar, ticker).
+- ``buyable`` (bool, optional) is False where a tradable ticker may only be sold, e.g. a
+  stock outside a point-in-time index universe: it keeps its real prices (so a held
+  position moves with the stock) and can be sold, but not bought. ``None`` = every
+  tradable bar is buyable.
+- ``delisted`` (bool, optional) is True from the first bar after a ticker's last valid
+  price for good (delisting inside the range). The env converts a position in a delisted
+  ticker to cash at its last valid close; it is never frozen at a stale mark. ``None`` =
+  nothing delists.
+- ``bars_per_year`` (optional) is the number of bars per year counted from the dataset's
+  own exchange calendar and bar size (half days included); ``None`` falls back to
+  :func:`periods_per_year`.
 - ``features`` are causal: the value at bar t uses bars ≤ t only. They are already scaled
   to O(1) by the data layer (see ``feature_names`` and the dataset manifest).
 - ``timestamps`` are timezone-aware (America/New_York) bar times, one per row.
@@ -39,6 +50,9 @@ class MarketData:
         bar: bar size, e.g. ``"1d"`` or ``"1min"``.
         split: ``"train"``, ``"validation"``, ``"backtest"`` or ``"all"``.
         benchmark: optional index level series (e.g. ^NDX close) on the same timestamps.
+        buyable: optional (T, N) bool; False where a tradable ticker may only be sold.
+        delisted: optional (T, N) bool; True after a ticker's last valid price, for good.
+        bars_per_year: optional bars per year from the dataset's calendar.
     """
 
     timestamps: pd.DatetimeIndex
@@ -51,11 +65,18 @@ class MarketData:
     bar: str = "1d"
     split: str = "all"
     benchmark: pd.Series | None = field(default=None, compare=False)
+    buyable: torch.Tensor | None = None
+    delisted: torch.Tensor | None = None
+    bars_per_year: float | None = None
 
     def __post_init__(self) -> None:
         t, n = self.close.shape
         if self.open.shape != (t, n) or self.tradable.shape != (t, n):
             raise ValueError("open, close and tradable must all be (T, N)")
+        for name in ("buyable", "delisted"):
+            mask = getattr(self, name)
+            if mask is not None and tuple(mask.shape) != (t, n):
+                raise ValueError(f"{name} must be (T, N) like tradable")
         if self.features.shape[:2] != (t, n) or self.features.shape[2] != len(self.feature_names):
             raise ValueError("features must be (T, N, F) with F == len(feature_names)")
         if len(self.timestamps) != t or len(self.tickers) != n:
@@ -74,6 +95,12 @@ class MarketData:
         return int(self.features.shape[2])
 
     @property
+    def annualization(self) -> float:
+        """Bars per year for annualizing bar returns: the calendar's count when the dataset
+        recorded it, else :func:`periods_per_year` of the bar size."""
+        return float(self.bars_per_year) if self.bars_per_year else periods_per_year(self.bar)
+
+    @property
     def device(self) -> torch.device:
         return self.close.device
 
@@ -85,6 +112,8 @@ class MarketData:
             close=self.close.to(device),
             features=self.features.to(device),
             tradable=self.tradable.to(device),
+            buyable=None if self.buyable is None else self.buyable.to(device),
+            delisted=None if self.delisted is None else self.delisted.to(device),
         )
 
     def slice(self, start: int, stop: int) -> MarketData:
@@ -98,6 +127,8 @@ class MarketData:
             features=self.features[start:stop],
             tradable=self.tradable[start:stop],
             benchmark=bench,
+            buyable=None if self.buyable is None else self.buyable[start:stop],
+            delisted=None if self.delisted is None else self.delisted[start:stop],
         )
 
 
