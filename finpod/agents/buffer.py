@@ -7,6 +7,7 @@ device.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from finpod.errors import FinpodError
@@ -24,13 +25,22 @@ def _free_bytes(device: torch.device) -> int:
     return int(psutil.virtual_memory().available)
 
 
+#: Names of the stored fields, in export order.
+FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+
+def replay_buffer_nbytes(capacity: int, obs_dim: int, action_dim: int) -> int:
+    """Bytes a :class:`ReplayBuffer` of ``capacity`` transitions occupies (float32 rows)."""
+    return 4 * int(capacity) * (2 * int(obs_dim) + int(action_dim) + 2)
+
+
 def check_buffer_fits(capacity: int, obs_dim: int, action_dim: int, device: torch.device) -> None:
     """Raise a clear error, before allocating, when a buffer would not fit in memory.
 
     A buffer that overcommits memory does not fail at allocation: it gets its process
     killed later (by the kernel or Ray's memory monitor) with no hint of the cause.
     """
-    need = 4 * capacity * (2 * obs_dim + action_dim + 2)
+    need = replay_buffer_nbytes(capacity, obs_dim, action_dim)
     free = _free_bytes(device)
     if need > MAX_MEMORY_SHARE * free:
         raise FinpodError(
@@ -102,3 +112,36 @@ class ReplayBuffer:
             self.next_obs[idx],
             self.terminated[idx],
         )
+
+    def export(self) -> dict[str, np.ndarray]:
+        """The filled rows, oldest first, as compact host arrays (e.g. for ``ray.put``).
+
+        Returns ``{"obs": (n, obs_dim) float32, "action": (n, action_dim) float32,
+        "reward": (n,) float32, "next_obs": (n, obs_dim) float32, "terminated": (n,) bool}``
+        with ``n = size``. One device-to-host copy per field.
+        """
+        start = (self.pos - self.size) % self.capacity
+        idx = (torch.arange(self.size, device=self.device) + start) % self.capacity
+        out: dict[str, np.ndarray] = {}
+        for name in FIELDS:
+            rows = getattr(self, name)[idx]
+            if name == "terminated":
+                rows = rows > 0.5
+            out[name] = np.ascontiguousarray(rows.detach().cpu().numpy())
+        return out
+
+    def load(self, data: dict[str, np.ndarray]) -> None:
+        """Replace the contents with exported rows (oldest first); keep the newest
+        ``capacity`` rows when there are more. Shapes are checked by the caller."""
+        n = int(data["reward"].shape[0])
+        keep = min(n, self.capacity)
+        for name in FIELDS:
+            rows = torch.as_tensor(np.asarray(data[name])[n - keep :]).to(
+                self.device, torch.float32
+            )
+            target = getattr(self, name)
+            target[:keep] = rows
+            if keep < self.capacity:
+                target[keep:] = 0.0
+        self.size = keep
+        self.pos = keep % self.capacity

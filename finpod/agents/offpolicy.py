@@ -11,18 +11,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from finpod.agents.base import Agent
-from finpod.agents.buffer import ReplayBuffer
+from finpod.agents.buffer import FIELDS, ReplayBuffer, replay_buffer_nbytes
+from finpod.errors import FinpodError
 
 
 class OffPolicyAgent(Agent):
     """Base of replay-buffer agents; ``hparams`` must have ``buffer_size``, ``batch_size``,
     ``learning_starts``, ``gradient_steps``.
 
-    The replay buffer is working memory, not part of :meth:`state_dict`: an agent restored
-    from a checkpoint refills it before updating again (``batch_size`` transitions).
+    The replay buffer is working memory, not part of :meth:`state_dict`: a new agent
+    restored from a checkpoint refills it before updating again (``batch_size``
+    transitions). Loading a state dict into an agent that already has a buffer keeps the
+    buffer (learner fusion loads the fused weights and optimizer moments every epoch; the
+    transitions each learner collected stay valid for an off-policy learner). A buffer
+    moves between agents (a parent and its child pod) with :meth:`export_buffer` and
+    :meth:`import_buffer`.
     """
 
     buffer: ReplayBuffer | None = None
@@ -42,10 +49,8 @@ class OffPolicyAgent(Agent):
     def learn(self, env: Any, num_steps: int) -> dict[str, float]:
         hp = self.hparams
         n_envs = env.num_envs
-        if self.buffer is None:
-            self.buffer = ReplayBuffer(
-                max(hp.buffer_size, n_envs), self.obs_dim, self.action_dim, self.device
-            )
+        self._ensure_buffer(n_envs)
+        assert self.buffer is not None
         self._episodes_begin(n_envs)
         obs = self._current_obs(env)
         stats: dict[str, torch.Tensor] = {}
@@ -79,7 +84,81 @@ class OffPolicyAgent(Agent):
         out["reward_mean"] = float(reward_sum) / vector_steps
         return {**out, **self._episodes_stats()}
 
-    def _after_load(self) -> None:
+    # ----- the replay buffer ------------------------------------------------------------
+    def _buffer_capacity(self, num_envs: int = 1) -> int:
+        """Rows of the buffer: ``buffer_size``, at least one vector step of ``num_envs``."""
+        return max(int(self.hparams.buffer_size), int(num_envs))
+
+    def _ensure_buffer(self, num_envs: int) -> None:
+        """Allocate the buffer on first use; grow it (keeping its rows) if one vector step
+        of ``num_envs`` transitions would not fit."""
+        if self.buffer is None:
+            self.buffer = ReplayBuffer(
+                self._buffer_capacity(num_envs), self.obs_dim, self.action_dim, self.device
+            )
+        elif self.buffer.capacity < num_envs:
+            rows = self.buffer.export()
+            self.buffer = None
+            self.buffer = ReplayBuffer(num_envs, self.obs_dim, self.action_dim, self.device)
+            self.buffer.load(rows)
+
+    def buffer_nbytes(self) -> int:
+        """Bytes the replay buffer occupies at capacity (``buffer_size`` rows of float32
+        obs, action, reward, next obs, terminated), whether or not it is allocated yet —
+        what a pod declares to Ray as memory."""
+        capacity = self.buffer.capacity if self.buffer is not None else self._buffer_capacity()
+        return replay_buffer_nbytes(capacity, self.obs_dim, self.action_dim)
+
+    def export_buffer(self) -> dict[str, np.ndarray]:
+        """The filled part of the replay buffer, oldest transition first, as host arrays.
+
+        ``{"obs": (n, obs_dim) float32, "action": (n, action_dim) float32, "reward": (n,)
+        float32, "next_obs": (n, obs_dim) float32, "terminated": (n,) bool}``, ``n`` = the
+        rows collected so far (0 before the first ``learn``). Plain contiguous numpy arrays:
+        ``ray.put`` stores them without pickling tensors, and readers on the same node map
+        them zero-copy.
+        """
+        if self.buffer is None:
+            return {
+                "obs": np.zeros((0, self.obs_dim), np.float32),
+                "action": np.zeros((0, self.action_dim), np.float32),
+                "reward": np.zeros(0, np.float32),
+                "next_obs": np.zeros((0, self.obs_dim), np.float32),
+                "terminated": np.zeros(0, bool),
+            }
+        return self.buffer.export()
+
+    def import_buffer(self, data: dict[str, np.ndarray]) -> None:
+        """Replace the replay buffer's contents with ``data`` from :meth:`export_buffer`.
+
+        The buffer is allocated on this agent's device at its own ``buffer_size``; when
+        ``data`` holds more rows than that, the newest are kept. Observation or action
+        sizes that differ from this agent's raise :class:`FinpodError`.
+        """
+        missing = [name for name in FIELDS if name not in data]
+        if missing:
+            raise FinpodError(
+                f"replay buffer data lacks {missing[0]!r}",
+                "pass what OffPolicyAgent.export_buffer() returned",
+            )
+        n = int(np.asarray(data["reward"]).shape[0])
+        widths = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}
+        for name in FIELDS:
+            shape = tuple(np.asarray(data[name]).shape)
+            want = (n, widths[name]) if name in widths else (n,)
+            if shape != want:
+                what = "observation" if "obs" in name else name
+                raise FinpodError(
+                    f"replay buffer {name!r} has shape {shape} but this {self.algorithm} agent "
+                    f"expects {want} ({what} size {widths.get(name, 1)})",
+                    "inherit buffers only between agents of the same env and universe",
+                )
+        self._ensure_buffer(1)
+        assert self.buffer is not None
+        self.buffer.load(data)
+
+    def clear_buffer(self) -> None:
+        """Drop the replay buffer (the next ``learn`` starts an empty one)."""
         self.buffer = None
 
 
