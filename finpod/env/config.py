@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import re
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -13,6 +14,9 @@ ACTION_MODES = ("shares", "weights")
 FILL_PRICES = ("open", "close")
 REWARDS = ("value_change", "log_return", "differential_sharpe", "drawdown_penalty")
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+BAND_TARGETS = ("edge", "target")
+#: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
+SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
 
 
 @dataclass
@@ -55,6 +59,54 @@ class EnvConfig:
     """Accounting precision of cash and holdings: ``"float32"`` (fast) or ``"float64"``
     (cent-exact; used by :func:`finpod.env.rollout`). Observations are always float32."""
 
+    # -- execution controls (identical in training, validation scoring and backtest) ----
+    decision_interval: int = 1
+    """Act every k bars and hold in between. The env still steps bar by bar (per-bar
+    returns, fills and marks are recorded as before); an action given on a bar that is not
+    a decision bar is ignored (no order). Decision bars: intraday, bars ``0, k, 2k, …`` of
+    each session (counted from the exchange open); daily, bars ``0, k, 2k, …`` of the split."""
+    decision_times: list[str] = field(default_factory=list)
+    """Intraday only: decide only at these times of the session (``"HH:MM"``, New York),
+    e.g. ``["09:35", "15:50"]``: at the first bar of each session whose *end* (when its
+    close is known) is at or after each time. Empty = every bar (or every
+    ``decision_interval`` bars; the two cannot be combined)."""
+    no_trade_band: float = 0.0
+    """No-trade band. ``"weights"`` mode: only tickers whose target weight differs from the
+    current weight (position / account value at the decision bar) by more than the band
+    trade; the others keep their shares exactly (0.02 = 2 percentage points). ``"shares"``
+    mode: an order whose notional (|shares| × mark price) is at most band × account value is
+    dropped. 0 = off."""
+    band_target: str = "edge"
+    """Weights mode with a band: a ticker outside the band trades to the band's ``"edge"``
+    (target ± band, the nearest point of the band; optimal under proportional costs) or all
+    the way to the ``"target"``."""
+    partial_adjustment: float = 1.0
+    """Fraction f ∈ (0, 1] of the way to move toward the target each decision: weights mode
+    orders f × (target shares − held shares); shares mode scales the order by f (whole
+    shares truncated toward zero). 1 = move all the way."""
+    turnover_penalty: float = 0.0
+    """Explicit turnover cost in the reward only (the account is charged ``cost_rate``
+    anyway): subtracted from the unscaled reward as ``turnover_penalty × turnover``, where
+    turnover = traded notional / account value before the trade. Units: unscaled reward per
+    unit of turnover, i.e. with ``value_change`` or ``log_return`` a fraction of capital per
+    unit of turnover (0.002 charges a second 0.2 % on every traded dollar, in the reward
+    only). Then multiplied by ``reward_scale`` like the rest of the reward."""
+    flat_at_close: bool = False
+    """Intraday only: end every session in cash. At the session's second-to-last bar the env
+    replaces the agent's action with an order to sell everything; it fills at the last bar
+    of the session (its open or close, per ``fill_price``), never at a price already seen.
+    At the last bar the agent cannot buy (an order would fill overnight); a position whose
+    sell could not fill (ticker not tradable) is sold at the next fill possible."""
+    calendar_features: bool | None = None
+    """Add the causal ``calendar`` slice to the observation (time of day, bars left in the
+    session, first bar after the overnight gap). ``None`` = on for intraday bars, off for
+    daily bars; ``True`` on daily bars is an error."""
+    price_window: int = 20
+    """W, in bars: the ``prices`` slice of the observation is log(mark) minus the mean of
+    log(mark) over the last W bars, divided by the RMS 1-bar log return over those bars
+    × √W (a causal z-score of the price against its trailing mean, comparable across
+    splits and bar sizes)."""
+
     def __post_init__(self) -> None:
         self.validate()
 
@@ -86,6 +138,47 @@ class EnvConfig:
             raise FinpodError(f"env.sharpe_decay must be in (0, 1), got {self.sharpe_decay}")
         if self.drawdown_weight < 0:
             raise FinpodError(f"env.drawdown_weight must be ≥ 0, got {self.drawdown_weight}")
+        _int_at_least("decision_interval", self.decision_interval, 1, "e.g. decision_interval = 5")
+        _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
+        if isinstance(self.decision_times, str) or not isinstance(
+            self.decision_times, (list, tuple)
+        ):
+            raise FinpodError(
+                f'env.decision_times must be a list of "HH:MM" times, got {self.decision_times!r}',
+                'e.g. decision_times = ["09:35", "15:50"]',
+            )
+        self.decision_times = [str(x) for x in self.decision_times]
+        decision_minutes(self.decision_times)  # validates the format
+        if self.decision_times and self.decision_interval != 1:
+            raise FinpodError(
+                "env.decision_times and env.decision_interval > 1 cannot be combined",
+                "set one of them (decision_interval = 1 with decision_times)",
+            )
+        if not 0.0 <= self.no_trade_band < 1.0:
+            raise FinpodError(
+                f"env.no_trade_band must be in [0, 1), got {self.no_trade_band}",
+                "e.g. no_trade_band = 0.02 (2 percentage points of weight)",
+            )
+        _choice("band_target", self.band_target, BAND_TARGETS)
+        if not 0.0 < self.partial_adjustment <= 1.0:
+            raise FinpodError(
+                f"env.partial_adjustment must be in (0, 1], got {self.partial_adjustment}",
+                "e.g. partial_adjustment = 0.5 (half way to the target)",
+            )
+        if not self.turnover_penalty >= 0.0:
+            raise FinpodError(
+                f"env.turnover_penalty must be ≥ 0, got {self.turnover_penalty}",
+                "e.g. turnover_penalty = 0.002",
+            )
+        if not isinstance(self.flat_at_close, bool):
+            raise FinpodError(
+                f"env.flat_at_close must be true or false, got {self.flat_at_close!r}"
+            )
+        if self.calendar_features is not None and not isinstance(self.calendar_features, bool):
+            raise FinpodError(
+                f"env.calendar_features must be true, false or unset, got "
+                f"{self.calendar_features!r}"
+            )
         if self.episode_length is not None and (
             int(self.episode_length) != self.episode_length or self.episode_length < 1
         ):
@@ -93,6 +186,11 @@ class EnvConfig:
                 f"env.episode_length must be a positive integer or None, got {self.episode_length}",
                 "use None for the whole split",
             )
+
+    @property
+    def has_schedule(self) -> bool:
+        """Whether some bars are not decision bars (interval, times or flat-at-close)."""
+        return self.decision_interval > 1 or bool(self.decision_times) or self.flat_at_close
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -103,7 +201,10 @@ class EnvConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> EnvConfig:
-        """Build from a mapping (e.g. a strategy file's ``[env]`` table); unknown keys fail."""
+        """Build from a mapping (e.g. a strategy file's ``[env]`` table); unknown keys fail.
+
+        Keys that are missing take their defaults, so settings recorded before a field
+        existed still load (and mean what they meant: every default is "off")."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -118,3 +219,28 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise FinpodError(
             f"env.{name} = {value!r} is not valid", f"use one of {', '.join(allowed)}"
         )
+
+
+def _int_at_least(name: str, value: Any, low: int, hint: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise FinpodError(f"env.{name} must be an integer ≥ {low}, got {value!r}", hint)
+    if value < low:
+        raise FinpodError(f"env.{name} must be an integer ≥ {low}, got {value!r}", hint)
+
+
+_HHMM = re.compile(r"^(\d{1,2}):(\d{2})$")
+
+
+def decision_minutes(times: list[str]) -> list[int]:
+    """Minutes after midnight of ``"HH:MM"`` times, each inside the regular session."""
+    out = []
+    for text in times:
+        m = _HHMM.match(str(text).strip())
+        minutes = int(m.group(1)) * 60 + int(m.group(2)) if m else -1
+        if not m or int(m.group(2)) > 59 or not SESSION_OPEN_MIN < minutes <= SESSION_CLOSE_MIN:
+            raise FinpodError(
+                f"env.decision_times entry {text!r} is not a time of the session",
+                'use "HH:MM" between 09:31 and 16:00, e.g. "09:35"',
+            )
+        out.append(minutes)
+    return sorted(set(out))

@@ -17,18 +17,37 @@ slice          width  value
 ``value``      1      ``log(V / initial_cash)``: account value V relative to the start
 ``cash``       1      ``cash / V``: cash weight of the portfolio
 ``holdings``   N      ``holdings · mark_price / V``: portfolio weight of each ticker
-``prices``     N      ``log(mark_price / reference_price)``; reference = the ticker's
-                      first valid close in the split (0 before a listing)
+``prices``     N      causal z-score of the price against its trailing mean:
+                      ``(log m_t − mean(log m over the last W bars)) / (ρ · √W)`` with
+                      ρ the RMS 1-bar log return over those bars (W =
+                      ``EnvConfig.price_window``); clipped to ±:data:`PRICE_Z_CLIP`;
+                      0 before a listing
 ``features``   N·F    ``MarketData.features[t]`` flattened ticker-major (already O(1))
+``calendar``   3 / 0  intraday (``EnvConfig.calendar_features``): time of day of the
+                      bar's end (0 at 09:30, 1 at 16:00), bars left in the session after
+                      this one / bars of a full session, 1.0 on the first bar of a
+                      session (after the overnight gap) else 0.0
+``schedule``   1 / 0  with a decision schedule (``EnvConfig.has_schedule``): 1.0 when an
+                      order given at this bar is executed, 0.0 when it is ignored
 =============  =====  ==================================================================
 
 All of them are O(1) without tuned constants: weights are in [0, 1] (long-only), the log
-terms move by ~0.5 per doubling. ``V`` is floored at :data:`VALUE_FLOOR` × initial cash
-so a bankrupt account still gives finite numbers.
+value moves by ~0.7 per doubling, the price z-score has a standard deviation ≈ 0.6 for a
+random walk whatever the bar size. None is anchored to the split's first bar, so the
+training, validation and backtest splits give the same distributions. ``V`` is floored at
+:data:`VALUE_FLOOR` × initial cash so a bankrupt account still gives finite numbers.
 
 Mark price: the last close at or before the bar that was tradable and valid (> 0,
-finite); a price on a non-tradable bar is never used, for fills or for valuation. Fill price: the bar's open
-or close where ``tradable`` is True and the price is valid, else 0, which blocks the trade.
+finite); a price on a non-tradable bar is never used, for fills or for valuation. Fill
+price: the bar's open or close where ``tradable`` is True and the price is valid, else 0,
+which blocks the trade.
+
+Execution controls (:class:`EnvConfig`), applied in this order to the order decided at
+bar t: target (weights or shares) → no-trade band → flat-at-close override → partial
+adjustment → decision schedule (orders on non-decision bars are dropped) → point-in-time
+rules at the fill bar t + 1 (not ``buyable``: the order may sell or cover but not add to a
+long position; ``delisted``: the env sells the whole position at the last valid close,
+with the usual cost and slippage, reported as an ordinary sell) → tradability mask.
 """
 
 from __future__ import annotations
@@ -40,6 +59,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
+from finpod.errors import FinpodError
 
 #: Floor of the account value in the observation, as a fraction of initial cash (keeps the
 #: log and the weights finite when an account with shorting or borrowing goes bankrupt).
@@ -47,14 +67,38 @@ VALUE_FLOOR = 1e-9
 #: Small variance floor of the differential Sharpe ratio's denominator (returns² units):
 #: with bar returns of ~1 % the variance is ~1e-4, so this only matters in the first bars.
 SHARPE_VAR_FLOOR = 1e-6
+#: The price z-score of the observation is clipped to ±PRICE_Z_CLIP (a split or a data
+#: error makes one huge move; the policy should see "far from the mean", not 10³).
+PRICE_Z_CLIP = 10.0
+#: Floor of the RMS 1-bar log return in the price z-score (log units per bar): keeps a
+#: price that never moved (filled bars, a halted stock) at z = 0 instead of 0 / 0.
+PRICE_VOL_FLOOR = 1e-6
+#: Width of the ``calendar`` observation slice.
+CALENDAR_WIDTH = 3
 
 
 @dataclass(frozen=True)
 class ObsLayout:
-    """Named slices of the observation vector (see the module docstring)."""
+    """Named slices of the observation vector (see the module docstring).
+
+    ``calendar`` and ``schedule`` are the widths of the optional trailing slices (0 when
+    off); :meth:`for_env` sets them from a market and config.
+    """
 
     num_stocks: int
     num_features: int
+    calendar: int = 0
+    schedule: int = 0
+
+    @classmethod
+    def for_env(cls, market: MarketData, config: EnvConfig) -> ObsLayout:
+        """The layout of a :class:`~finpod.env.VecTradingEnv` on ``market`` with ``config``."""
+        return cls(
+            market.num_stocks,
+            market.num_features,
+            CALENDAR_WIDTH if use_calendar(market, config) else 0,
+            1 if config.has_schedule else 0,
+        )
 
     @property
     def value(self) -> slice:
@@ -78,8 +122,20 @@ class ObsLayout:
         return slice(start, start + self.num_stocks * self.num_features)
 
     @property
+    def calendar_slice(self) -> slice:
+        """Time of day, bars left in the session, first-bar flag (width 0 when off)."""
+        start = self.features.stop
+        return slice(start, start + self.calendar)
+
+    @property
+    def schedule_slice(self) -> slice:
+        """1.0 where an order given at the bar is executed (width 0 when off)."""
+        start = self.calendar_slice.stop
+        return slice(start, start + self.schedule)
+
+    @property
     def obs_dim(self) -> int:
-        return 2 + self.num_stocks * (2 + self.num_features)
+        return 2 + self.num_stocks * (2 + self.num_features) + self.calendar + self.schedule
 
 
 class Tables(NamedTuple):
@@ -89,13 +145,25 @@ class Tables(NamedTuple):
         step: (T, 3N) accounting dtype; ``[:, :N]`` fill price of the bar (0 = no fill),
             ``[:, N:2N]`` mark price of the bar (0 before a listing), ``[:, 2N:]`` 1.0 where
             the bar can fill an order else 0.0 (a float mask: multiplying is much cheaper
-            than ``torch.where`` on CPU).
-        static_obs: (T, N + N·F) float32; the ``prices`` and ``features`` slices of the
-            observation, which depend on the bar only.
+            than ``torch.where`` on CPU). A delisted (bar, ticker) fills at its mark, the
+            last valid close.
+        static_obs: (T, N + N·F [+ 3] [+ 1]) float32; the ``prices``, ``features`` and
+            optional ``calendar`` and ``schedule`` slices of the observation, which depend
+            on the bar only.
+        schedule: (T, 2) accounting dtype or None (no schedule); ``[:, 0]`` 1.0 where an
+            order decided at the bar is executed (a decision bar or a flat-at-close bar),
+            ``[:, 1]`` 1.0 where the env orders everything to cash (flat-at-close).
+        buy_block: (T, N) accounting dtype or None; 1.0 where a fill at the bar may not
+            add to a long position (``MarketData.buyable`` False).
+        delist: (T, N) accounting dtype or None; 1.0 where the ticker is delisted at the
+            bar (the env sells any position there).
     """
 
     step: torch.Tensor
     static_obs: torch.Tensor
+    schedule: torch.Tensor | None = None
+    buy_block: torch.Tensor | None = None
+    delist: torch.Tensor | None = None
 
 
 class State(NamedTuple):
@@ -159,8 +227,132 @@ def mark_prices(close: torch.Tensor, tradable: torch.Tensor) -> torch.Tensor:
     return torch.where(last >= 0, marked, torch.zeros_like(marked))
 
 
+def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
+    """(T, N) float32 causal z-score of the mark against its trailing mean (see module doc).
+
+    ``mark`` (T, N) float64 (0 = no price yet). Bar t uses bars ``t − W + 1 .. t`` only;
+    early in the split (or after a listing) the window holds the bars available.
+    """
+    valid = (mark > 0).to(torch.float64)
+    logm = torch.log(torch.where(mark > 0, mark, torch.ones_like(mark)))
+    ret = torch.zeros_like(logm)
+    ret[1:] = (logm[1:] - logm[:-1]) * valid[1:] * valid[:-1]
+    has_ret = torch.zeros_like(valid)
+    has_ret[1:] = valid[1:] * valid[:-1]
+
+    def trailing_sum(x: torch.Tensor) -> torch.Tensor:
+        c = torch.cumsum(x, dim=0)
+        out = c.clone()
+        out[window:] -= c[:-window]
+        return out
+
+    count = trailing_sum(valid).clamp(min=1.0)
+    mean = trailing_sum(logm * valid) / count
+    rms = (trailing_sum(ret * ret) / trailing_sum(has_ret).clamp(min=1.0)).sqrt()
+    z = (logm - mean) / (rms.clamp(min=PRICE_VOL_FLOOR) * (window**0.5))
+    return (z * valid).clamp(-PRICE_Z_CLIP, PRICE_Z_CLIP).to(torch.float32)
+
+
+def use_calendar(market: MarketData, config: EnvConfig) -> bool:
+    """Whether the observation carries the ``calendar`` slice (see ``calendar_features``)."""
+    from finpod.data.calendar import bar_minutes
+
+    intraday = bar_minutes(market.bar) is not None
+    if config.calendar_features is None:
+        return intraday
+    return bool(config.calendar_features)
+
+
+def session_clock(market: MarketData) -> dict[str, torch.Tensor]:
+    """Per-bar session facts from the exchange calendar, (T,) each (host tensors).
+
+    Keys: ``index`` bar's position in its session (0 = first bar, from the exchange open);
+    ``left`` bars after it in the session; ``end`` minutes after midnight (New York) at the
+    bar's end; ``full`` bars of a full 390-minute session. Intraday bars only; a date not
+    on the XNYS calendar is taken as a 09:30–16:00 session. Nothing here reads prices: the
+    session schedule is known in advance.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from finpod.data.calendar import TZ, bar_minutes, get_calendar
+    from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN
+
+    length = bar_minutes(market.bar)
+    if length is None:
+        raise ValueError("session_clock needs intraday bars")
+    ts = pd.DatetimeIndex(market.timestamps).tz_convert(TZ)
+    start_min = (ts.hour * 60 + ts.minute).to_numpy(np.int64)
+    dates = ts.tz_localize(None).normalize()
+    open_min = np.full(len(ts), SESSION_OPEN_MIN, dtype=np.int64)
+    close_min = np.full(len(ts), SESSION_CLOSE_MIN, dtype=np.int64)
+    sched = get_calendar("XNYS").schedule
+    known = dates.isin(sched.index)
+    if known.any():
+        rows = sched.loc[dates[known]]
+        for col, target in (("open", open_min), ("close", close_min)):
+            local = pd.DatetimeIndex(rows[col]).tz_convert(TZ)
+            target[known] = local.hour * 60 + local.minute
+    index = (start_min - open_min) // length
+    end = np.minimum(start_min + length, close_min)
+    left = np.maximum(0, -(-(close_min - end) // length))
+    full = -(-(SESSION_CLOSE_MIN - SESSION_OPEN_MIN) // length)
+    return {
+        "index": torch.as_tensor(index),
+        "left": torch.as_tensor(left),
+        "end": torch.as_tensor(end),
+        "full": torch.tensor(full),
+        "open": torch.as_tensor(open_min),
+    }
+
+
+def decision_schedule(market: MarketData, config: EnvConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T,) bool ``execute`` and ``flat`` of each bar (host tensors; see :class:`Tables`)."""
+    from finpod.data.calendar import bar_minutes
+    from finpod.env.config import decision_minutes
+
+    t = market.num_bars
+    intraday = bar_minutes(market.bar) is not None
+    if not intraday and (config.decision_times or config.flat_at_close):
+        key = "decision_times" if config.decision_times else "flat_at_close"
+        raise FinpodError(
+            f"env.{key} needs intraday bars; this market has {market.bar} bars",
+            "remove it, or use decision_interval for daily bars",
+        )
+    k = int(config.decision_interval)
+    if not intraday:
+        decide = torch.arange(t) % k == 0
+        return decide, torch.zeros(t, dtype=torch.bool)
+    clock = session_clock(market)
+    length = bar_minutes(market.bar)
+    if config.decision_times:
+        decide = torch.zeros(t, dtype=torch.bool)
+        for minute in decision_minutes(config.decision_times):
+            # The first bar whose end is at or after the time (bars are contiguous).
+            decide |= (clock["end"] >= minute) & (clock["end"] - length < minute)
+    else:
+        decide = clock["index"] % k == 0
+    flat = (clock["left"] <= 1) if config.flat_at_close else torch.zeros(t, dtype=torch.bool)
+    return decide | flat, flat
+
+
+def calendar_obs(market: MarketData) -> torch.Tensor:
+    """(T, 3) float32 ``calendar`` slice: time of day, bars left / full session, first bar."""
+    from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN
+
+    clock = session_clock(market)
+    span = float(SESSION_CLOSE_MIN - SESSION_OPEN_MIN)
+    tod = (clock["end"] - SESSION_OPEN_MIN).double() / span
+    left = clock["left"].double() / clock["full"].double()
+    first = (clock["index"] <= 0).double()
+    return torch.stack([tod, left, first], dim=1).float()
+
+
 def build_tables(market: MarketData, config: EnvConfig, device: torch.device) -> Tables:
-    """Lookup tables of ``market`` on ``device`` (see :class:`Tables`)."""
+    """Lookup tables of ``market`` on ``device`` (see :class:`Tables`).
+
+    Raises :class:`FinpodError` when a control needs intraday bars and the market is daily.
+    """
     dtype = config.torch_dtype
     close = market.close.to(device=device, dtype=torch.float64)
     base = market.open if config.fill_price == "open" else market.close
@@ -168,21 +360,38 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     tradable = market.tradable.to(device=device, dtype=torch.bool)
     fill = torch.where(tradable & _valid(base), base, torch.zeros_like(base))
     mark = mark_prices(close, tradable)
+    delist = None
+    if market.delisted is not None:
+        gone = market.delisted.to(device=device, dtype=torch.bool) & (mark > 0)
+        # A delisted position is sold at its last valid close (the mark), see module doc.
+        fill = torch.where(gone, mark, fill)
+        delist = gone.to(dtype).contiguous()
+    buy_block = None
+    if market.buyable is not None:
+        buy_block = (~market.buyable.to(device=device, dtype=torch.bool)).to(dtype).contiguous()
     step = torch.cat([fill, mark, (fill > 0).to(fill.dtype)], dim=1).to(dtype).contiguous()
 
-    # Reference price per ticker: its first valid mark in the split (causal at every bar
-    # where the ticker has a price; before that the prices slice is 0).
-    listed = mark > 0
-    first = torch.where(
-        listed.any(0), listed.to(torch.int8).argmax(0), torch.zeros(mark.shape[1], device=device)
-    ).long()
-    ref = mark.gather(0, first.unsqueeze(0)).squeeze(0)
-    ref = torch.where(ref > 0, ref, torch.ones_like(ref))
-    price_obs = torch.where(listed, torch.log(torch.where(listed, mark, ref) / ref), 0.0)
+    parts = [price_zscore(mark, int(config.price_window))]
     feats = market.features.to(device=device, dtype=torch.float32)
-    feats = torch.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0).flatten(1)
-    static_obs = torch.cat([price_obs.to(torch.float32), feats], dim=1).contiguous()
-    return Tables(step=step, static_obs=static_obs)
+    parts.append(torch.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0).flatten(1))
+    if use_calendar(market, config):
+        from finpod.data.calendar import bar_minutes
+
+        if bar_minutes(market.bar) is None:
+            raise FinpodError(
+                f"env.calendar_features needs intraday bars; this market has {market.bar} bars",
+                "remove calendar_features (it is on for intraday bars by default)",
+            )
+        parts.append(calendar_obs(market).to(device))
+    schedule = None
+    if config.has_schedule:
+        execute, flat = decision_schedule(market, config)
+        parts.append((execute & ~flat).float().unsqueeze(1).to(device))
+        schedule = torch.stack([execute, flat], dim=1).to(device=device, dtype=dtype)
+    static_obs = torch.cat(parts, dim=1).contiguous()
+    return Tables(
+        step=step, static_obs=static_obs, schedule=schedule, buy_block=buy_block, delist=delist
+    )
 
 
 def initial_state(start: torch.Tensor, tables: Tables, config: EnvConfig, num_stocks: int) -> State:
@@ -278,25 +487,70 @@ def transition(
     # A NaN action (a diverged policy) trades nothing instead of poisoning the account.
     a = action.to(dtype).clamp(-1.0, 1.0).nan_to_num_(0.0)
 
+    if tables.schedule is not None:
+        sched = tables.schedule.index_select(0, state.t)
+        execute, flat = sched[:, 0:1], sched[:, 1:2]
+    band = float(config.no_trade_band)
+    part = float(config.partial_adjustment)
+    v = state.value.unsqueeze(1)
+
     if config.action_mode == "weights":
         if config.allow_short:
             w = a / a.abs().sum(1, keepdim=True).clamp(min=1.0)
         else:
             w = a.clamp_(min=0.0)
             w = w / w.sum(1, keepdim=True).clamp(min=1.0)
+        if band > 0.0:
+            # Current weights at bar t's close; a ticker trades only when its target lies
+            # outside [current − band, current + band].
+            gap = w - state.position / v.clamp(min=float(config.initial_cash) * VALUE_FLOOR)
+            outside = (gap.abs() > band).to(dtype)
+            if config.band_target == "edge":
+                w = w - gap.clamp_(-band, band)  # target ∓ band: the band's nearest edge
+        if config.flat_at_close:
+            keep = 1.0 - flat
+            w = w * keep
+            if band > 0.0:
+                outside = torch.maximum(outside, flat)
         # Sized with what is known at bar t: value and mark price at t's close. Tickers
         # without a price at t keep their holdings (mask arithmetic instead of where).
         priced = (state.mark > 0).to(dtype)
-        delta = w.mul_(state.value.unsqueeze(1)).div_(state.mark + (1.0 - priced))
+        delta = w.mul_(v).div_(state.mark + (1.0 - priced))
         if config.integer_shares:
             delta.trunc_()
         delta.sub_(state.holdings).mul_(priced)
+        if band > 0.0:
+            delta.mul_(outside)
+        if part < 1.0:
+            delta.mul_(part + (1.0 - part) * flat if config.flat_at_close else part)
+            if config.integer_shares:
+                delta.trunc_()
     else:
         delta = a.mul_(float(config.max_shares))
         if config.integer_shares:
             delta.trunc_()
+        if band > 0.0:
+            # Drop orders whose notional at bar t's mark is within band × account value.
+            small = delta.abs().mul_(state.mark) > band * v
+            delta.mul_(small.to(dtype))
+        if part < 1.0:
+            delta.mul_(part)
+            if config.integer_shares:
+                delta.trunc_()
+        if config.flat_at_close:
+            delta = delta * (1.0 - flat) - state.holdings * flat
+    if tables.schedule is not None:
+        delta.mul_(execute)
+    if tables.buy_block is not None:
+        # Not buyable at the fill bar: an order may sell (or cover a short) but not add to
+        # a long position.
+        block = tables.buy_block.index_select(0, t1)
+        room = state.holdings.neg().clamp(min=0.0)
+        delta = delta - block * (delta - room).clamp(min=0.0)
+    if tables.delist is not None:
+        gone = tables.delist.index_select(0, t1)
+        delta = delta * (1.0 - gone) - state.holdings * gone
     delta.mul_(can_fill)
-
     sell = delta.neg().clamp_(min=0.0)
     if not config.allow_short:
         torch.minimum(sell, state.holdings, out=sell)
@@ -352,6 +606,9 @@ def transition(
         dd1 = 1.0 - value / new_peak
         reward = (value - v0) * (1.0 / init) - config.drawdown_weight * (dd1 - dd0).clamp(min=0.0)
         peak = new_peak
+    turnover = notional / v0.clamp(min=init * VALUE_FLOOR)
+    if config.turnover_penalty > 0.0:
+        reward = reward - float(config.turnover_penalty) * turnover
     reward = (reward * float(config.reward_scale)).float()
 
     new_state = State(
@@ -366,5 +623,4 @@ def transition(
         sharpe_b=sharpe_b,
         peak=peak,
     )
-    turnover = notional / v0.clamp(min=init * VALUE_FLOOR)
     return new_state, StepOut(reward, trade, price, cost, notional, turnover)

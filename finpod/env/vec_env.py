@@ -45,9 +45,16 @@ class VecTradingEnv:
 
     - ``account_value`` (E,), ``cash`` (E,), ``holdings`` (E, N) shares, after the fill,
       marked at the close of the fill bar;
-    - ``trade`` (E, N) executed signed shares, ``fill_price`` (E, N) price before slippage,
+    - ``trade`` (E, N) executed signed shares (including the env's own orders:
+      flat-at-close sells and delisting cash-outs), ``fill_price`` (E, N) price before slippage,
       ``cost`` (E,) dollars, ``notional`` (E,) dollars, ``turnover`` (E,) notional / value
       before the trade; ``bar`` (E,) int64 index of the fill bar in the market.
+
+    Execution controls (``EnvConfig.decision_interval``, ``decision_times``,
+    ``no_trade_band``, ``partial_adjustment``, ``turnover_penalty``, ``flat_at_close``) act
+    inside the step: every call still advances every env by one bar, and an action given on
+    a bar that is not a decision bar is ignored (the observation's ``schedule`` slice says
+    which bars are decision bars), so per-bar values are recorded as before.
 
     All tensors live on ``device``; nothing is copied to the host inside ``step``.
     ``compile=True`` runs the step through ``torch.compile`` (falls back to eager, with a
@@ -88,7 +95,7 @@ class VecTradingEnv:
                 "lower env.episode_length or use None for the whole split",
             )
         self.max_start = num_bars - 1 - self.episode_length
-        self.layout = ObsLayout(market.num_stocks, market.num_features)
+        self.layout = ObsLayout.for_env(market, self.config)
         self.obs_dim = self.layout.obs_dim
         self.action_dim = market.num_stocks
         self.tables: Tables = build_tables(market, self.config, self.device)

@@ -52,3 +52,23 @@ def make_market(
         feature_names=[f"f{k}" for k in range(num_features)],
         tradable=torch.tensor(tradable),
     )
+
+
+def reference_price_z(marks: np.ndarray, t: int, j: int, window: int = 20) -> float:
+    """The ``prices`` observation of ticker j at bar t from its marks (slow, obvious).
+
+    Bars ``lo = max(0, t − W + 1) .. t``: z = (log m_t − mean of log m over the bars with a
+    mark) / (RMS of the 1-bar log returns into those bars, where both marks exist, · √W).
+    """
+    if marks[t, j] <= 0:
+        return 0.0
+    lo = max(0, t - window + 1)
+    logs = [np.log(marks[i, j]) for i in range(lo, t + 1) if marks[i, j] > 0]
+    rets = [
+        np.log(marks[i, j] / marks[i - 1, j])
+        for i in range(max(lo, 1), t + 1)
+        if marks[i, j] > 0 and marks[i - 1, j] > 0
+    ]
+    rms = max(float(np.sqrt(np.mean(np.square(rets)))) if rets else 0.0, 1e-6)
+    z = (np.log(marks[t, j]) - np.mean(logs)) / (rms * np.sqrt(window))
+    return float(np.clip(z, -10.0, 10.0))

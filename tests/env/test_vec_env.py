@@ -11,7 +11,7 @@ import torch
 from finpod.env import EnvConfig, ObsLayout, VecTradingEnv
 from finpod.errors import FinpodError
 
-from .markets import make_market
+from .markets import make_market, reference_price_z
 
 
 def run(env, actions):
@@ -80,7 +80,9 @@ def test_observation_slices_are_what_the_layout_says():
     torch.testing.assert_close(obs[0, layout.holdings].double(), weights, rtol=1e-6, atol=1e-7)
     prices = obs[0, layout.prices]
     assert prices[1] == 0.0  # ticker 1 lists at bar 4: no price yet, not a price of 0
-    assert prices[0].item() == pytest.approx(math.log(close[1, 0] / close[0, 0]), rel=1e-5)
+    # Stationary z-score of the price against its trailing mean, not log(p / first p).
+    want = reference_price_z(close.numpy(), 1, 0)
+    assert prices[0].item() == pytest.approx(want, rel=1e-5)
     torch.testing.assert_close(obs[0, layout.features], market.features[1].flatten())
     assert torch.isfinite(obs).all()
 
@@ -219,7 +221,9 @@ def test_prices_on_non_tradable_bars_are_never_used():
     held = info["holdings"][0].double()
     marked = held[0] * close[2, 0].double() + held[1] * close[3, 1].double()
     assert float(info["account_value"][0]) == pytest.approx(float(info["cash"][0] + marked))
-    want = math.log(close[2, 0] / close[0, 0])
+    marks = close.double().numpy().copy()
+    marks[3, 0] = marks[2, 0]  # the mark carries the last tradable close
+    want = reference_price_z(marks, 3, 0)
     assert obs[0, env.layout.prices][0].item() == pytest.approx(want, rel=1e-4, abs=1e-6)
 
 
