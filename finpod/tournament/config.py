@@ -9,8 +9,11 @@ A strategy file hands the tournament two raw TOML tables::
     pod_steps = 50_000       # env steps one pod trains for (all its learners together)
     epochs = 4               # validation checkpoints (and learner fusions) per pod
     num_learners = 1         # L: learners per pod, fused (averaged) after every epoch
-    cpus_per_pod = 1.0
-    gpus_per_pod = 0.25      # fractional GPUs share one device between pods
+    cpus_per_pod = 1.0       # ≥ num_learners: each learner is a thread with ≥ 1 core
+    gpus_per_pod = 0.25      # fractional GPUs share one device between pods (L = 1);
+                             # with L > 1, gpus_per_pod = L puts each learner on its own GPU
+    inherit_buffer = "auto"  # off-policy children start from their parent's replay buffer:
+                             # true, false, or "auto" (when top_k buffers fit in memory)
 
     [search]
     algorithms = ["ppo", "sac"]
@@ -19,9 +22,21 @@ A strategy file hands the tournament two raw TOML tables::
     horizon = [64, 128, 256]                                  # choice
     ent_coef = 0.0                                            # fixed value
 
+    [search.env]                                              # execution controls
+    no_trade_band = { low = 0.0, high = 0.05 }                # continuous range
+    decision_interval = [1, 5, 15]                            # choice
+    turnover_penalty = { low = 0.0, high = 0.004 }
+
 A fresh pod draws its algorithm uniformly from ``algorithms`` and each ranged or choice
 hyperparameter from its declaration; a child pod keeps its parent's algorithm and
 perturbs only the numeric ranged hyperparameters that may change on a live agent.
+
+``[search.env]`` ranges over fields of :class:`finpod.env.EnvConfig` (the execution
+controls: decision interval, no-trade band, partial adjustment, turnover penalty, …) with
+the same syntax, on top of the strategy's ``[env]`` table. A fresh pod draws them; a child
+inherits its parent's and perturbs them (:meth:`SearchSpace.perturb_env`). The cost model
+(:data:`FIXED_ENV_FIELDS`: cost rate, slippage, fill price, capital) and fields that change
+the observation's size cannot be searched: every pod is scored under the same costs.
 """
 
 from __future__ import annotations
@@ -37,6 +52,21 @@ import numpy as np
 from finpod.errors import FinpodError
 
 MODES = ("async", "generational")
+INHERIT_BUFFER = (True, False, "auto")
+#: Env fields ``[search.env]`` refuses: the cost model and capital every pod must share, so
+#: that scores are comparable, and fields that change the observation's size (a child must
+#: load its parent's networks).
+FIXED_ENV_FIELDS = {
+    "cost_rate": "the cost model must be the same for every pod",
+    "slippage": "the cost model must be the same for every pod",
+    "fill_price": "the cost model (the price orders fill at) must be the same for every pod",
+    "initial_cash": "every pod is scored on the same capital",
+    "calendar_features": "it changes the observation size, so children could not load "
+    "their parent's networks",
+}
+#: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
+#: leaderboard's, kept in the object store for children) may take.
+INHERIT_BUFFER_MEMORY_SHARE = 0.25
 SCORES = ("sharpe", "sortino", "calmar", "return")
 BUDGET_KINDS = ("time", "steps", "pods")
 
@@ -135,6 +165,11 @@ class TournamentConfig:
     """Generational mode: pods per generation; ``None`` = the pool size."""
     max_failures: int = 8
     """Consecutive pod failures (crashes, errors) after which the run stops with an error."""
+    inherit_buffer: bool | str = "auto"
+    """Whether a child of an off-policy parent (SAC, TD3, DDPG) starts from a copy of its
+    parent's replay buffer, passed through the Ray object store: ``true``, ``false``, or
+    ``"auto"`` = only when :func:`inherit_buffer_fits` (``top_k`` buffers at capacity take
+    at most :data:`INHERIT_BUFFER_MEMORY_SHARE` of a node's memory)."""
 
     def validate(self) -> TournamentConfig:
         """Raise :class:`FinpodError` naming the first bad field; return ``self``."""
@@ -170,6 +205,29 @@ class TournamentConfig:
             raise bad("gpus_per_pod", f"must be ≥ 0, got {self.gpus_per_pod}", "e.g. 0.25")
         if self.gpus_per_pod is not None and self.gpus_per_pod > 1 and self.gpus_per_pod % 1:
             raise bad("gpus_per_pod", "above 1 must be a whole number", "e.g. 2 or 0.5")
+        if self.cpus_per_pod < self.num_learners:
+            raise bad(
+                "cpus_per_pod",
+                f"({self.cpus_per_pod:g}) must be ≥ num_learners ({self.num_learners}): "
+                "each learner trains in its own thread",
+                f"set cpus_per_pod = {self.num_learners} or lower num_learners",
+            )
+        gpus = self.gpus_per_pod
+        if gpus is not None and self.num_learners > 1 and 1 < gpus < self.num_learners:
+            raise bad(
+                "gpus_per_pod",
+                f"({gpus:g}) must be ≤ 1 (learners share one GPU) or ≥ num_learners "
+                f"({self.num_learners}, one GPU per learner)",
+                f"set gpus_per_pod = {self.num_learners}",
+            )
+        if self.inherit_buffer not in INHERIT_BUFFER or (
+            isinstance(self.inherit_buffer, int) and not isinstance(self.inherit_buffer, bool)
+        ):
+            raise bad(
+                "inherit_buffer",
+                f'must be true, false or "auto", got {self.inherit_buffer!r}',
+                'e.g. inherit_buffer = "auto"',
+            )
         if self.pod_seconds is not None and not self.pod_seconds > 0:
             raise bad("pod_seconds", f"must be > 0, got {self.pod_seconds}", "e.g. 120")
         for name in ("epsilon", "keep_fraction"):
@@ -215,6 +273,8 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise FinpodError(f"tournament.{key} must be a number, got {value!r}", "e.g. 0.5")
             values[key] = float(value)
+        elif key == "inherit_buffer":
+            values[key] = value
         elif key in ("mode", "score"):
             if not isinstance(value, str):
                 raise FinpodError(
@@ -226,6 +286,25 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
                 raise FinpodError(f"tournament.{key} must be an integer, got {value!r}", "e.g. 4")
             values[key] = value
     return TournamentConfig(**values).validate()
+
+
+def inherit_buffer_fits(
+    setting: bool | str, buffer_bytes: int, top_k: int, memory_bytes: int | None = None
+) -> bool:
+    """Whether pods pass their replay buffers to their children under ``setting``.
+
+    ``True``/``False`` decide; ``"auto"`` inherits when the leaderboard's ``top_k`` buffers
+    of ``buffer_bytes`` each (what the driver keeps in the object store for children)
+    take at most :data:`INHERIT_BUFFER_MEMORY_SHARE` of ``memory_bytes`` (default: this
+    node's total RAM).
+    """
+    if isinstance(setting, bool):
+        return setting
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = int(psutil.virtual_memory().total)
+    return top_k * int(buffer_bytes) <= INHERIT_BUFFER_MEMORY_SHARE * memory_bytes
 
 
 def parse_pods(value: str | int | None) -> int | None:
@@ -286,6 +365,32 @@ class ParamSpec:
             return value
         return self._clip(float(value) * factor)
 
+    def perturb_env(self, value: Any, scale: float, rng: np.random.Generator) -> Any:
+        """A child's value of an execution control (see :meth:`SearchSpace.perturb_env`)."""
+        if self.kind in ("float", "int"):
+            assert self.low is not None and self.high is not None
+            if self.log:
+                bound = math.log1p(scale)
+                factor = math.exp(rng.uniform(-bound, bound)) if bound > 0 else 1.0
+                return self._clip(float(value) * factor)
+            step = 0.5 * scale * (self.high - self.low)
+            return self._clip(float(value) + rng.uniform(-step, step))
+        if (
+            self.kind == "choice"
+            and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in self.choices)
+            and rng.random() < scale / (1.0 + scale)
+        ):
+            return self.sample(rng)
+        return value
+
+    def to_dict(self) -> Any:
+        """The declaration as written in a strategy table."""
+        if self.kind == "fixed":
+            return self.value
+        if self.kind == "choice":
+            return list(self.choices)
+        return {"low": self.low, "high": self.high, "log": self.log}
+
     def _clip(self, x: float) -> Any:
         assert self.low is not None and self.high is not None
         x = min(max(x, self.low), self.high)
@@ -305,6 +410,8 @@ class AlgorithmSpace:
     """Declared ranges, choices and fixed values."""
     frozen: tuple[str, ...] = ()
     """Fields that fix network or storage shapes: drawn for fresh pods, never perturbed."""
+    off_policy: bool = False
+    """The agent keeps a replay buffer (its children may inherit it)."""
 
     def sample(self, rng: np.random.Generator) -> dict[str, Any]:
         """Hyperparameters of a fresh pod."""
@@ -332,6 +439,8 @@ class SearchSpace:
 
     algorithms: dict[str, AlgorithmSpace]
     """Algorithm name → its space, in declaration order."""
+    env: tuple[ParamSpec, ...] = ()
+    """``[search.env]``: declared ranges, choices and fixed values of env fields."""
 
     def sample(self, rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
         """(algorithm, hyperparameters) of a fresh pod: algorithm drawn uniformly."""
@@ -339,19 +448,43 @@ class SearchSpace:
         algo = names[int(rng.integers(len(names)))]
         return algo, self.algorithms[algo].sample(rng)
 
+    def sample_env(self, rng: np.random.Generator) -> dict[str, Any]:
+        """A fresh pod's execution controls: ``{field: value}`` for every ``[search.env]``
+        declaration, to apply over the strategy's ``[env]`` table (``{}`` without one)."""
+        return {spec.name: spec.sample(rng) for spec in self.env}
+
+    def perturb_env(
+        self, env: dict[str, Any], scale: float, rng: np.random.Generator
+    ) -> dict[str, Any]:
+        """A child's execution controls from its parent's ``env`` (same keys).
+
+        - a range with ``log = true``: times a log-uniform factor in
+          [1 / (1 + scale), 1 + scale], like hyperparameters;
+        - a linear range: plus a uniform step in ±scale/2 × (high − low), so a control that
+          starts at 0 (a band, a penalty) can move;
+        - both clipped to the range; integer ranges stay integers;
+        - a choice among numbers: kept, or re-drawn with probability scale / (1 + scale);
+          other choices (text, true/false, lists) are kept;
+        - a fixed value: kept.
+
+        A declared field missing from ``env`` (a parent from before it was declared) is
+        drawn fresh.
+        """
+        out = dict(env)
+        for spec in self.env:
+            if spec.name in out:
+                out[spec.name] = spec.perturb_env(out[spec.name], scale, rng)
+            else:
+                out[spec.name] = spec.sample(rng)
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """The ``[search]`` table this space was built from, resolved."""
         out: dict[str, Any] = {"algorithms": list(self.algorithms)}
         for name, space in self.algorithms.items():
-            table: dict[str, Any] = {}
-            for spec in space.params:
-                if spec.kind == "fixed":
-                    table[spec.name] = spec.value
-                elif spec.kind == "choice":
-                    table[spec.name] = list(spec.choices)
-                else:
-                    table[spec.name] = {"low": spec.low, "high": spec.high, "log": spec.log}
-            out[name] = table
+            out[name] = {spec.name: spec.to_dict() for spec in space.params}
+        if self.env:
+            out["env"] = {spec.name: spec.to_dict() for spec in self.env}
         return out
 
 
@@ -360,6 +493,7 @@ def parse_search(
     agent_algorithm: str,
     agent_hparams: dict[str, Any] | None = None,
     registry: dict[str, tuple[type, type]] | None = None,
+    env_base: dict[str, Any] | None = None,
 ) -> SearchSpace:
     """Validate a strategy's raw ``[search]`` table into a :class:`SearchSpace`.
 
@@ -367,11 +501,14 @@ def parse_search(
     are the whole space when ``[search]`` is absent, and the base of that algorithm's pods
     otherwise. ``registry`` maps algorithm → (hyperparameter dataclass, agent class)
     (default :data:`finpod.agents.ALGORITHMS`); names and values are checked against it.
+    ``env_base`` is the strategy's ``[env]`` table: ``[search.env]`` values are checked by
+    building an ``EnvConfig`` over it at every range end and choice.
     """
     if registry is None:
         from finpod.agents import ALGORITHMS as registry  # noqa: N811
     raw = dict(raw or {})
     listed = raw.pop("algorithms", None)
+    env_specs = parse_search_env(raw.pop("env", None), env_base)
     for key, value in raw.items():
         if not isinstance(value, dict):
             raise FinpodError(
@@ -406,7 +543,7 @@ def parse_search(
         base = dict(agent_hparams or {}) if name == agent_algorithm else {}
         sequences = _sequence_fields(params_cls)
         specs = tuple(
-            _parse_param(name, key, value, fields, key in sequences)
+            _parse_param(name, key, value, fields, key in sequences, _int_fields(params_cls))
             for key, value in raw.get(name, {}).items()
         )
         space = AlgorithmSpace(
@@ -414,10 +551,90 @@ def parse_search(
             base=base,
             params=specs,
             frozen=tuple(getattr(agent_cls, "frozen_fields", ())),
+            off_policy=is_off_policy(agent_cls),
         )
         _check_buildable(space, params_cls, name)
         spaces[name] = space
-    return SearchSpace(spaces)
+    return SearchSpace(spaces, env=env_specs)
+
+
+def is_off_policy(agent_cls: type) -> bool:
+    """Whether ``agent_cls`` is a replay-buffer agent."""
+    from finpod.agents.offpolicy import OffPolicyAgent
+
+    return isinstance(agent_cls, type) and issubclass(agent_cls, OffPolicyAgent)
+
+
+def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[ParamSpec, ...]:
+    """Validate ``[search.env]``: each key a field of ``EnvConfig`` (read from the class,
+    so new execution controls are searchable as soon as they exist), none of
+    :data:`FIXED_ENV_FIELDS`, each value a ``{low, high, log}`` range, a list of choices or
+    a fixed value that builds a valid ``EnvConfig`` over ``env_base``."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise FinpodError(
+            f"search.env must be a table of env ranges, got {raw!r}",
+            "write [search.env] with lines like no_trade_band = { low = 0.0, high = 0.05 }",
+        )
+    from finpod.env import EnvConfig
+
+    fields = {f.name for f in dataclasses.fields(EnvConfig)}
+    for key in raw:
+        if key in FIXED_ENV_FIELDS:
+            raise FinpodError(
+                f"search.env.{key} cannot be searched: {FIXED_ENV_FIELDS[key]}",
+                f"set {key} once in the strategy's [env] table",
+            )
+    sequences = _sequence_fields(EnvConfig)
+    specs = tuple(
+        _parse_param(
+            "env",
+            key,
+            value,
+            fields - set(FIXED_ENV_FIELDS),
+            key in sequences,
+            _int_fields(EnvConfig),
+        )
+        for key, value in raw.items()
+    )
+    base = dict(env_base or {})
+    for spec in specs:
+        options = (
+            [spec.value]
+            if spec.kind == "fixed"
+            else list(spec.choices)
+            if spec.kind == "choice"
+            else [spec._clip(spec.low), spec._clip(spec.high)]
+        )
+        for option in options:
+            try:
+                EnvConfig.from_dict({**base, spec.name: option})
+            except (TypeError, ValueError) as err:
+                raise FinpodError(
+                    f"search.env.{spec.name} = {option!r} is not a valid env setting: {err}",
+                    "fix the range or choices",
+                ) from err
+    return specs
+
+
+def _int_fields(params_cls: type) -> set[str] | None:
+    """Fields typed ``int`` (or ``int | None``): their ranges draw integers, whatever the
+    bounds are written as; ``None`` when the class has no type hints to read."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(params_cls)
+    except Exception:  # noqa: BLE001 - unresolvable hints: fall back to the bounds' types
+        return None
+    import types
+
+    def is_int(hint: Any) -> bool:
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            return {a for a in typing.get_args(hint) if a is not type(None)} == {int}
+        return hint is int
+
+    return {name for name, hint in hints.items() if is_int(hint)}
 
 
 def _sequence_fields(params_cls: type) -> set[str]:
@@ -434,7 +651,12 @@ def _sequence_fields(params_cls: type) -> set[str]:
 
 
 def _parse_param(
-    algo: str, key: str, value: Any, fields: set[str], sequence: bool = False
+    algo: str,
+    key: str,
+    value: Any,
+    fields: set[str],
+    sequence: bool = False,
+    int_fields: set[str] | None = None,
 ) -> ParamSpec:
     """One declaration: ``{low, high, log}`` range, list of choices, or a fixed value.
 
@@ -443,9 +665,8 @@ def _parse_param(
     """
     where = f"search.{algo}.{key}"
     if key not in fields:
-        raise FinpodError(
-            f"unknown hyperparameter {where!r}", f"valid keys: {', '.join(sorted(fields))}"
-        )
+        what = "env setting" if algo == "env" else "hyperparameter"
+        raise FinpodError(f"unknown {what} {where!r}", f"valid keys: {', '.join(sorted(fields))}")
     if isinstance(value, dict):
         unknown = sorted(set(value) - {"low", "high", "log"})
         if unknown:
@@ -468,7 +689,11 @@ def _parse_param(
             raise FinpodError(
                 f"{where} is log-scaled but low {low} ≤ 0", "use a positive low bound"
             )
-        kind = "int" if isinstance(low, int) and isinstance(high, int) else "float"
+        if int_fields is not None:
+            # The field's declared type decides: {low = 0, high = 1} of a float is a float.
+            kind = "int" if key in int_fields else "float"
+        else:
+            kind = "int" if isinstance(low, int) and isinstance(high, int) else "float"
         return ParamSpec(key, kind, low=float(low), high=float(high), log=log)
     if sequence and isinstance(value, list) and not any(isinstance(v, list) for v in value):
         return ParamSpec(key, "fixed", value=value)

@@ -1,27 +1,85 @@
-"""Model fusion: average several learners' state dicts into one agent.
+"""Model fusion: average several learners' state dicts into one agent, across devices.
 
 The learners of a pod start an epoch from the same state, train on separate shards, and at
 the epoch's end their parameters *and optimizer moments* are averaged (Podracer's
 "learner fusion"), instead of synchronising gradients every step.
+
+With ``gpus_per_pod = L`` each of the L learners runs on its own GPU
+(:func:`learner_devices`); the mean is taken on the first learner's device and each
+learner loads it back onto its own device (:func:`fuse_learners`). The learners run side
+by side in threads of one process, so torch's intra-op pool is split between them
+(:func:`threads_per_learner`).
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from finpod.errors import FinpodError
 
 
-def fuse_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+def learner_devices(
+    num_learners: int, gpu_ids: Sequence[int] | None, base: torch.device | str
+) -> list[torch.device]:
+    """The device of each of a pod's ``num_learners`` learners.
+
+    Args:
+        num_learners: L ≥ 1.
+        gpu_ids: the GPU ids Ray assigned to the pod's actor (``ray.get_gpu_ids()``), or
+            ``None``/empty outside Ray or without GPUs.
+        base: the pod's device (``cpu``, ``cuda`` or ``cuda:K``).
+
+    Returns:
+        ``L`` devices. On a CPU ``base``, or with no GPU ids, every learner uses ``base``.
+        On CUDA with ``g`` ids, learner ``i`` uses the ``(i mod g)``-th of them: L learners
+        on L GPUs when ``g ≥ L``, several learners sharing a GPU when ``g < L`` (a
+        fractional ``gpus_per_pod`` gives one id, so all learners share it). Ray sets
+        ``CUDA_VISIBLE_DEVICES`` to the assigned GPUs, so an id is mapped to its position
+        in that list (the ordinal torch sees); without it the id is the ordinal.
+    """
+    if num_learners < 1:
+        raise ValueError(f"num_learners must be ≥ 1, got {num_learners}")
+    base = torch.device(base)
+    if base.type != "cuda" or not gpu_ids:
+        return [base] * num_learners
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
+    ordinals = []
+    for gpu in gpu_ids:
+        text = str(gpu)
+        ordinals.append(visible.index(text) if text in visible else int(gpu))
+    return [torch.device("cuda", ordinals[i % len(ordinals)]) for i in range(num_learners)]
+
+
+def threads_per_learner(cpus_per_pod: float, num_learners: int) -> int:
+    """Torch intra-op threads for one learner: the pod's whole CPUs split between its L
+    learners (at least 1).
+
+    The L learners run as threads of one process and ``torch.set_num_threads`` is
+    process-wide; setting it to this value keeps the pod at about ``cpus_per_pod`` busy
+    cores instead of ``L × cpus_per_pod``.
+    """
+    if num_learners < 1:
+        raise ValueError(f"num_learners must be ≥ 1, got {num_learners}")
+    return max(1, math.floor(float(cpus_per_pod) / num_learners))
+
+
+def fuse_state_dicts(
+    state_dicts: Sequence[dict[str, torch.Tensor]], device: torch.device | str | None = None
+) -> dict[str, torch.Tensor]:
     """Element-wise mean of every floating tensor; other tensors from the first learner.
 
     Floating tensors are network weights, Adam's ``exp_avg``/``exp_avg_sq`` and ``step``;
     the mean is taken in float64 and cast back, so it does not depend on the learners'
     order beyond rounding. Integer counters and RNG states are not averageable and are
     taken from ``state_dicts[0]`` (the caller fixes counters it wants summed). All dicts
-    must have the same keys, shapes and dtypes.
+    must have the same keys, shapes and dtypes; their tensors may live on different
+    devices. The result lives on ``device`` (default: where ``state_dicts[0]``'s tensors
+    are).
     """
     if not state_dicts:
         raise ValueError("nothing to fuse")
@@ -41,11 +99,36 @@ def fuse_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str
                 f"learners disagree on the shape or dtype of {key!r}",
                 "fuse only learners of one algorithm and architecture",
             )
+        where = torch.device(device) if device is not None else ref.device
         if ref.is_floating_point():
-            acc = torch.zeros(ref.shape, dtype=torch.float64, device=ref.device)
+            acc = torch.zeros(ref.shape, dtype=torch.float64, device=where)
             for t in tensors:
-                acc += t.to(ref.device, torch.float64)
+                acc += t.to(where, torch.float64)
             fused[key] = (acc / len(tensors)).to(ref.dtype)
         else:
-            fused[key] = ref.clone()
+            fused[key] = ref.to(where).clone()
     return fused
+
+
+def fuse_learners(learners: Sequence[Any]) -> list[dict[str, torch.Tensor]]:
+    """Fuse a pod's learners in place; returns their state dicts from just before.
+
+    Every learner then holds the mean of the learners' weights and optimizer moments, on
+    its own device (``learner.load_state_dict`` moves each tensor to ``learner.device``),
+    and keeps its replay buffer. Counters add up, since the fused agent has learned from
+    every learner's transitions: the learners start an epoch with equal counters (the
+    minimum over them), and the fused ``env_steps`` / ``updates`` are that start plus
+    every learner's gain.
+    """
+    sds = [learner.state_dict() for learner in learners]
+    if len(learners) == 1:
+        return sds
+    fused = fuse_state_dicts(sds, device=learners[0].device)
+    for key in ("counter.env_steps", "counter.updates"):
+        if key in fused:
+            values = [int(sd[key]) for sd in sds]
+            start = min(values)
+            fused[key] = torch.tensor(start + sum(v - start for v in values), dtype=torch.int64)
+    for learner in learners:
+        learner.load_state_dict(fused)
+    return sds

@@ -2,6 +2,11 @@
 
 Every draw for pod ``i`` uses ``numpy.random.default_rng([seed, i])``, so a run and its
 resumed continuation generate the same pods for the same leaderboard.
+
+A pod is "which agent with which settings": its algorithm, hyperparameters and, with a
+``[search.env]`` table, its execution controls (``PodSpec.env``), drawn for a fresh pod,
+inherited and perturbed by a child. A child of an off-policy parent may also start from
+the parent's replay buffer (``tournament.inherit_buffer``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,19 @@ class PodSpec:
     """Ancestors' pod ids, oldest first."""
     base_history: list[dict[str, float]] = field(default_factory=list)
     """The parent's validation history, continued by this pod."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """Env settings of this pod over the run's ``[env]`` table: its searched execution
+    controls (``[search.env]``), used for training *and* validation scoring (and recorded
+    for the backtest). ``{}`` = the run's env as is. Never holds cost-model fields."""
+    inherit_buffer: bool = False
+    """Start from the parent's replay buffer (``OffPolicyAgent.import_buffer``) when the
+    orchestrator has it; set for children of off-policy parents unless
+    ``tournament.inherit_buffer = false``."""
+    export_buffer: bool | str = False
+    """Send the replay buffer back with the result (``OffPolicyAgent.export_buffer``), for
+    this pod's children: ``True``, ``False`` or ``"auto"`` (only when
+    :func:`~finpod.tournament.config.inherit_buffer_fits` for the agent's
+    ``buffer_nbytes()`` and the run's ``top_k``). Set for off-policy pods."""
 
 
 def pod_id(index: int) -> str:
@@ -81,7 +99,8 @@ class Generator:
         """A pod whose algorithm and hyperparameters are drawn from the search space."""
         rng = rng if rng is not None else self.rng(index)
         algorithm, hparams = self.space.sample(rng)
-        return self._spec(index, algorithm, hparams, rng, steps)
+        env = self.space.sample_env(rng)
+        return self._spec(index, algorithm, hparams, rng, steps, env)
 
     def child(
         self,
@@ -91,18 +110,39 @@ class Generator:
         steps: int | None = None,
         perturb: bool = True,
     ) -> PodSpec:
-        """A pod continuing ``parent``: same algorithm, weights and optimizer state, its
-        hyperparameters perturbed within their declared ranges (unless ``perturb`` is False)."""
+        """A pod continuing ``parent``: same algorithm, weights and optimizer state (and
+        replay buffer, see :attr:`PodSpec.inherit_buffer`), its hyperparameters and
+        execution controls perturbed within their declared ranges (unless ``perturb`` is
+        False). The parent's execution controls are read from ``parent.env`` (absent on
+        entries from before ``[search.env]``: drawn fresh)."""
         rng = rng if rng is not None else self.rng(index)
         hparams = dict(parent.hparams)
         space = self.space.algorithms.get(parent.algorithm)
         if perturb and space is not None:
             hparams = space.perturb(hparams, self.config.perturb, rng)
-        spec = self._spec(index, parent.algorithm, hparams, rng, steps)
+        env = dict(getattr(parent, "env", None) or {})
+        if perturb:
+            env = self.space.perturb_env(env, self.config.perturb, rng)
+        else:
+            env = {**self.space.sample_env(rng), **env} if self.space.env else env
+        spec = self._spec(index, parent.algorithm, hparams, rng, steps, env)
         spec.parent = parent.pod_id
         spec.lineage = [*parent.lineage, parent.pod_id]
         spec.base_history = [dict(h) for h in parent.history]
+        spec.inherit_buffer = self.config.inherit_buffer is not False and self._off_policy(
+            parent.algorithm
+        )
         return spec
+
+    def _off_policy(self, algorithm: str) -> bool:
+        """Whether pods of ``algorithm`` keep a replay buffer."""
+        space = self.space.algorithms.get(algorithm)
+        if space is not None:
+            return space.off_policy
+        from finpod.agents import ALGORITHMS
+        from finpod.tournament.config import is_off_policy
+
+        return algorithm in ALGORITHMS and is_off_policy(ALGORITHMS[algorithm][1])
 
     def _spec(
         self,
@@ -111,7 +151,9 @@ class Generator:
         hparams: dict[str, Any],
         rng: np.random.Generator,
         steps: int | None,
+        env: dict[str, Any] | None = None,
     ) -> PodSpec:
+        export = self.config.inherit_buffer if self._off_policy(algorithm) else False
         return PodSpec(
             pod_id=pod_id(index),
             algorithm=algorithm,
@@ -123,4 +165,6 @@ class Generator:
             num_learners=self.config.num_learners,
             score_name=self.config.score,
             max_seconds=self.config.pod_seconds,
+            env=dict(env or {}),
+            export_buffer=export,
         )
