@@ -110,25 +110,26 @@ def fuse_state_dicts(
     return fused
 
 
-def fuse_learners(learners: Sequence[Any]) -> list[dict[str, torch.Tensor]]:
+def fuse_learners(
+    learners: Sequence[Any], *, start_env_steps: int, start_updates: int
+) -> list[dict[str, torch.Tensor]]:
     """Fuse a pod's learners in place; returns their state dicts from just before.
 
     Every learner then holds the mean of the learners' weights and optimizer moments, on
     its own device (``learner.load_state_dict`` moves each tensor to ``learner.device``),
     and keeps its replay buffer. Counters add up, since the fused agent has learned from
-    every learner's transitions: the learners start an epoch with equal counters (the
-    minimum over them), and the fused ``env_steps`` / ``updates`` are that start plus
-    every learner's gain.
+    every learner's transitions: ``start_env_steps`` / ``start_updates`` are the counters
+    the learners shared at the start of the epoch, and the fused counters are that start
+    plus every learner's gain.
     """
     sds = [learner.state_dict() for learner in learners]
     if len(learners) == 1:
         return sds
     fused = fuse_state_dicts(sds, device=learners[0].device)
-    for key in ("counter.env_steps", "counter.updates"):
+    for key, start in (("counter.env_steps", start_env_steps), ("counter.updates", start_updates)):
         if key in fused:
-            values = [int(sd[key]) for sd in sds]
-            start = min(values)
-            fused[key] = torch.tensor(start + sum(v - start for v in values), dtype=torch.int64)
+            gained = sum(int(sd[key]) - int(start) for sd in sds)
+            fused[key] = torch.tensor(int(start) + gained, dtype=torch.int64)
     for learner in learners:
         learner.load_state_dict(fused)
     return sds

@@ -236,3 +236,202 @@ def test_the_example_tournament_strategy_resolves_with_several_algorithms():
     assert list(algo_space.base["actor_hidden"]) == [128, 64]
     rng = np.random.default_rng(0)
     assert all(5e-5 <= algo_space.sample(rng)["learning_rate"] <= 1e-3 for _ in range(20))
+
+
+# ----- [search.env]: execution controls ------------------------------------------------------
+
+RAW_ENV = {
+    "no_trade_band": {"low": 0.0, "high": 0.05},
+    "decision_interval": [1, 5, 15],
+    "turnover_penalty": {"low": 0, "high": 1},
+    "band_target": ["edge", "target"],
+    "partial_adjustment": 0.5,
+}
+
+
+def _env_space(raw_env=None):
+    raw = {**RAW_SEARCH, "env": RAW_ENV if raw_env is None else raw_env}
+    return parse_search(raw, "fast", registry=REGISTRY, env_base={"episode_length": 40})
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_fresh_pods_draw_execution_controls_in_their_declared_ranges(seed):
+    env = _env_space().sample_env(np.random.default_rng(seed))
+    assert set(env) == set(RAW_ENV)
+    assert 0.0 <= env["no_trade_band"] <= 0.05
+    assert env["decision_interval"] in (1, 5, 15) and type(env["decision_interval"]) is int
+    # Integer bounds on a float field still draw floats (the field's type decides).
+    assert isinstance(env["turnover_penalty"], float) and 0.0 <= env["turnover_penalty"] <= 1.0
+    assert env["band_target"] in ("edge", "target") and env["partial_adjustment"] == 0.5
+
+
+def test_an_integer_env_range_draws_integers():
+    space = _env_space({"decision_interval": {"low": 1, "high": 30}})
+    rng = np.random.default_rng(0)
+    values = [space.sample_env(rng)["decision_interval"] for _ in range(50)]
+    assert all(type(v) is int and 1 <= v <= 30 for v in values)
+    child = [
+        space.perturb_env({"decision_interval": 7}, 0.5, rng)["decision_interval"]
+        for _ in range(50)
+    ]
+    assert all(type(v) is int and 1 <= v <= 30 for v in child) and len(set(child)) > 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(0.01, 2.0))
+def test_children_perturb_controls_within_ranges_and_keep_text_choices(seed, scale):
+    space = _env_space()
+    parent = {
+        "no_trade_band": 0.0,
+        "decision_interval": 5,
+        "turnover_penalty": 0.5,
+        "band_target": "target",
+        "partial_adjustment": 0.5,
+    }
+    child = space.perturb_env(parent, scale, np.random.default_rng(seed))
+    assert 0.0 <= child["no_trade_band"] <= 0.05
+    # A linear range moves by at most scale/2 of its width (so a band at 0 can grow).
+    assert abs(child["turnover_penalty"] - 0.5) <= 0.5 * scale * 1.0 + 1e-12
+    assert child["decision_interval"] in (1, 5, 15)
+    assert child["band_target"] == "target" and child["partial_adjustment"] == 0.5
+
+
+def test_a_band_at_zero_moves_in_children_and_numeric_choices_are_sometimes_redrawn():
+    space = _env_space()
+    rng = np.random.default_rng(1)
+    parent = {**space.sample_env(rng), "no_trade_band": 0.0, "decision_interval": 5}
+    children = [space.perturb_env(parent, 0.25, rng) for _ in range(200)]
+    assert max(c["no_trade_band"] for c in children) > 0.0
+    kept = sum(c["decision_interval"] == 5 for c in children)
+    assert 100 < kept < 200  # mostly kept (p = 0.8 + 0.2/3), sometimes re-drawn
+
+
+@pytest.mark.parametrize("field", ["cost_rate", "slippage", "fill_price", "initial_cash"])
+def test_the_cost_model_cannot_be_searched(field):
+    with pytest.raises(FinpodError, match=f"search.env.{field} cannot be searched"):
+        _env_space({field: {"low": 0.0, "high": 0.01} if field != "fill_price" else ["open"]})
+
+
+@pytest.mark.parametrize(
+    ("raw_env", "match"),
+    [
+        ({"no_trade_bnd": [0.0, 0.01]}, "unknown env setting 'search.env.no_trade_bnd'"),
+        ({"no_trade_band": {"low": 0.0, "high": 1.5}}, "no_trade_band"),
+        ({"decision_interval": [0, 5]}, "decision_interval"),
+        ({"band_target": ["edge", "middle"]}, "band_target"),
+    ],
+)
+def test_bad_env_search_values_fail_when_the_strategy_is_read(raw_env, match):
+    with pytest.raises(FinpodError, match=match):
+        _env_space(raw_env)
+
+
+def test_every_env_field_but_the_cost_model_is_searchable():
+    """The searchable keys come from EnvConfig itself: a new control is searchable at once."""
+    import dataclasses
+
+    from finpod.env import EnvConfig
+    from finpod.tournament.config import FIXED_ENV_FIELDS
+
+    defaults = EnvConfig().to_dict()
+    for f in dataclasses.fields(EnvConfig):
+        if f.name in FIXED_ENV_FIELDS:
+            continue
+        value = defaults[f.name]
+        raw = {f.name: [[]] if isinstance(value, list) else value}
+        assert [s.name for s in _env_space(raw).env] == [f.name]
+
+
+def test_generator_gives_fresh_pods_drawn_controls_and_children_their_parents_perturbed(tmp_path):
+    space = _env_space()
+    cfg = TournamentConfig(fresh_pods=1, epsilon=0.0, perturb=0.5)
+    gen = Generator(space, cfg, seed=3, num_envs=4)
+    fresh = gen.fresh(0)
+    assert set(fresh.env) == set(RAW_ENV)
+    board = Leaderboard(tmp_path, 5)
+    entry = Entry("p00000", "slow", {"tau": 0.01, "lr": 1e-3}, 1.0, checkpoint_name("p00000"))
+    entry.env = dict(fresh.env)  # what the leaderboard records for the pod
+    board.record(entry, b"")
+    children = [gen.next(board, i) for i in range(1, 40)]
+    assert all(c.parent == "p00000" for c in children)
+    assert all(c.env["band_target"] == fresh.env["band_target"] for c in children)
+    assert len({c.env["no_trade_band"] for c in children}) > 1
+    assert all(0.0 <= c.env["no_trade_band"] <= 0.05 for c in children)
+
+
+def test_without_search_env_pods_carry_no_env_and_draws_are_unchanged(tmp_path):
+    gen = Generator(_space(), TournamentConfig(fresh_pods=1, epsilon=0.0), seed=5, num_envs=4)
+    specs = [gen.fresh(i) for i in range(5)]
+    assert all(s.env == {} for s in specs)
+    # The seed stream does not depend on [search.env] being absent or empty.
+    gen_empty = Generator(_env_space({}), TournamentConfig(), seed=5, num_envs=4)
+    assert [s.seed for s in specs] == [gen_empty.fresh(i).seed for i in range(5)]
+
+
+def test_the_resolved_search_table_reads_back_with_its_env_ranges():
+    space = _env_space()
+    table = space.to_dict()
+    assert table["env"]["decision_interval"] == [1, 5, 15]
+    again = parse_search(table, "fast", registry=REGISTRY)
+    assert again.to_dict() == table
+
+
+# ----- buffer inheritance and multi-learner knobs ------------------------------------------------
+
+
+def test_inherit_buffer_is_parsed_and_validated():
+    assert parse_tournament({}).inherit_buffer == "auto"
+    assert parse_tournament({"inherit_buffer": False}).inherit_buffer is False
+    assert parse_tournament({"inherit_buffer": True}).inherit_buffer is True
+    for bad in ("sometimes", 1, 0.5):
+        with pytest.raises(FinpodError, match="tournament.inherit_buffer"):
+            parse_tournament({"inherit_buffer": bad})
+
+
+def test_auto_inheritance_follows_the_memory_rule():
+    from finpod.tournament.config import INHERIT_BUFFER_MEMORY_SHARE, inherit_buffer_fits
+
+    mem = 64 * 2**30
+    limit = int(INHERIT_BUFFER_MEMORY_SHARE * mem / 10)
+    assert inherit_buffer_fits("auto", limit, top_k=10, memory_bytes=mem)
+    assert not inherit_buffer_fits("auto", limit + 1, top_k=10, memory_bytes=mem)
+    assert inherit_buffer_fits(True, 10**15, top_k=10, memory_bytes=mem)
+    assert not inherit_buffer_fits(False, 1, top_k=10, memory_bytes=mem)
+
+
+def test_cpus_per_pod_must_cover_the_learners():
+    with pytest.raises(FinpodError, match=r"cpus_per_pod \(1\) must be ≥ num_learners \(2\)"):
+        parse_tournament({"num_learners": 2, "cpus_per_pod": 1})
+    assert parse_tournament({"num_learners": 2, "cpus_per_pod": 2}).num_learners == 2
+
+
+def test_fractional_gpus_are_shared_and_several_learners_get_one_gpu_each():
+    # One learner on a quarter GPU: four pods share a device.
+    assert parse_tournament({"gpus_per_pod": 0.25}).gpus_per_pod == 0.25
+    # Several learners sharing one (fraction of a) GPU, or one GPU each.
+    assert parse_tournament({"num_learners": 2, "cpus_per_pod": 2, "gpus_per_pod": 0.5})
+    assert parse_tournament({"num_learners": 4, "cpus_per_pod": 4, "gpus_per_pod": 4})
+    with pytest.raises(FinpodError, match="gpus_per_pod"):
+        parse_tournament({"num_learners": 4, "cpus_per_pod": 4, "gpus_per_pod": 2})
+
+
+def test_children_of_off_policy_parents_inherit_buffers_unless_switched_off(tmp_path):
+    from finpod.agents import ALGORITHMS
+
+    raw = {"algorithms": ["sac", "ppo"]}
+    space = parse_search(raw, "ppo")
+    board = Leaderboard(tmp_path, 5)
+    board.record(Entry("p00000", "sac", {}, 1.0, checkpoint_name("p00000")), b"")
+    board.record(Entry("p00001", "ppo", {}, 0.5, checkpoint_name("p00001")), b"")
+    assert "sac" in ALGORITHMS
+    for setting, inherits in ((True, True), ("auto", True), (False, False)):
+        gen = Generator(
+            space, TournamentConfig(fresh_pods=1, epsilon=0.0, inherit_buffer=setting), 1, 4
+        )
+        specs = [gen.next(board, i) for i in range(30)]
+        sac = [s for s in specs if s.algorithm == "sac"]
+        ppo = [s for s in specs if s.algorithm == "ppo"]
+        assert sac and ppo
+        assert all(s.inherit_buffer is inherits and s.export_buffer == setting for s in sac)
+        assert all(not s.inherit_buffer and s.export_buffer is False for s in ppo)
