@@ -3,7 +3,10 @@
 ``train`` runs ``agent.learn`` in segments of ``eval_every`` env steps. After each
 segment it scores the agent with ``eval_fn`` (on the validation split for trading), logs
 training statistics and the score to ``metrics.csv``, saves ``checkpoints/last.safetensors``
-and, when the score improved, the best-on-validation checkpoint. Each segment starts
+and, when the score improved, the best-on-validation checkpoint. Every checkpoint scored
+is a candidate of that best-on-validation selection: when ``eval_fn`` also gives its
+per-bar validation returns, they are appended to the run's candidate record
+(:mod:`finpod.candidates`) for the Deflated Sharpe and the PBO. Each segment starts
 from an env reset seeded by the agent's own generator, so a run restored from
 ``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
 """
@@ -19,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from finpod.agents.checkpoint import save_checkpoint
 from finpod.atomic import atomic_write, atomic_write_text
+from finpod.candidates import load_candidates, record_candidate
 
 #: Columns of ``metrics.csv`` (the run-directory contract).
 METRIC_COLUMNS = ("pod_id", "env_steps", "wall_s", "split", "metric", "value")
@@ -38,6 +44,9 @@ class TrainResult:
         history: ``[{"env_steps", "score"}]`` one per evaluation.
         segments: ``[{"env_steps", **train stats}]`` one per segment (losses etc.).
         metrics: rows of ``metrics.csv`` as dicts.
+        candidates_evaluated: checkpoints the best-on-validation selection chose among
+            (every validation evaluation of the run, a resumed run's earlier ones included);
+            the N of the Deflated Sharpe.
     """
 
     best_score: float = -math.inf
@@ -47,6 +56,16 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     segments: list[dict[str, float]] = field(default_factory=list)
     metrics: list[dict[str, Any]] = field(default_factory=list)
+    candidates_evaluated: int = 0
+
+
+#: What ``eval_fn`` returns: a score, or (score, (T_val,) per-bar validation returns).
+Evaluation = float | tuple[float, np.ndarray]
+
+
+def checkpoint_id(pod_id: str, env_steps: int) -> str:
+    """Candidate id of the checkpoint of ``pod_id`` at ``env_steps``."""
+    return f"{pod_id}@{int(env_steps)}"
 
 
 def train(
@@ -54,7 +73,7 @@ def train(
     env: Any,
     *,
     total_steps: int,
-    eval_fn: Callable[[Any], float] | None = None,
+    eval_fn: Callable[[Any], Evaluation] | None = None,
     eval_every: int = 100_000,
     run_dir: str | Path | None = None,
     progress: bool = True,
@@ -68,7 +87,10 @@ def train(
     Args:
         total_steps: target of the agent's env-step counter (a restored agent continues
             from its counter).
-        eval_fn: ``agent -> score`` (higher is better), called after each segment.
+        eval_fn: ``agent -> score`` or ``agent -> (score, returns)`` (higher is better),
+            called after each segment; ``returns`` (T_val,) are the per-bar validation
+            returns, recorded as a candidate in ``run_dir`` (see :mod:`finpod.candidates`).
+            A checkpoint whose returns or score are not finite is never selected.
         eval_every: env steps per segment.
         run_dir: where ``metrics.csv``, ``learning_curves.png``, ``train.log`` and
             ``checkpoints/{pod_id,last}.safetensors`` go (nothing is written if None).
@@ -128,7 +150,18 @@ def train(
                 f"{k}={v:.4g}" for k, v in stats.items()
             )
             if eval_fn is not None:
-                score = float(eval_fn(agent))
+                score, returns = _evaluate(eval_fn, agent)
+                finite = math.isfinite(score) and (
+                    returns is None or bool(np.isfinite(returns).all())
+                )
+                if finite and returns is not None and run_dir is not None:
+                    record_candidate(
+                        run_dir,
+                        checkpoint_id(pod_id, agent.env_steps),
+                        returns,
+                        score=score,
+                        kind="checkpoint",
+                    )
                 result.history.append({"env_steps": agent.env_steps, "score": score})
                 result.metrics.append(
                     _row(
@@ -141,7 +174,9 @@ def train(
                     )
                 )
                 line += f" | validation {score_name}={score:.4g}"
-                if score > result.best_score or result.best_checkpoint is None:
+                if not finite:
+                    line += " (non-finite: not a candidate)"
+                elif score > result.best_score or result.best_checkpoint is None:
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
@@ -163,7 +198,18 @@ def train(
             bar.update(agent.env_steps, result.best_score)
     if run_dir is not None and result.metrics:
         plot_learning_curves(run_dir / "metrics.csv", run_dir / "learning_curves.png")
+    recorded = len(load_candidates(run_dir)) if run_dir is not None else 0
+    result.candidates_evaluated = max(recorded, len(result.history))
     return result
+
+
+def _evaluate(eval_fn: Callable[[Any], Evaluation], agent: Any) -> tuple[float, np.ndarray | None]:
+    """(score, per-bar validation returns or None) from either form of ``eval_fn``."""
+    out = eval_fn(agent)
+    if isinstance(out, tuple):
+        score, returns = out
+        return float(score), np.asarray(returns, dtype=np.float64).reshape(-1)
+    return float(out), None
 
 
 def _row(
@@ -272,18 +318,20 @@ class _Progress:
 
 def make_trading_eval(
     market: Any, config: Any, score_name: str = "sharpe"
-) -> Callable[[Any], float]:
-    """``agent -> score``: deterministic rollout of the agent over the whole ``market`` split.
+) -> Callable[[Any], tuple[float, np.ndarray]]:
+    """``agent -> (score, returns)``: deterministic rollout over the whole ``market`` split.
 
     ``market`` is the validation split: checkpoints are selected on it, never on the
-    backtest split.
+    backtest split. ``config`` is the env settings of the run (execution controls
+    included), the same the backtest replays. ``returns`` is the (T − 1,) float64 per-bar
+    simple returns of the rollout, the candidate's record for the selection statistics.
     """
     from finpod.env import rollout, score
 
-    def eval_fn(agent: Any) -> float:
+    def eval_fn(agent: Any) -> tuple[float, np.ndarray]:
         result = rollout(
             lambda obs: agent.act(obs, deterministic=True), market, config, device=agent.device
         )
-        return score(result, score_name)
+        return score(result, score_name), result.returns.to_numpy(dtype=np.float64)
 
     return eval_fn

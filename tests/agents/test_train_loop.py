@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 from agents_small import SMALL
 
 from finpod.agents import load_checkpoint, make_agent
-from finpod.agents.train import METRIC_COLUMNS, train
+from finpod.agents.train import METRIC_COLUMNS, checkpoint_id, train
+from finpod.candidates import load_candidates
 
 
 def test_best_checkpoint_is_the_best_validation_score(trading_env, tmp_path):
@@ -50,6 +52,52 @@ def test_trading_eval_scores_the_validation_split(market, trading_env):
     valid = market.slice(200, 260)
     config = EnvConfig(action_mode="weights")
     agent = make_agent("sac", SMALL["sac"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
-    value = make_trading_eval(valid, config, "sharpe")(agent)
-    expected = score(rollout(lambda o: agent.act(o, deterministic=True), valid, config), "sharpe")
-    assert value == expected
+    value, returns = make_trading_eval(valid, config, "sharpe")(agent)
+    expected = rollout(lambda o: agent.act(o, deterministic=True), valid, config)
+    assert value == score(expected, "sharpe")
+    np.testing.assert_array_equal(returns, expected.returns.to_numpy())
+    assert returns.shape == (valid.num_bars - 1,) and returns.dtype == np.float64
+
+
+def test_every_validation_checkpoint_is_a_recorded_candidate(trading_env, tmp_path):
+    rng = np.random.default_rng(0)
+    series = [rng.normal(0, 0.01, 30) for _ in range(4)]
+    calls = iter(zip([0.5, 2.0, 1.0, -1.0], series, strict=True))
+    agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
+    res = train(
+        agent,
+        trading_env,
+        total_steps=4 * 32,
+        eval_every=32,
+        eval_fn=lambda a: next(calls),
+        run_dir=tmp_path,
+        progress=False,
+        pod_id="p0",
+    )
+    got = load_candidates(tmp_path)
+    steps = [int(h["env_steps"]) for h in res.history]
+    assert got.ids == [checkpoint_id("p0", s) for s in steps]
+    assert got.kinds == ["checkpoint"] * 4
+    assert got.scores.tolist() == [0.5, 2.0, 1.0, -1.0]
+    np.testing.assert_array_equal(got.returns, np.stack(series, axis=1))
+    # the best-on-validation pick chose among 4 checkpoints, not 1
+    assert res.candidates_evaluated == 4
+
+
+def test_a_checkpoint_with_non_finite_validation_returns_is_never_selected(trading_env, tmp_path):
+    good, bad = np.full(20, 0.001), np.full(20, 0.001)
+    bad[3] = np.nan
+    calls = iter([(0.5, good), (9.0, bad)])
+    agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
+    res = train(
+        agent,
+        trading_env,
+        total_steps=2 * 32,
+        eval_every=32,
+        eval_fn=lambda a: next(calls),
+        run_dir=tmp_path,
+        progress=False,
+        pod_id="p0",
+    )
+    assert res.best_score == 0.5
+    assert len(load_candidates(tmp_path)) == 1
