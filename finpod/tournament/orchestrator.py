@@ -1,26 +1,32 @@
-"""The orchestrator: keeps a pool of pod actors on Ray busy until the budget is spent.
+"""The orchestrator: the dispatch loop that keeps a pool of pod actors on Ray busy until the
+budget is spent.
 
-- **Pool** — each pool slot is a :class:`~finpod.tournament.pod.PodWorker` actor holding
-  ``cpus_per_pod`` CPUs and ``gpus_per_pod`` GPUs (fractions share a GPU). It loads the
-  dataset once and trains pod after pod. The pool's target size is how many slots the
-  *alive* nodes fit (``ray.nodes()``, per node, so packing is exact), capped by
-  ``pods``; it is re-checked whenever a pod finishes and every few seconds, so a node
-  joining grows the pool and a node leaving shrinks it.
-- **Asynchronous** (default) — as soon as a pod finishes, it is evaluated (inside the pod,
-  on the validation split), the updater records it on the leaderboard, and its slot gets
-  the generator's next pod. **Generational** — a generation of pods is dispatched and
-  awaited as a whole; the top ``keep_fraction`` continue unperturbed and the rest of the
-  next generation are perturbed copies of them.
-- **Faults** — a pod actor that dies (``RayActorError``: crash, ``ray.kill``, node lost)
-  or a pod that raises is logged, counted and replaced; the run stops with an error only
-  after ``max_failures`` failures in a row.
-- **Budget** — wall time, env steps or pods trained, counted over the whole run
-  (a resumed run continues the counts saved in ``leaderboard.json``).
+Its parts live in their own modules; this one wires them:
 
-Timing: the driver records, per pod, the round trip from dispatch to result and the time
-the pod spent inside ``train``; their difference plus the driver's own bookkeeping
-between a result and the slot's next dispatch is the orchestration overhead reported in
-:class:`Summary`.
+- **Data plane** (:mod:`~finpod.tournament.dataplane`) — at start the driver verifies the
+  dataset's hash and puts the train and validation splits in the object store; pod actors
+  get the refs, never a path.
+- **Pool** (:mod:`~finpod.tournament.pool`) — each slot is a
+  :class:`~finpod.tournament.pod.PodWorker` actor placed on a chosen node (hard node
+  affinity) with ``cpus_per_pod`` CPUs, ``gpus_per_pod`` GPUs and the memory its tables
+  and buffers need. The target size is how many pods the alive, non-quarantined nodes
+  fit, capped by ``pods``; it is re-checked when a pod finishes and every few seconds.
+- **Failures** (:mod:`~finpod.tournament.failures`) — a node lost is one event and its
+  pods are requeued; an unavailable actor is retried; a node whose actors cannot start is
+  quarantined; the run stops only on repeated failures with the same cause.
+- **Asynchronous** (default) — as soon as a pod finishes, its result (scored inside the
+  pod on validation) is recorded: leaderboard, candidates record, metrics; its slot gets
+  the generator's next pod. **Generational** — a generation is dispatched and awaited as
+  a whole; the top ``keep_fraction`` continue and the rest are perturbed copies.
+- **Budget** — wall time, env steps or pods trained, counted over the whole run.
+
+The loop never blocks on cosmetic work: progress polls are ``ray.wait(..., timeout=0)``
+on refs already issued, learning curves are drawn at the end (and at most every
+:data:`PLOT_EVERY_S`), metrics are appended, not rewritten.
+
+Timing: per pod, the round trip from dispatch to result and the time inside ``train``;
+their difference plus the idle time between a result and the slot's next dispatch is the
+orchestration overhead of :class:`Summary`.
 """
 
 from __future__ import annotations
@@ -35,20 +41,35 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.tournament import failures as fp
 from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.dataplane import DataPlane
+from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec, pod_id
 from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
 from finpod.tournament.pod import PodResult, PodWorker
-from finpod.tournament.rundir import RunDir
+from finpod.tournament.pool import (
+    PodResources,
+    node_capacity,
+    pick_node,
+    pod_memory_bytes,
+    request_pods,
+)
+from finpod.tournament.rundir import RunDir, package_versions
 
 #: Seconds between two checks of the cluster's size while pods are running.
 RESIZE_EVERY_S = 2.0
 #: Seconds between two progress polls of running pods (only with a display attached).
 POLL_EVERY_S = 2.0
-#: Seconds the run waits for a cluster with room for one pod before giving up.
+#: Seconds a local run (no autoscaler) waits for room for one pod before giving up.
 NO_ROOM_TIMEOUT_S = 120.0
-#: Seconds between two learning-curve plots while the run goes on.
-PLOT_EVERY_S = 30.0
+#: Seconds between two "waiting for resources" lines while a cluster scales up.
+WAIT_MESSAGE_EVERY_S = 30.0
+#: Seconds between two learning-curve plots while the run goes on (also drawn at the end).
+PLOT_EVERY_S = 300.0
+#: Seconds a pod actor may take to start (fetch the data, build the pod) before its slot
+#: is given up (not counted as a failure: the node may just be busy).
+START_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -60,7 +81,7 @@ class Setup:
     space: SearchSpace
     """Validated ``[search]`` table."""
     dataset_dir: Path
-    """Dataset directory; every node must see it at this path."""
+    """Dataset directory, read by the driver only (pods get it through the object store)."""
     env_config: dict[str, Any]
     """``EnvConfig`` fields of the strategy's ``[env]`` table."""
     num_envs: int
@@ -72,8 +93,10 @@ class Setup:
     gpus_per_pod: float = 0.0
     """Resolved GPUs per pod."""
     request_resources: bool = False
-    """On a cluster with an autoscaler, ask it for ``pods`` pods' worth of resources (when
-    ``pods`` is a number), so nodes are added and the pool grows into them."""
+    """On a cluster with an autoscaler, ask it for pods' resources (``pods`` of them when a
+    number; one pod's when ``"auto"`` finds no room) and keep waiting while it scales."""
+    dataset_hash: str | None = None
+    """Hash the run expects; the driver's check of the files must give it."""
 
 
 @dataclass
@@ -83,7 +106,18 @@ class Summary:
     pods_trained: int = 0
     """Pods evaluated in this session."""
     pods_failed: int = 0
-    """Pods lost to crashes or errors in this session."""
+    """Pods lost to crashes, errors or non-finite numbers in this session (not counting
+    pods lost with a node and requeued)."""
+    pods_non_finite: int = 0
+    """Of ``pods_failed``: pods whose losses, weights or validation returns went non-finite."""
+    pods_requeued: int = 0
+    """Pods lost with their node and started again with the same spec."""
+    node_events: int = 0
+    """Nodes lost while running pods."""
+    retries: int = 0
+    """Calls retried after a transient ``ActorUnavailableError``."""
+    quarantined: dict[str, str] = field(default_factory=dict)
+    """Node id → why it was quarantined."""
     max_pool: int = 0
     """Largest pool size seen."""
     pool_sizes: list[int] = field(default_factory=list)
@@ -99,7 +133,9 @@ class Summary:
     dispatch_gap_s: float = 0.0
     """Σ of seconds slots sat idle between a result and their next pod (driver bookkeeping)."""
     startup_s: float = 0.0
-    """Σ of seconds pod actors took to start and load the dataset."""
+    """Σ of seconds pod actors took to start and read the dataset."""
+    data_bytes: int = 0
+    """Bytes of the train and validation arrays put in the object store."""
     best: Entry | None = None
     """Leaderboard's best entry at the end."""
 
@@ -118,8 +154,13 @@ class Summary:
 @dataclass
 class _Inflight:
     spec: PodSpec
-    ref: Any
+    parent: bytes | None
+    parent_buffer: Any
     dispatched: float
+    ref: Any = None
+    buffer_ref: Any = None
+    attempt: int = 0
+    retry_at: float | None = None
 
 
 @dataclass
@@ -128,9 +169,19 @@ class _Slot:
     actor: Any
     ready_ref: Any
     created: float
-    node_id: str = ""
+    node_id: str
     busy: _Inflight | None = None
     idle_since: float | None = None
+
+
+@dataclass
+class _Death:
+    """A pod whose actor died on a node that still looked alive: classified later."""
+
+    inflight: _Inflight
+    node_id: str
+    message: str
+    deadline: float
 
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -159,19 +210,32 @@ class Orchestrator:
         self.display = display
         self.stop = stop
         self.generator = Generator(setup.space, setup.config, setup.seed, setup.num_envs)
+        self.policy = FailurePolicy(self.config.max_failures)
         self.slots: dict[int, _Slot] = {}
         self.summary = Summary()
+        self.data: DataPlane | None = None
+        self.pod = PodResources(self.config.cpus_per_pod, setup.gpus_per_pod)
         self._next_slot = 0
         self._target = 0
-        self._consecutive_failures = 0
-        self._last_error = ""
+        self._replan = False
+        self._capacity: dict[str, int] = {}
+        self._retry: list[tuple[PodSpec, bytes | None, Any]] = []
+        self._deaths: list[_Death] = []
+        self._reported: set[str] = set()
         self._queue: list[tuple[PodSpec, Entry | None]] = []
         self._generation: list[tuple[PodResult, PodSpec]] = []
         self._memory: dict[str, bytes] = {}
+        self._buffers: dict[str, Any] = {}
         self._progress: dict[str, dict[str, Any]] = {}
-        self._worker_cls = ray.remote(PodWorker)
+        self._progress_refs: dict[Any, int] = {}
+        self._node_versions: dict[str, dict[str, str]] = {}
+        self._driver_versions = package_versions()
+        self._worker_cls = ray.remote(concurrency_groups={"train": 1, "control": 2})(PodWorker)
         self._t0 = 0.0
         self._wall_before = board.progress.wall_s
+        #: Children of off-policy pods inherit their parent's replay buffer (decided at
+        #: start from ``tournament.inherit_buffer`` and the buffers' size).
+        self._inherit = False
 
     # ----- budget -----------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -179,16 +243,18 @@ class Orchestrator:
         return self._wall_before + (time.monotonic() - self._t0)
 
     def _inflight(self) -> list[_Inflight]:
-        return [s.busy for s in self.slots.values() if s.busy is not None]
+        busy = [s.busy for s in self.slots.values() if s.busy is not None]
+        return busy + [d.inflight for d in self._deaths]
 
     def _budget_left(self) -> float:
         budget = self.config.budget
         if budget.kind == "time":
             return budget.amount - self.elapsed()
+        pending = self._inflight()
         if budget.kind == "steps":
-            planned = sum(f.spec.steps for f in self._inflight())
+            planned = sum(f.spec.steps for f in pending) + sum(s.steps for s, _, _ in self._retry)
             return budget.amount - self.board.progress.env_steps - planned
-        return budget.amount - self.board.candidates_evaluated - len(self._inflight())
+        return budget.amount - self.board.candidates_evaluated - len(pending) - len(self._retry)
 
     def can_dispatch(self) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""
@@ -210,17 +276,13 @@ class Orchestrator:
 
     # ----- pool -------------------------------------------------------------------------
     def pool_target(self) -> int:
-        """Pods the alive nodes fit now (per node), capped by ``config.pods``."""
-        cpus, gpus = self.config.cpus_per_pod, self.setup.gpus_per_pod
-        fit = 0
-        for node in self.ray.nodes():
-            if not node.get("Alive"):
-                continue
-            res = node.get("Resources", {})
-            n = math.floor(res.get("CPU", 0.0) / cpus + 1e-9)
-            if gpus > 0:
-                n = min(n, math.floor(res.get("GPU", 0.0) / gpus + 1e-9))
-            fit += max(0, n)
+        """Pods the alive, non-quarantined nodes fit now (per node), capped by ``pods``."""
+        nodes = self.ray.nodes()
+        self._capacity = node_capacity(nodes, self.pod, set(self.policy.quarantined))
+        if not self._capacity and self.policy.quarantined:
+            fitting = list(node_capacity(nodes, self.pod))
+            self.policy.all_quarantined(fitting, str(self.run_dir.path / "train.log"))
+        fit = sum(self._capacity.values())
         if self.config.pods is not None:
             fit = min(fit, self.config.pods)
         if self.config.mode == "generational" and self.config.generation_size is not None:
@@ -235,45 +297,62 @@ class Orchestrator:
             self.summary.max_pool = max(self.summary.max_pool, target)
             self.run_dir.log(f"pool target {target} pod(s)")
             self._emit("pool", {"target": target})
-        while len(self.slots) < self._target:
-            self._start_slot()
+        while len(self.slots) < self._target and self._start_slot():
+            pass
         if len(self.slots) > self._target:
             for slot in sorted(self.slots.values(), key=lambda s: -s.index):
                 if len(self.slots) <= self._target:
                     break
                 if slot.busy is None:
-                    self._drop_slot(slot, kill=True)
+                    self._drop_slot(slot)
 
-    def _start_slot(self) -> None:
+    def _start_slot(self) -> bool:
+        """Start a pod actor on the node with the most room; False when none has room."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        used: dict[str, int] = {}
+        for slot in self.slots.values():
+            used[slot.node_id] = used.get(slot.node_id, 0) + 1
+        node = pick_node(self._capacity, used)
+        if node is None:
+            return False
+        assert self.data is not None
         s = self.setup
-        options: dict[str, Any] = {
-            "num_cpus": self.config.cpus_per_pod,
+        options = {
+            **self.pod.actor_options(),
             "max_restarts": 0,
-            "max_concurrency": 2,
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False),
         }
-        if s.gpus_per_pod > 0:
-            options["num_gpus"] = s.gpus_per_pod
-        threads = max(1, int(self.config.cpus_per_pod))
         actor = self._worker_cls.options(**options).remote(
-            str(s.dataset_dir), s.env_config, s.device, threads
+            self.data.ref_list(),
+            s.env_config,
+            s.device,
+            self.config.cpus_per_pod,
+            self.config.num_learners,
         )
         index = self._next_slot
         self._next_slot += 1
-        self.slots[index] = _Slot(index, actor, actor.ready.remote(), time.monotonic())
+        self.slots[index] = _Slot(index, actor, actor.ready.remote(), time.monotonic(), node)
+        return True
 
-    def _drop_slot(self, slot: _Slot, kill: bool) -> None:
+    def _drop_slot(self, slot: _Slot, kill: bool = True) -> None:
         self.slots.pop(slot.index, None)
         if kill:
             # An actor that is already gone needs no killing.
             with contextlib.suppress(Exception):
                 self.ray.kill(slot.actor, no_restart=True)
 
+    def _node_alive(self, node_id: str) -> bool:
+        return any(n.get("NodeID") == node_id and n.get("Alive") for n in self.ray.nodes())
+
     # ----- dispatch ---------------------------------------------------------------------
-    def _next_spec(self) -> tuple[PodSpec, bytes | None] | None:
+    def _next_spec(self) -> tuple[PodSpec, bytes | None, Any] | None:
+        if self._retry:
+            return self._retry.pop(0)
         board = self.board
         if self.config.mode == "generational":
             if not self._queue:
-                if self._inflight():
+                if self._inflight() or self._retry:
                     return None
                 self._new_generation()
             if not self._queue:
@@ -285,13 +364,12 @@ class Orchestrator:
             index = board.progress.next_pod
             spec = self.generator.next(board, index)
         board.progress.next_pod = index + 1
-        board.progress.wall_s = self.elapsed()
-        board.save()
         data = self._parent_bytes(spec.parent)
         if spec.parent and data is None:
             # The parent is gone (evicted, or lost with a crashed generation): start fresh.
             spec = self.generator.fresh(index)
-        return self._fit(spec), data
+        buffer = self._buffers.get(spec.parent) if spec.parent else None
+        return self._fit(spec), data, buffer
 
     def _parent_bytes(self, parent_id: str | None) -> bytes | None:
         if not parent_id:
@@ -339,77 +417,227 @@ class Orchestrator:
             if slot.busy is not None or slot.ready_ref is not None:
                 continue
             if len(self.slots) > self._target:
-                self._drop_slot(slot, kill=True)
+                self._drop_slot(slot)
                 continue
-            if not self.can_dispatch():
+            if not self._retry and not self.can_dispatch():
                 return
             nxt = self._next_spec()
             if nxt is None:
                 return
-            spec, parent = nxt
+            spec, parent, buffer = nxt
             now = time.monotonic()
             if slot.idle_since is not None:
                 self.summary.dispatch_gap_s += now - slot.idle_since
                 slot.idle_since = None
-            slot.busy = _Inflight(spec, slot.actor.train.remote(spec, parent), now)
+            slot.busy = _Inflight(spec, parent, buffer, now)
+            self._submit(slot)
             origin = f"child of {spec.parent}" if spec.parent else "from scratch"
             self.run_dir.log(
                 f"start {spec.pod_id} {spec.algorithm} {origin} on slot {slot.index} "
-                f"({spec.steps} steps, hparams {spec.hparams})"
+                f"node {slot.node_id[:8]} ({spec.steps} steps, hparams {spec.hparams})"
             )
             self._emit(
                 "start",
                 {"pod_id": spec.pod_id, "slot": slot.index, "spec": spec, "actor": slot.actor},
             )
 
+    def _submit(self, slot: _Slot) -> None:
+        job = slot.busy
+        assert job is not None
+        buffer_arg = [job.parent_buffer] if job.parent_buffer is not None else None
+        job.ref, job.buffer_ref = slot.actor.train.remote(
+            job.spec, job.parent, buffer_arg, self._inherit
+        )
+        job.retry_at = None
+
     # ----- results ----------------------------------------------------------------------
     def _on_ready(self, slot: _Slot) -> None:
         ref, slot.ready_ref = slot.ready_ref, None
         try:
-            slot.node_id = self.ray.get(ref)
-        except Exception as err:  # noqa: BLE001 - an actor that cannot start is a failed pod
-            self._drop_slot(slot, kill=True)
-            self._failed(f"pod actor on slot {slot.index} failed to start: {_short(err)}")
+            info = self.ray.get(ref)
+        except self.ray.exceptions.RayError as err:
+            self._drop_slot(slot)
+            if not self._node_alive(slot.node_id):
+                self._node_lost(slot.node_id, [])
+                return
+            self._start_failed(slot, _short(err))
             return
+        if info.get("error"):
+            self._drop_slot(slot)
+            self._start_failed(slot, info["error"])
+            return
+        self.policy.started(slot.node_id)
+        self._check_versions(slot.node_id, info.get("versions", {}))
         self.summary.startup_s += time.monotonic() - slot.created
         slot.idle_since = time.monotonic()
         self._emit("slot", {"slot": slot.index, "node_id": slot.node_id})
 
+    def _start_failed(self, slot: _Slot, message: str) -> None:
+        node = slot.node_id
+        self.run_dir.log(
+            f"pod actor on slot {slot.index} failed to start on node {node[:8]}: {message}",
+            logging.WARNING,
+        )
+        self._emit("failed", {"message": message, "node_id": node, "start": True})
+        reason = self.policy.start_failed(node, message)
+        if reason is not None:
+            self.summary.quarantined[node] = reason
+            self.run_dir.log(f"quarantined node {node}: {reason}", logging.WARNING)
+            self._emit("quarantine", {"node_id": node, "reason": reason})
+            self._replan = True  # re-plan the pool without that node
+        self.policy.check(str(self.run_dir.path / "train.log"))
+
+    def _check_versions(self, node: str, versions: dict[str, str]) -> None:
+        """Record a node's package versions; a Ray major.minor unlike the driver's stops."""
+        if node in self._node_versions:
+            return
+        self._node_versions[node] = versions
+        mine = self._driver_versions
+        if _major_minor(versions.get("ray")) != _major_minor(mine.get("ray")):
+            raise FinpodError(
+                f"node {node[:8]} runs Ray {versions.get('ray')}, the driver Ray {mine.get('ray')}",
+                "install the same Ray version on every node and the driver",
+            )
+        differ = [
+            f"{k} {versions.get(k)} (driver {mine.get(k)})"
+            for k in ("finpod", "torch", "python")
+            if versions.get(k) != mine.get(k)
+        ]
+        if differ:
+            self.run_dir.log(f"node {node[:8]} differs: {', '.join(differ)}", logging.WARNING)
+        compact = {k: versions[k] for k in ("finpod", "ray", "torch", "python") if k in versions}
+        self.run_dir.record_nodes({node: compact})
+
     def _on_result(self, slot: _Slot) -> None:
-        assert slot.busy is not None
-        inflight, slot.busy = slot.busy, None
+        job = slot.busy
+        assert job is not None
         now = time.monotonic()
         try:
-            result: PodResult = self.ray.get(inflight.ref)
+            result: PodResult = self.ray.get(job.ref)
+        except self.ray.exceptions.ActorUnavailableError as err:
+            job.attempt += 1
+            delay = self.policy.transient(job.attempt)
+            if delay is not None:
+                self.summary.retries += 1
+                self.run_dir.log(
+                    f"pod {job.spec.pod_id} unreachable ({_short(err)}); retry {job.attempt} "
+                    f"in {delay:.1f}s",
+                    logging.WARNING,
+                )
+                job.ref, job.retry_at = None, now + delay
+                return
+            self._actor_died(slot, err)
+            return
         except self.ray.exceptions.RayActorError as err:
-            self._drop_slot(slot, kill=True)
-            self._requeue(inflight.spec)
-            self._failed(
-                f"pod {inflight.spec.pod_id} died on node {slot.node_id[:8]}: {_short(err)}"
-            )
+            self._actor_died(slot, err)
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
-            slot.idle_since = now
-            self._requeue(inflight.spec)
-            self._failed(f"pod {inflight.spec.pod_id} failed: {_short(err)}")
+            slot.busy, slot.idle_since = None, now
+            self._pod_failed(job, f"pod {job.spec.pod_id} failed: {_short(err)}")
             return
-        self._consecutive_failures = 0
-        self.summary.pod_s += now - inflight.dispatched
-        self.summary.inside_s += result.train_s
-        self.summary.pods_trained += 1
-        node = result.node_id or slot.node_id
-        self.summary.nodes[node] = self.summary.nodes.get(node, 0) + 1
-        entry = _entry_of(result, inflight.spec)
-        offset = inflight.dispatched - self._t0 + self._wall_before
-        self.board.progress.env_steps += result.steps_done
+        slot.busy, slot.idle_since = None, now
+        self._record(slot, job, result, now)
+
+    def _actor_died(self, slot: _Slot, err: BaseException) -> None:
+        job = slot.busy
+        assert job is not None
+        slot.busy = None
+        self._drop_slot(slot)
+        text = str(err)
+        message = f"pod {job.spec.pod_id} died on node {slot.node_id[:8]}: {_short(err)}"
+        node_gone = getattr(err, "preempted", False) or "node has died" in text
+        if node_gone or not self._node_alive(slot.node_id):
+            self._node_lost(slot.node_id, [job])
+        elif "killed by `ray.kill`" in text:
+            self._pod_failed(job, message)
+        else:
+            # The node may be on its way out: give the cluster a moment to say so.
+            self._deaths.append(
+                _Death(job, slot.node_id, message, time.monotonic() + fp.NODE_DEATH_GRACE_S)
+            )
+
+    def _classify_deaths(self) -> None:
+        if not self._deaths:
+            return
+        now = time.monotonic()
+        alive = {n.get("NodeID") for n in self.ray.nodes() if n.get("Alive")}
+        keep: list[_Death] = []
+        for death in self._deaths:
+            if death.node_id not in alive:
+                self._node_lost(death.node_id, [death.inflight])
+            elif now >= death.deadline:
+                self._pod_failed(death.inflight, death.message)
+            else:
+                keep.append(death)
+        self._deaths = keep
+
+    def _node_lost(self, node: str, jobs: list[_Inflight]) -> None:
+        """One event per node; its pods are requeued with the same spec."""
+        first = self.policy.node_lost(node)
+        self.summary.node_events = self.policy.node_events
+        for job in jobs:
+            self._retry.append((job.spec, job.parent, job.parent_buffer))
+            self.summary.pods_requeued += 1
+        ids = ", ".join(j.spec.pod_id for j in jobs)
+        if first:
+            self.run_dir.log(f"node {node[:8]} lost" + (f"; requeued {ids}" if ids else ""))
+            self._emit("node_lost", {"node_id": node, "requeued": [j.spec.pod_id for j in jobs]})
+        elif ids:
+            self.run_dir.log(f"requeued {ids} (lost with node {node[:8]})")
+        self._replan = True  # re-plan the pool
+
+    def _pod_failed(self, job: _Inflight, message: str) -> None:
+        if self.config.mode == "generational":
+            # Generational mode re-runs a lost member of its generation under a new id.
+            self._queue.insert(0, (job.spec, None))
+        self._count_failed(message)
+        self.policy.pod_failed(message)
+        self.policy.check(str(self.run_dir.path / "train.log"))
+
+    def _count_failed(self, message: str) -> None:
+        self.summary.pods_failed += 1
+        self.board.progress.pods_failed += 1
         self.board.progress.wall_s = self.elapsed()
+        self.board.save()
+        self.run_dir.log(message, logging.WARNING)
+        self._emit("failed", {"message": message})
+
+    def _record(self, slot: _Slot, job: _Inflight, result: PodResult, now: float) -> None:
+        """A pod reported: count it once, then leaderboard, candidates record, metrics."""
+        if result.pod_id in self._reported:
+            self.run_dir.log(f"ignored a second report of {result.pod_id}", logging.WARNING)
+            return
+        self._reported.add(result.pod_id)
+        self._progress.pop(result.pod_id, None)
+        self.summary.pod_s += now - job.dispatched
+        self.summary.inside_s += result.train_s
+        node = result.node_id or slot.node_id
+        self.board.progress.env_steps += result.steps_done
+        if result.failure:
+            self.summary.pods_non_finite += 1
+            self.policy.non_finite()
+            self._count_failed(f"pod {result.pod_id} failed: {result.failure}")
+            return
+        self.policy.succeeded()
+        self.summary.pods_trained += 1
+        self.summary.nodes[node] = self.summary.nodes.get(node, 0) + 1
+        entry = _entry_of(result, job.spec)
+        offset = job.dispatched - self._t0 + self._wall_before
+        self.board.progress.wall_s = self.elapsed()
+        if result.returns is not None:
+            record_candidate = _candidate_recorder()
+            if record_candidate is not None:
+                record_candidate(
+                    self.run_dir.path, result.pod_id, result.returns, score=float(result.score)
+                )
         inserted = self.board.record(entry, result.checkpoint)
+        self._keep_buffers(result.pod_id, job.buffer_ref if inserted else None)
         self.run_dir.add_metrics(
             (result.pod_id, steps, offset + wall, split, metric, value)
             for steps, wall, split, metric, value in result.metrics
         )
         if self.config.mode == "generational":
-            self._generation.append((result, inflight.spec))
+            self._generation.append((result, job.spec))
         rank = next(
             (i + 1 for i, e in enumerate(self.board.entries) if e.pod_id == result.pod_id), None
         )
@@ -418,112 +646,44 @@ class Orchestrator:
             f"after {result.env_steps} steps in {result.train_s:.1f}s on node {node[:8]}"
             + (f" → leaderboard #{rank}" if inserted and rank else "")
         )
-        self._progress.pop(result.pod_id, None)
         self._emit(
             "finish", {"pod_id": result.pod_id, "result": result, "rank": rank, "node_id": node}
         )
-        slot.idle_since = time.monotonic()
 
-    def _requeue(self, spec: PodSpec) -> None:
-        """Generational mode re-runs a lost member of its generation under a new id."""
-        if self.config.mode == "generational":
-            self._queue.insert(0, (spec, None))
-
-    def _failed(self, message: str) -> None:
-        self.summary.pods_failed += 1
-        self.board.progress.pods_failed += 1
-        self.board.progress.wall_s = self.elapsed()
-        self.board.save()
-        self._consecutive_failures += 1
-        self._last_error = message
-        self.run_dir.log(message, logging.WARNING)
-        self._emit("failed", {"message": message})
-        if self._consecutive_failures >= self.config.max_failures:
-            raise FinpodError(
-                f"{self._consecutive_failures} pods failed in a row; last: {message}",
-                f"see {self.run_dir.path / 'train.log'}",
-            )
+    def _keep_buffers(self, pod: str, ref: Any) -> None:
+        """Hold the replay-buffer refs of leaderboard entries only (children inherit them)."""
+        if ref is not None and self._inherit:
+            self._buffers[pod] = ref
+        on_board = {e.pod_id for e in self.board.entries}
+        for gone in [p for p in self._buffers if p not in on_board]:
+            del self._buffers[gone]
 
     # ----- main loop --------------------------------------------------------------------
     def run(self) -> Summary:
         """Train until the budget is spent and every running pod has reported."""
         self._t0 = time.monotonic()
-        last_resize = -math.inf
-        last_poll = time.monotonic()
-        last_plot = time.monotonic()
-        no_room_since: float | None = None
         self.run_dir.log(
             f"tournament {self.config.mode} budget {self.config.budget} "
             f"({self.board.candidates_evaluated} candidates so far)"
         )
-        self._request_resources(self.config.pods)
+        self._publish()
+        if self.config.pods is not None:
+            self._request(self.config.pods)
         try:
-            while True:
-                now = time.monotonic()
-                if now - last_resize >= RESIZE_EVERY_S:
-                    self._resize()
-                    last_resize = now
-                self._dispatch()
-                waiting = {s.ready_ref: s for s in self.slots.values() if s.ready_ref is not None}
-                running = {s.busy.ref: s for s in self.slots.values() if s.busy is not None}
-                if not running and not self.can_dispatch():
-                    break
-                if not waiting and not running:
-                    if not self.slots:
-                        no_room_since = no_room_since or now
-                        if now - no_room_since > NO_ROOM_TIMEOUT_S:
-                            raise FinpodError(
-                                f"the Ray cluster has no node with {self.config.cpus_per_pod} CPU(s)"
-                                + (
-                                    f" and {self.setup.gpus_per_pod} GPU(s)"
-                                    if self.setup.gpus_per_pod
-                                    else ""
-                                )
-                                + " free for a pod",
-                                "lower tournament.cpus_per_pod / gpus_per_pod or add nodes",
-                            )
-                        last_resize = -math.inf
-                    time.sleep(0.2)
-                    continue
-                no_room_since = None
-                refs = [*waiting, *running]
-                ready, rest = self.ray.wait(refs, num_returns=1, timeout=0.25, fetch_local=False)
-                if ready and rest:
-                    more, _ = self.ray.wait(
-                        rest, num_returns=len(rest), timeout=0, fetch_local=False
-                    )
-                    ready += more
-                for ref in ready:
-                    if ref in waiting:
-                        self._on_ready(waiting[ref])
-                    else:
-                        self._on_result(running[ref])
-                if any(ref in running for ref in ready):
-                    # Re-check the cluster whenever a pod finishes, and refill the idle
-                    # slots before any cosmetic work (display, plots).
-                    self._resize()
-                    last_resize = time.monotonic()
-                    self._dispatch()
-                now = time.monotonic()
-                if self.display is not None and now - last_poll >= POLL_EVERY_S:
-                    self._poll_progress()
-                    last_poll = now
-                if self.display is not None:
-                    self.display(self.snapshot())
-                if now - last_plot >= PLOT_EVERY_S and ready:
-                    self._plot()
-                    last_plot = now
+            self._loop()
         finally:
             self.summary.wall_s = time.monotonic() - self._t0
+            self.summary.quarantined = dict(self.policy.quarantined)
             self.board.progress.wall_s = self.elapsed()
             self.board.save()
             for slot in list(self.slots.values()):
-                self._drop_slot(slot, kill=True)
-            self._request_resources(0)
+                self._drop_slot(slot)
+            self._request(0)
             self._plot()
         self.summary.best = self.board.best()
         self.run_dir.log(
             f"finished: {self.summary.pods_trained} pod(s) trained, {self.summary.pods_failed} failed, "
+            f"{self.summary.pods_requeued} requeued after {self.summary.node_events} node loss(es), "
             f"{self.board.candidates_evaluated} candidates in the run, best "
             + (
                 f"{self.summary.best.pod_id} {self.summary.best.score:.4f}"
@@ -533,21 +693,135 @@ class Orchestrator:
         )
         return self.summary
 
-    def _request_resources(self, pods: int | None) -> None:
-        """Tell the autoscaler how many pods' resources to provide (0 releases them)."""
-        if not self.setup.request_resources or pods is None:
-            return
-        bundle: dict[str, float] = {"CPU": self.config.cpus_per_pod}
-        if self.setup.gpus_per_pod > 0:
-            bundle["GPU"] = self.setup.gpus_per_pod
-        try:
-            from ray.autoscaler.sdk import request_resources
-
-            request_resources(bundles=[dict(bundle) for _ in range(pods)])
-        except Exception as err:  # noqa: BLE001 - clusters without an autoscaler just keep their size
+    def _publish(self) -> None:
+        if self.data is None:
+            t0 = time.monotonic()
+            self.data = DataPlane.publish(self.setup.dataset_dir, self.setup.dataset_hash)
+            self.summary.data_bytes = sum(self.data.nbytes.values())
             self.run_dir.log(
-                f"autoscaler request for {pods} pod(s) not made: {err}", logging.WARNING
+                f"dataset {self.data.dataset_hash[:12]} verified and put in the object store "
+                f"({self.summary.data_bytes / 2**20:.1f} MiB, {time.monotonic() - t0:.1f}s)"
             )
+        buffer_bytes = _largest_buffer(self.setup.space, self.data.shapes["train"])
+        memory = pod_memory_bytes(
+            self.data.shapes,
+            self.config.num_learners,
+            on_gpu=self.setup.gpus_per_pod > 0,
+            buffer_bytes=buffer_bytes,
+        )
+        self.pod = replace(self.pod, memory=memory)
+        self._inherit = bool(buffer_bytes) and _inherit_buffers(self.config, buffer_bytes)
+        if self._inherit:
+            self.run_dir.log(
+                f"children inherit replay buffers (≤ {buffer_bytes / 2**20:.0f} MiB each)"
+            )
+
+    def _loop(self) -> None:
+        last_resize = -math.inf
+        last_poll = time.monotonic()
+        last_plot = time.monotonic()
+        no_room_since: float | None = None
+        last_wait_msg = -math.inf
+        while True:
+            now = time.monotonic()
+            if self._replan or now - last_resize >= RESIZE_EVERY_S:
+                self._replan = False
+                self._resize()
+                last_resize = now
+            self._classify_deaths()
+            self._retry_due(now)
+            self._dispatch()
+            waiting = {s.ready_ref: s for s in self.slots.values() if s.ready_ref is not None}
+            running = {
+                s.busy.ref: s for s in self.slots.values() if s.busy is not None and s.busy.ref
+            }
+            retrying = any(s.busy is not None and s.busy.ref is None for s in self.slots.values())
+            idle = not running and not retrying and not self._deaths and not self._retry
+            if idle and not self.can_dispatch():
+                break
+            if not waiting and not running:
+                if not self.slots and not self._deaths:
+                    no_room_since = no_room_since or now
+                    last_wait_msg = self._wait_for_room(now - no_room_since, now, last_wait_msg)
+                    last_resize = -math.inf
+                time.sleep(0.2)
+                continue
+            no_room_since = None
+            self._give_up_slow_starts(now)
+            refs = [*waiting, *running]
+            ready, rest = self.ray.wait(refs, num_returns=1, timeout=0.25, fetch_local=False)
+            if ready and rest:
+                more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=False)
+                ready += more
+            for ref in ready:
+                if ref in waiting:
+                    self._on_ready(waiting[ref])
+                else:
+                    self._on_result(running[ref])
+            if any(ref in running for ref in ready):
+                # Re-check the cluster whenever a pod finishes, and refill the idle
+                # slots before any cosmetic work (display, plots).
+                self._resize()
+                last_resize = time.monotonic()
+                self._dispatch()
+            now = time.monotonic()
+            if self.display is not None:
+                if now - last_poll >= POLL_EVERY_S:
+                    self._ask_progress()
+                    last_poll = now
+                self._collect_progress()
+                self.display(self.snapshot())
+            if now - last_plot >= PLOT_EVERY_S:
+                self._plot()
+                last_plot = time.monotonic()
+
+    def _retry_due(self, now: float) -> None:
+        for slot in self.slots.values():
+            job = slot.busy
+            due = job is not None and job.retry_at is not None and now >= job.retry_at
+            if due and job.ref is None:
+                self._submit(slot)
+
+    def _give_up_slow_starts(self, now: float) -> None:
+        for slot in list(self.slots.values()):
+            if slot.ready_ref is not None and now - slot.created > START_TIMEOUT_S:
+                self.run_dir.log(
+                    f"pod actor on slot {slot.index} did not start on node {slot.node_id[:8]} "
+                    f"within {START_TIMEOUT_S:.0f}s; giving its slot up",
+                    logging.WARNING,
+                )
+                self._drop_slot(slot)
+
+    def _wait_for_room(self, waited: float, now: float, last_msg: float) -> float:
+        """No node fits a pod: ask the autoscaler for one pod's resources and keep waiting
+        (cluster runs), or give up after :data:`NO_ROOM_TIMEOUT_S` (local runs)."""
+        need = f"{self.pod.cpus:g} CPU(s)" + (
+            f" and {self.pod.gpus:g} GPU(s)" if self.pod.gpus else ""
+        )
+        if not self.setup.request_resources:
+            if waited > NO_ROOM_TIMEOUT_S:
+                raise FinpodError(
+                    f"the Ray cluster has no node with {need} free for a pod",
+                    "lower tournament.cpus_per_pod / gpus_per_pod or add nodes",
+                )
+            return last_msg
+        if now - last_msg >= WAIT_MESSAGE_EVERY_S:
+            if self.config.pods is None:
+                self._request(1)
+            self.run_dir.log(
+                f"waiting for a node with {need} (asked the autoscaler; {waited:.0f}s so far)"
+            )
+            self._emit("waiting", {"need": self.pod.bundle(), "waited_s": waited})
+            return now
+        return last_msg
+
+    def _request(self, pods: int) -> None:
+        """Tell the autoscaler how many pods' resources to provide (0 releases them)."""
+        if not self.setup.request_resources:
+            return
+        problem = request_pods(self.pod, pods)
+        if problem is not None:
+            self.run_dir.log(f"autoscaler request for {pods} pod(s) not made: {problem}")
 
     def _plot(self) -> None:
         try:
@@ -557,17 +831,25 @@ class Orchestrator:
         except Exception as err:  # noqa: BLE001 - a plot must never stop a run
             self.run_dir.log(f"learning-curve plot failed: {err}", logging.WARNING)
 
-    def _poll_progress(self) -> None:
-        busy = [s for s in self.slots.values() if s.busy is not None]
-        refs = [s.actor.progress.remote() for s in busy]
-        try:
-            ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0.5)
-            for ref in ready:
-                info = self.ray.get(ref)
+    def _ask_progress(self) -> None:
+        """Issue a progress call to every busy pod that has none outstanding."""
+        asked = set(self._progress_refs.values())
+        for slot in self.slots.values():
+            if slot.busy is not None and slot.index not in asked:
+                self._progress_refs[slot.actor.progress.remote()] = slot.index
+
+    def _collect_progress(self) -> None:
+        """Read the progress replies that have arrived (never waits)."""
+        if not self._progress_refs:
+            return
+        refs = list(self._progress_refs)
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)
+        for ref in ready:
+            self._progress_refs.pop(ref, None)
+            with contextlib.suppress(Exception):  # a dying pod is handled elsewhere
+                info = self.ray.get(ref, timeout=0)
                 if info.get("pod_id"):
                     self._progress[info["pod_id"]] = info
-        except Exception:  # noqa: BLE001 - progress is cosmetic; a dying pod is handled elsewhere
-            pass
 
     def snapshot(self) -> dict[str, Any]:
         """What a live display shows: running pods, leaderboard, counters."""
@@ -612,6 +894,58 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
+
+
+def _candidate_recorder() -> Callable[..., None] | None:
+    """``finpod.candidates.record_candidate`` when that module is installed."""
+    try:
+        from finpod.candidates import record_candidate
+    except ImportError:
+        return None
+    return record_candidate
+
+
+def _largest_buffer(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:
+    """Bytes of the largest replay buffer any off-policy algorithm of the search may
+    allocate (0 when the search has none)."""
+    from finpod.agents.buffer import replay_buffer_nbytes
+
+    _, n, f = train_shape
+    obs_dim, action_dim = 2 + n + n * (1 + f), n
+    largest = 0
+    for algo in space.algorithms.values():
+        if not getattr(algo, "off_policy", False):
+            continue
+        size = float(algo.base.get("buffer_size", 0) or 0)
+        for spec in algo.params:
+            if spec.name == "buffer_size":
+                size = max(
+                    float(v)
+                    for v in (spec.value, spec.high, *spec.choices, size)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                )
+        if size <= 0:
+            from finpod.agents import ALGORITHMS
+
+            params_cls = ALGORITHMS.get(algo.algorithm, (None,))[0]
+            size = float(getattr(params_cls(), "buffer_size", 0)) if params_cls else 0.0
+        if size > 0:
+            largest = max(largest, replay_buffer_nbytes(int(size), obs_dim, action_dim))
+    return largest
+
+
+def _inherit_buffers(config: TournamentConfig, buffer_bytes: int) -> bool:
+    """``tournament.inherit_buffer`` resolved (``"auto"``: the top-k buffers fit in memory)."""
+    setting = getattr(config, "inherit_buffer", False)
+    try:
+        from finpod.tournament.config import inherit_buffer_fits
+    except ImportError:
+        return setting is True
+    return inherit_buffer_fits(setting, buffer_bytes, config.top_k)
+
+
+def _major_minor(version: str | None) -> tuple[str, ...]:
+    return tuple((version or "").split(".")[:2])
 
 
 def _score_key(score: float) -> float:

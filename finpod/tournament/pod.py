@@ -1,15 +1,21 @@
 """A pod: one agent trained by W vectorized envs and L learners, then scored on validation.
 
 :class:`Pod` is plain Python (usable without Ray); :class:`PodWorker` wraps it as a Ray
-actor that loads the dataset itself, by path — the *train* split to learn on and the
-*validation* split to score on. The backtest split is never opened here.
+actor. The worker never opens a dataset path: it receives the driver's object-store refs
+of the *train* and *validation* splits (see :mod:`finpod.tournament.dataplane`) and reads
+them zero-copy on CPU, or copies them once to its GPU(s). The backtest split never reaches
+a pod.
 
 One pod = ``epochs`` rounds of: every learner ``learn``s ``steps / (epochs · L)`` env steps
-on its own shard (its own env seed, reset seeds and start windows; the L learners run side
-by side in threads of the pod's actor, so give the pod L CPUs) → with ``L > 1`` their
-state dicts (weights and optimizer moments) are averaged and loaded back into every
-learner (model fusion) → the fused agent is scored on the validation split (the
-evaluator) and the score appended to its history.
+on its own shard (its own env seed, reset seeds and start windows; with L GPUs each
+learner runs on its own device; the L learners run side by side in threads of the pod's
+actor) → with ``L > 1`` their state dicts (weights and optimizer moments) are averaged
+and loaded back into every learner (model fusion; replay buffers stay) → the fused agent
+is scored on the validation split (the evaluator) and the score appended to its history.
+
+A pod whose losses, weights or validation returns are not finite stops at once and
+reports ``failure`` instead of a score: the env turns NaN actions into no trades, so a
+NaN network would otherwise sit in cash and score 0.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import ray
 import torch
 
 from finpod.data.market import MarketData
@@ -34,6 +43,8 @@ from finpod.tournament.generator import PodSpec
 
 #: Offset between the env seeds of two learners of a pod.
 LEARNER_SEED_STRIDE = 7919
+#: Prefix of :attr:`PodResult.failure` for a pod whose numbers went non-finite.
+NON_FINITE = "non-finite"
 
 
 @dataclass
@@ -47,7 +58,7 @@ class PodResult:
     hparams: dict[str, Any]
     """Every hyperparameter of the trained agent, JSON-ready."""
     score: float
-    """Validation score of the final (returned) weights."""
+    """Validation score of the final (returned) weights (NaN when ``failure``)."""
     history: list[dict[str, float]]
     """Validation scores along the lineage, this pod's epochs last."""
     env_steps: int
@@ -55,7 +66,7 @@ class PodResult:
     steps_done: int
     """Env steps this pod trained (all learners)."""
     checkpoint: bytes
-    """The agent as a finpod safetensors checkpoint file."""
+    """The agent as a finpod safetensors checkpoint file (empty when ``failure``)."""
     metrics: list[tuple[int, float, str, str, float]] = field(default_factory=list)
     """Learning-curve rows ``(env_steps, pod_wall_s, split, metric, value)``."""
     node_id: str = ""
@@ -64,10 +75,41 @@ class PodResult:
     """Seconds spent inside the pod (training, fusion, evaluation, checkpoint)."""
     epochs_done: int = 0
     """Epochs completed (fewer than asked when ``max_seconds`` stopped the pod)."""
+    returns: np.ndarray | None = None
+    """(T_validation − 1,) float32 per-bar simple returns of the scored weights on the
+    validation split (for PBO / Deflated Sharpe over every candidate)."""
+    failure: str = ""
+    """Why the pod failed ("" when it scored), e.g. ``"non-finite: loss actor_loss"``."""
+    buffer_rows: int = 0
+    """Replay-buffer transitions exported with the result (0: none)."""
+
+
+class NonFiniteError(RuntimeError):
+    """A pod's losses, weights or validation returns are NaN or infinite."""
+
+
+def check_finite_stats(stats: dict[str, float]) -> None:
+    """Raise :class:`NonFiniteError` naming the first non-finite training loss.
+
+    ``episode_return`` is NaN by design when no episode finished; it is not a loss.
+    """
+    for key, value in stats.items():
+        if key in ("episode_return", "episodes"):
+            continue
+        if not math.isfinite(float(value)):
+            raise NonFiniteError(f"loss {key} = {value}")
+
+
+def check_finite_weights(agent: Any) -> None:
+    """Raise :class:`NonFiniteError` naming the first network weight that is not finite."""
+    for name, net in agent.nets.items():
+        for key, value in net.state_dict().items():
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                raise NonFiniteError(f"weights {name}.{key}")
 
 
 class Pod:
-    """Trains pods on one train/validation pair of splits, on one device."""
+    """Trains pods on one train/validation pair of splits, on one or more devices."""
 
     def __init__(
         self,
@@ -76,6 +118,7 @@ class Pod:
         env_config: Any,
         device: torch.device | str = "cpu",
         concurrent_learners: bool = True,
+        learner_devices: Sequence[torch.device | str] | None = None,
     ) -> None:
         if train.split == "backtest" or validation.split == "backtest":
             raise ValueError("pods never see the backtest split")
@@ -86,46 +129,69 @@ class Pod:
         #: With L > 1, train the learners of an epoch concurrently (threads) rather than
         #: one after another; the result is the same either way.
         self.concurrent_learners = concurrent_learners
+        #: Devices of learners 0..L−1 (learner 0 is scored and checkpointed); ``None`` =
+        #: every learner on ``device``.
+        self.learner_devices = (
+            None if learner_devices is None else [torch.device(d) for d in learner_devices]
+        )
+        self._markets: dict[torch.device, MarketData] = {self.device: self.train_market}
         self._progress: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     # ----- pieces -----------------------------------------------------------------------
+    def devices_for(self, num_learners: int) -> list[torch.device]:
+        """The device of each of ``num_learners`` learners (cycled over ``learner_devices``)."""
+        devs = self.learner_devices or [self.device]
+        return [devs[i % len(devs)] for i in range(num_learners)]
+
+    def _train_market_on(self, device: torch.device) -> MarketData:
+        """The train split on ``device``: copied there once, then kept for later pods."""
+        if device not in self._markets:
+            self._markets[device] = self.train_market.to(device)
+        return self._markets[device]
+
     def make_envs(self, spec: PodSpec) -> list[Any]:
         """One ``VecTradingEnv`` of W envs per learner, each with its own seed (its shard)."""
         from finpod.env import VecTradingEnv
 
         return [
             VecTradingEnv(
-                self.train_market,
+                self._train_market_on(dev),
                 self.env_config,
                 num_envs=spec.num_envs,
                 seed=spec.seed + 1 + learner * LEARNER_SEED_STRIDE,
                 random_start=True,
-                device=self.device,
+                device=dev,
             )
-            for learner in range(spec.num_learners)
+            for learner, dev in enumerate(self.devices_for(spec.num_learners))
         ]
 
     def make_learners(
-        self, spec: PodSpec, obs_dim: int, action_dim: int, parent: bytes | None
+        self,
+        spec: PodSpec,
+        obs_dim: int,
+        action_dim: int,
+        parent: bytes | None,
+        parent_buffer: dict[str, np.ndarray] | None = None,
     ) -> list[Any]:
-        """L agents with the spec's hyperparameters, all starting from the parent's state."""
+        """L agents with the spec's hyperparameters, all starting from the parent's state
+        (and, for off-policy agents, its replay buffer when given)."""
         from finpod.agents import make_agent
 
-        agent = make_agent(
-            spec.algorithm, spec.hparams, obs_dim, action_dim, self.device, spec.seed
-        )
+        devices = self.devices_for(spec.num_learners)
+        agent = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, devices[0], spec.seed)
         if parent is not None:
             agent.load_state_dict(_state_from_checkpoint_bytes(parent))
             # The parent's RNG stream is not inherited: siblings must explore differently.
             agent.generator.manual_seed(spec.seed)
         learners = [agent]
-        for _ in range(1, spec.num_learners):
-            twin = make_agent(
-                spec.algorithm, spec.hparams, obs_dim, action_dim, self.device, spec.seed
-            )
-            twin.load_state_dict(agent.state_dict())
+        for dev in devices[1:]:
+            twin = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, dev, spec.seed)
+            twin.load_state_dict(_state_on(agent.state_dict(), dev))
             learners.append(twin)
+        if parent_buffer is not None and hasattr(agent, "import_buffer"):
+            for learner in learners:
+                learner.import_buffer(parent_buffer)
         return learners
 
     def run_epoch(
@@ -134,7 +200,8 @@ class Pod:
         """Every learner learns on its shard; with L > 1 the learners are fused.
 
         Returns the learners' mean training stats and, with L > 1, their state dicts just
-        before fusion (learner 0 and every other learner hold the fused state afterwards).
+        before fusion (learner 0 and every other learner hold the fused state afterwards;
+        each keeps its own replay buffer).
         """
         num = len(learners)
         if num > 1:
@@ -167,54 +234,87 @@ class Pod:
             done = sum(lr.updates - b for lr, b in zip(learners, base_updates, strict=True))
             fused["counter.updates"] = torch.tensor(base_updates[0] + done, dtype=torch.int64)
         for learner in learners:
-            learner.load_state_dict(fused)
+            learner.load_state_dict(_state_on(fused, learner.device))
         return mean_stats, sds
 
-    def evaluate(self, agent: Any, score_name: str) -> tuple[float, float]:
-        """(score, annual return) of ``agent``'s deterministic policy on the validation split."""
+    def evaluate(self, agent: Any, score_name: str) -> tuple[float, float, np.ndarray]:
+        """(score, annual return, per-bar returns ``(T − 1,) float32``) of ``agent``'s
+        deterministic policy on the validation split."""
         from finpod.env import rollout, score
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
-            return agent.act(obs, deterministic=True)
+            return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
 
         result = rollout(policy, self.valid_market, self.env_config, device=self.device)
-        return score(result, score_name), score(result, "return")
+        returns = result.returns.to_numpy(dtype=np.float32)
+        return score(result, score_name), score(result, "return"), returns
 
     # ----- a whole pod ------------------------------------------------------------------
-    def train(self, spec: PodSpec, parent: bytes | None = None) -> PodResult:
-        """Train ``spec`` (from ``parent``'s checkpoint bytes if given) and score it."""
+    def train(
+        self,
+        spec: PodSpec,
+        parent: bytes | None = None,
+        parent_buffer: dict[str, np.ndarray] | None = None,
+    ) -> PodResult:
+        """Train ``spec`` (from ``parent``'s checkpoint bytes and replay buffer if given)
+        and score it; a non-finite loss, weight or validation return ends it as failed."""
+        result, _ = self.train_with_buffer(spec, parent, parent_buffer, export_buffer=False)
+        return result
+
+    def train_with_buffer(
+        self,
+        spec: PodSpec,
+        parent: bytes | None = None,
+        parent_buffer: dict[str, np.ndarray] | None = None,
+        export_buffer: bool = True,
+    ) -> tuple[PodResult, dict[str, np.ndarray] | None]:
+        """:meth:`train`, plus learner 0's replay buffer (off-policy agents, when asked)."""
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
         envs = self.make_envs(spec)
-        learners = self.make_learners(spec, envs[0].obs_dim, envs[0].action_dim, parent)
+        learners = self.make_learners(
+            spec, envs[0].obs_dim, envs[0].action_dim, parent, parent_buffer
+        )
         agent = learners[0]
         start_steps = agent.env_steps
         per_learner = max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners)))
         history = [dict(h) for h in spec.base_history]
         metrics: list[tuple[int, float, str, str, float]] = []
         value = float("nan")
+        returns: np.ndarray | None = None
         epochs_done = 0
+        failure = ""
         self._set_progress(spec, 0, agent.env_steps, None, t0)
         for epoch in range(spec.epochs):
             stats, _ = self.run_epoch(learners, envs, per_learner, spec.seed + epoch + 1)
-            value, annual = self.evaluate(agent, spec.score_name)
-            epochs_done = epoch + 1
             wall = time.perf_counter() - t0
-            history.append({"env_steps": int(agent.env_steps), "score": value})
             metrics.extend(
                 (int(agent.env_steps), wall, "train", k, float(v)) for k, v in stats.items()
             )
+            try:
+                check_finite_stats(stats)
+                check_finite_weights(agent)
+                value, annual, returns = self.evaluate(agent, spec.score_name)
+                if not bool(np.isfinite(returns).all()) or not math.isfinite(value):
+                    raise NonFiniteError("validation returns")
+            except NonFiniteError as err:
+                failure = f"{NON_FINITE}: {err} at epoch {epoch + 1}"
+                value, returns = float("nan"), None
+                break
+            epochs_done = epoch + 1
+            wall = time.perf_counter() - t0
+            history.append({"env_steps": int(agent.env_steps), "score": value})
             metrics.append((int(agent.env_steps), wall, "validation", spec.score_name, value))
             if spec.score_name != "return":
                 metrics.append((int(agent.env_steps), wall, "validation", "return", annual))
             self._set_progress(spec, epochs_done, agent.env_steps, value, t0)
-            if not math.isfinite(value):
-                break
             if spec.max_seconds is not None and wall >= spec.max_seconds:
                 break
-        checkpoint = _checkpoint_bytes(agent)
         hparams = json.loads(json.dumps(dataclasses.asdict(agent.hparams)))
-        return PodResult(
+        buffer = None
+        if export_buffer and not failure and hasattr(agent, "export_buffer"):
+            buffer = agent.export_buffer()
+        result = PodResult(
             pod_id=spec.pod_id,
             algorithm=spec.algorithm,
             hparams=hparams,
@@ -222,12 +322,16 @@ class Pod:
             history=history,
             env_steps=int(agent.env_steps),
             steps_done=int(agent.env_steps - start_steps),
-            checkpoint=checkpoint,
+            checkpoint=b"" if failure else _checkpoint_bytes(agent),
             metrics=metrics,
             node_id=_node_id(),
             train_s=time.perf_counter() - t0,
             epochs_done=epochs_done,
+            returns=returns,
+            failure=failure,
+            buffer_rows=0 if buffer is None else int(len(buffer.get("reward", ()))),
         )
+        return result, buffer
 
     def progress(self) -> dict[str, Any]:
         """The running pod's id, epoch, env steps, last score and seconds so far."""
@@ -252,42 +356,112 @@ class Pod:
 
 
 class PodWorker:
-    """Ray actor body: loads the train and validation splits once, then trains pods."""
+    """Ray actor body: reads the train and validation splits from the object store once,
+    then trains pod after pod.
+
+    ``train`` runs in its own concurrency group of one, so a call resubmitted after a
+    transient ``ActorUnavailableError`` waits for the first instead of racing it; the
+    ``control`` group (``ready``, ``progress``) answers while a pod trains.
+    """
 
     def __init__(
-        self, dataset_dir: str, env_config: dict[str, Any], device: str, threads: int
+        self,
+        data_refs: list[Any],
+        env_config: dict[str, Any],
+        device: str,
+        cpus: float,
+        num_learners: int = 1,
     ) -> None:
-        from finpod.data import load_split
+        self._node = _node_id()
+        self._error = ""
+        self.pod: Pod | None = None
+        try:
+            self._setup(data_refs, env_config, device, cpus, num_learners)
+        except Exception as err:  # noqa: BLE001 - reported by ready() with this node's id
+            self._error = f"{type(err).__name__}: {_last_line(err)}"
+
+    def _setup(
+        self,
+        data_refs: list[Any],
+        env_config: dict[str, Any],
+        device: str,
+        cpus: float,
+        num_learners: int,
+    ) -> None:
         from finpod.device import pick_device
         from finpod.env import EnvConfig
+        from finpod.tournament.dataplane import fetch_splits
 
-        torch.set_num_threads(max(1, int(threads)))
+        # L learners run as threads of this process; each gets an equal share of the
+        # pod's CPUs for torch's intra-op pool (the pool is per process, so this caps the
+        # whole pod at about its CPUs).
+        torch.set_num_threads(max(1, int(cpus) // max(1, int(num_learners))))
         # Import what training and scoring need now, so a pod's time is training time.
         import empyrical  # noqa: F401
 
         import finpod.agents  # noqa: F401
 
         dev = pick_device(device)
-        data = Path(dataset_dir)
+        devices = None
+        if dev.type == "cuda":
+            devices = _learner_devices(num_learners, ray.get_gpu_ids(), dev)
+            dev = devices[0]
+        train, validation = fetch_splits(data_refs, dev)
         self.pod = Pod(
-            load_split(data, "train", device=dev),
-            load_split(data, "validation", device=dev),
-            EnvConfig.from_dict(env_config),
-            dev,
+            train, validation, EnvConfig.from_dict(env_config), dev, learner_devices=devices
         )
 
-    def ready(self) -> str:
-        """The node this worker runs on (returns once the data is loaded)."""
-        return _node_id()
+    @ray.method(concurrency_group="control")
+    def ready(self) -> dict[str, Any]:
+        """``{"node_id", "versions", "error"}``: where this worker runs, the packages it
+        runs with, and why it could not start ("" when it is ready to train)."""
+        from finpod.tournament.rundir import package_versions
 
-    def train(self, spec: PodSpec, parent: bytes | None = None) -> PodResult:
-        return self.pod.train(spec, parent)
+        return {"node_id": self._node, "versions": package_versions(), "error": self._error}
 
+    @ray.method(concurrency_group="train", num_returns=2)
+    def train(
+        self,
+        spec: PodSpec,
+        parent: bytes | None = None,
+        parent_buffer: list[Any] | None = None,
+        export_buffer: bool = False,
+    ) -> tuple[PodResult, dict[str, np.ndarray] | None]:
+        """(result, replay buffer or None). ``parent_buffer``: ``[ObjectRef]`` of the
+        parent's buffer, fetched here; a lost one (its node died) means an empty buffer."""
+        if self.pod is None:
+            raise RuntimeError(f"pod worker did not start: {self._error}")
+        buffer = None
+        if parent_buffer:
+            try:
+                buffer = ray.get(parent_buffer[0])
+            except ray.exceptions.RayError:
+                buffer = None
+        return self.pod.train_with_buffer(spec, parent, buffer, export_buffer=export_buffer)
+
+    @ray.method(concurrency_group="control")
     def progress(self) -> dict[str, Any]:
-        return self.pod.progress()
+        return {} if self.pod is None else self.pod.progress()
 
+    @ray.method(concurrency_group="control")
     def pid(self) -> int:
         return os.getpid()
+
+
+def _learner_devices(
+    num_learners: int, gpu_ids: Sequence[Any], base: torch.device
+) -> list[torch.device]:
+    """Each learner's device: ``fusion.learner_devices`` where available, else ``base``."""
+    try:
+        from finpod.tournament.fusion import learner_devices
+    except ImportError:
+        return [base] * max(1, num_learners)
+    return learner_devices(num_learners, [int(g) for g in gpu_ids] or None, base)
+
+
+def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """``sd`` with floating and integer tensors on ``device`` (RNG states stay on the host)."""
+    return {k: v if k.startswith("rng.") else v.to(device) for k, v in sd.items()}
 
 
 def _checkpoint_bytes(agent: Any) -> bytes:
@@ -310,10 +484,13 @@ def _state_from_checkpoint_bytes(data: bytes) -> dict[str, torch.Tensor]:
     return sd
 
 
+def _last_line(err: BaseException) -> str:
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:300]
+
+
 def _node_id() -> str:
     try:
-        import ray
-
         if ray.is_initialized():
             return ray.get_runtime_context().get_node_id()
     except Exception:  # noqa: BLE001 - outside Ray there is no node id to report

@@ -82,7 +82,8 @@ def run_tournament(
 
     Args:
         strategy_path: strategy TOML (optional with ``resume``: the run's copy is used).
-        data_dir: dataset directory, readable at the same path on every Ray node
+        data_dir: dataset directory on the driver's machine; the driver checks its hash and
+            ships the train and validation splits to the pods through Ray's object store
             (optional with ``resume``: the run's dataset is used; its hash must match).
         pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``).
         budget: ``"30m"``, ``"1e6 steps"``, ``"40 pods"`` (overrides ``tournament.budget``;
@@ -164,6 +165,7 @@ def run_tournament(
             device=pod_device,
             gpus_per_pod=gpus,
             request_resources=address is not None,
+            dataset_hash=str(manifest["hash"]),
         )
         orchestrator = Orchestrator(
             setup, board, run, on_event=on_event, display=display, stop=stop

@@ -8,12 +8,15 @@
       strategy.toml      the resolved strategy
       leaderboard.json   see :mod:`finpod.tournament.leaderboard`
       checkpoints/<pod_id>.safetensors
-      metrics.csv        pod_id,env_steps,wall_s,split,metric,value
+      metrics.csv        pod_id,env_steps,wall_s,split,metric,value (append-only)
       learning_curves.png
       train.log
 
-Every file except the append-only ``train.log`` is written atomically (write-then-rename),
-so killing the driver at any instant leaves each file either old or new, never torn.
+Every file except the append-only ``metrics.csv`` and ``train.log`` is written atomically
+(write-then-rename), so killing the driver at any instant leaves each file either old or
+new, never torn. ``metrics.csv`` grows by one ``write`` + ``fsync`` of whole lines per
+pod (no rewrite per result); its reader drops a torn last line, and reopening a run cuts
+that line off before appending again.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import io
 import json
 import logging
 import math
+import os
 import platform
 import secrets
 import sys
@@ -116,6 +120,7 @@ class RunDir:
             )
         run = cls(path)
         run.metrics = read_metrics(path / METRICS_FILE)
+        _cut_torn_tail(path / METRICS_FILE)
         return run
 
     def info(self) -> dict[str, Any]:
@@ -131,11 +136,35 @@ class RunDir:
         self.logger.log(level, message)
 
     def add_metrics(self, rows: Iterable[MetricRow]) -> None:
-        """Append learning-curve rows and rewrite ``metrics.csv`` atomically."""
-        self.metrics.extend(rows)
-        self.write_metrics()
+        """Append learning-curve rows to ``metrics.csv``: one ``write`` of whole lines,
+        then ``fsync`` (a crash leaves at most a torn last line, which readers drop)."""
+        new = list(rows)
+        if not new:
+            return
+        self.metrics.extend(new)
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        for pod, steps, wall, split, metric, value in new:
+            writer.writerow([pod, int(steps), f"{wall:.3f}", split, metric, _fmt(value)])
+        path = self.path / METRICS_FILE
+        if not path.is_file():
+            self.write_metrics()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, buf.getvalue().encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def record_nodes(self, nodes: dict[str, dict[str, str]]) -> None:
+        """Store each node's package versions under ``run.json``'s ``nodes`` (atomically);
+        called when a node runs its first pod."""
+        info = self.info()
+        info["nodes"] = {**info.get("nodes", {}), **nodes}
+        atomic_write_json(self.path / RUN_FILE, info)
 
     def write_metrics(self) -> None:
+        """Rewrite ``metrics.csv`` with every row held (atomically)."""
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(METRICS_HEADER)
@@ -177,11 +206,18 @@ class RunDir:
 
 
 def read_metrics(path: Path) -> list[MetricRow]:
-    """Rows of a ``metrics.csv`` (empty if the file does not exist)."""
+    """Rows of a ``metrics.csv`` (empty if the file does not exist).
+
+    A last line without its newline is a write cut short by a crash: it is dropped. A
+    malformed line anywhere else raises :class:`FinpodError`.
+    """
     if not path.is_file():
         return []
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
     rows: list[MetricRow] = []
-    with open(path, encoding="utf-8", newline="") as fh:
+    with io.StringIO(text, newline="") as fh:
         for rec in csv.DictReader(fh):
             try:
                 rows.append(
@@ -197,6 +233,17 @@ def read_metrics(path: Path) -> list[MetricRow]:
             except (KeyError, ValueError) as err:
                 raise FinpodError(f"{path} has a malformed row: {err}", "restore the file") from err
     return rows
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Truncate ``path`` after its last newline (a torn append), so appends stay whole."""
+    if not path.is_file():
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+            os.fsync(fh.fileno())
 
 
 def _fmt(value: float) -> str:
