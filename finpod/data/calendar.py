@@ -112,3 +112,74 @@ def session_of(timestamps: pd.DatetimeIndex) -> np.ndarray:
     """Session date (int64 ns of the naive date) of each tz-aware New York timestamp."""
     local = timestamps.tz_convert(TZ).tz_localize(None).normalize()
     return local.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+
+
+def session_closes(session_dates: pd.DatetimeIndex, calendar: str = "XNYS") -> np.ndarray:
+    """(S,) int64 UTC nanoseconds of each session's close (half days close early)."""
+    cal = get_calendar(calendar)
+    sched = cal.schedule.loc[pd.DatetimeIndex(session_dates)]
+    return sched["close"].to_numpy(dtype="datetime64[ns]").astype(np.int64)
+
+
+def bar_ends(timestamps: pd.DatetimeIndex, bar: str, calendar: str = "XNYS") -> np.ndarray:
+    """(T,) int64 UTC nanoseconds at which each bar's close is known.
+
+    Daily bars end at their session's close; an intraday bar ends ``bar`` minutes after its
+    start, or at the session's close for a last partial bar.
+    """
+    if len(timestamps) == 0:
+        return np.zeros(0, dtype=np.int64)
+    sess = session_of(timestamps)
+    uniq, inv = np.unique(sess, return_inverse=True)
+    closes = session_closes(pd.DatetimeIndex(uniq.astype("datetime64[ns]")), calendar)[inv]
+    minutes = bar_minutes(bar)
+    if minutes is None:
+        return closes
+    starts = timestamps.tz_convert("UTC").tz_localize(None)
+    starts_ns = starts.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    return np.minimum(starts_ns + np.int64(minutes) * 60_000_000_000, closes)
+
+
+#: How :func:`bars_per_year` counts, recorded in each dataset's manifest.
+BARS_PER_YEAR_RULE = (
+    "bars of the dataset's size on its exchange calendar (half days included) over the whole "
+    "calendar years its range touches, divided by the number of those years"
+)
+
+
+def bars_per_year(
+    bar: str,
+    calendar: str = "XNYS",
+    *,
+    start: pd.Timestamp | str,
+    end: pd.Timestamp | str,
+) -> float:
+    """Bars of size ``bar`` per year, counted on the exchange calendar (see
+    :data:`BARS_PER_YEAR_RULE`).
+
+    Whole calendar years are counted (``start``'s year through ``end``'s year), so a week of
+    minute bars is annualized with its year's sessions, not with 5 × 52. Intraday bars are
+    the calendar's bar grid: a full session has 390 1-minute, 78 5-minute or 7 60-minute bars
+    (09:30 … 15:30, the last one partial); a 13:00 half day has 210, 42 and 4.
+
+    Args:
+        bar: ``"1d"``, ``"Nmin"`` or ``"Nh"``.
+        calendar: ``"XNYS"`` or ``"XNAS"``.
+        start, end: the dataset's first and last bar (dates or timestamps).
+
+    Returns:
+        Bars per year (float), e.g. 252.0 for ``"1d"`` over 2019, 1755.0 for ``"60min"``.
+    """
+    y0, y1 = pd.Timestamp(start).year, pd.Timestamp(end).year
+    if y1 < y0:
+        raise FinpodError(f"end {end} is before start {start}")
+    sess = sessions(f"{y0}-01-01", f"{y1}-12-31", calendar)
+    years = y1 - y0 + 1
+    minutes = bar_minutes(bar)
+    if minutes is None:
+        return len(sess) / years
+    cal = get_calendar(calendar)
+    sched = cal.schedule.loc[sess]
+    length = (sched["close"] - sched["open"]).to_numpy(dtype="timedelta64[ns]").astype(np.int64)
+    step = np.int64(minutes) * 60_000_000_000
+    return float((-(-length // step)).sum()) / years

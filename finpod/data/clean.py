@@ -5,9 +5,12 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
 
 - column names: matched case-insensitively, common aliases accepted (``date``/``datetime``/
   ``time`` → ``timestamp``, ``ticker``/``symbol`` → ``tic``); a missing column is an error
-  that names what was found.
+  that names what was found. Bracketed headers (``<CLOSE>``) and separate date and time
+  columns (``<DATE>,<TIME>`` = ``20260126,153000``) are understood (:mod:`finpod.data.vendor`).
 - timestamps: naive ones are read in ``timezone`` (default America/New_York); aware ones
-  are converted. Unparseable timestamps and DST-impossible local times are dropped.
+  are converted; a mix of both (files from two vendors) is repaired the same way and
+  counted (``mixed_naive_and_aware``). Compact ``YYYYMMDD[HHMMSS]`` values are dates.
+  Unparseable timestamps and DST-impossible local times are dropped.
 - unsorted rows are sorted (recorded); exact duplicate rows are dropped; rows that share a
   (timestamp, ticker) but disagree are **all** dropped, since neither can be trusted.
 - impossible bars are rejected: a missing (NaN) or non-positive price, ``high < low``,
@@ -18,6 +21,9 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
   price (NaN here, 0.0 in tensors) and is not tradable. A missing bar after that is
   filled **from the past only**: a flat bar at the previous close with volume 0, marked
   ``filled`` and not tradable. Nothing is ever back-filled and no price is ever set to 0.
+- a ticker whose data ends before the range's last session is ``delisted`` from the next
+  bar on, for good (``report["delisted"]``): the env converts such a position to cash at
+  its last valid close (:data:`DELISTING_RULE`).
 - close-to-close moves beyond ±50 % in log terms are listed (``large_moves``) but kept.
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
   and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
@@ -32,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
+from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, session_of, sessions
+from finpod.data.vendor import prepare_vendor_frame
 from finpod.errors import FinpodError
 
 #: Accepted spellings of each canonical column (matched after lower-casing and stripping).
@@ -74,6 +81,12 @@ class Bars:
     bar: str = "1d"
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     """Additional (T, N) float32 features provided by the source (e.g. ``alpha_signal``)."""
+    buyable: np.ndarray | None = None
+    """(T, N) bool or None: False where a ticker may be sold but not bought (outside a
+    point-in-time index membership); None = no such restriction."""
+    delisted: np.ndarray | None = None
+    """(T, N) bool or None: True from the bar after a ticker's last valid price, for good,
+    when its data ends before the range does; None = nothing delists."""
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -94,31 +107,35 @@ class Bars:
             filled=self.filled[:, idx],
             bar=self.bar,
             extra={k: v[:, idx] for k, v in self.extra.items()},
+            buyable=None if self.buyable is None else self.buyable[:, idx],
+            delisted=None if self.delisted is None else self.delisted[:, idx],
         )
 
 
 def normalize_columns(df: pd.DataFrame, columns: dict[str, str] | None = None) -> pd.DataFrame:
-    """Rename ``df``'s columns to the canonical names (``columns`` maps vendor → canonical)."""
+    """Rename ``df``'s columns to the canonical names (``columns`` maps vendor → canonical).
+
+    Explicit renames come first; then bracketed headers (``<CLOSE>``) lose their brackets
+    and separate date and time columns are joined (see :mod:`finpod.data.vendor`); then
+    the aliases of :data:`COLUMN_ALIASES` are matched case-insensitively.
+    """
     if df.empty and len(df.columns) == 0:
         raise FinpodError("the input has no columns at all", "is the file empty?")
-    rename: dict[str, str] = {}
     explicit = dict(columns or {})
-    for col in df.columns:
-        if col in explicit:
-            rename[col] = explicit[col]
-    taken = set(rename.values())
+    df = prepare_vendor_frame(df.rename(columns=explicit))
+    rename: dict[str, str] = {}
+    taken = {c for c in df.columns if c in COLUMN_ALIASES}
     for canonical, aliases in COLUMN_ALIASES.items():
         if canonical in taken:
             continue
         for col in df.columns:
-            if col in rename:
+            if col in rename or col in COLUMN_ALIASES:
                 continue
             if str(col).strip().lower().replace(" ", "_") in aliases:
                 rename[col] = canonical
                 taken.add(canonical)
                 break
-    out = df.rename(columns=rename)
-    return out
+    return df.rename(columns=rename)
 
 
 def _require(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
@@ -131,34 +148,90 @@ def _require(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
         )
 
 
-def parse_timestamps(values: pd.Series, timezone: str, daily: bool) -> tuple[pd.Series, dict]:
-    """Timestamps → tz-aware New York; returns (series with NaT where unusable, notes)."""
+#: A text stamp that carries its own zone: ``…+01:00``, ``…-0500``, ``…Z`` or ``… UTC``.
+_OFFSET = r"(?:[+-]\d{2}:?\d{2}|Z|\s?UTC)$"
+
+
+def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series, dict]:
+    """Parse vendor timestamps into instants and wall-clock times.
+
+    Naive stamps are read in ``timezone``; stamps with an offset or zone keep it. A column
+    that mixes both (e.g. files from two vendors) is repaired the same way, element by
+    element: naive = ``timezone``, aware = converted; the count goes into the notes
+    (``mixed_naive_and_aware``). Compact ``YYYYMMDD`` and ``YYYYMMDDHHMMSS`` values are
+    read as dates/times, never as integers.
+
+    Returns:
+        ``(instant, wall, notes)``: ``instant`` tz-aware (America/New_York), ``wall`` the
+        naive clock time where the stamp was written (its own zone), both NaT where
+        unreadable or impossible in ``timezone`` (a DST gap).
+    """
     notes: dict = {}
     if isinstance(values.dtype, pd.DatetimeTZDtype):
-        ts = values
         notes["input_timezone"] = str(values.dt.tz)
+        return values.dt.tz_convert(TZ), values.dt.tz_localize(None), notes
+    if pd.api.types.is_datetime64_dtype(values.dtype):
+        naive = pd.Series(values, copy=False)
+        notes["input_timezone"] = f"naive, read as {timezone}"
+        return _localize(naive, timezone), naive, notes
+    if pd.api.types.is_float_dtype(values.dtype):
+        values = values.astype("Int64")
+    text = values.astype("string").str.strip()
+    text = _spell_compact(text)
+    aware = text.str.contains(_OFFSET, regex=True).fillna(False).to_numpy()
+    wall_text = text.str.replace(_OFFSET, "", regex=True)
+    wall = pd.to_datetime(wall_text, errors="coerce", format="mixed")
+    instant = pd.Series(pd.NaT, index=values.index, dtype=f"datetime64[ns, {TZ}]")
+    if aware.any():
+        instant[aware] = pd.to_datetime(
+            text[aware], errors="coerce", utc=True, format="mixed"
+        ).dt.tz_convert(TZ)
+    if (~aware).any():
+        instant[~aware] = _localize(wall[~aware], timezone)
+    if aware.all():
+        notes["input_timezone"] = "offsets in the stamps"
+    elif not aware.any():
+        notes["input_timezone"] = f"naive, read as {timezone}"
     else:
-        ts = pd.to_datetime(values, errors="coerce", utc=False, format="mixed")
-        if isinstance(ts.dtype, pd.DatetimeTZDtype):
-            notes["input_timezone"] = str(ts.dt.tz)
-        elif ts.dtype == object:
-            # Mixed offsets in one column: read each as UTC then convert.
-            ts = pd.to_datetime(values, errors="coerce", utc=True)
-            notes["input_timezone"] = "mixed offsets"
-        else:
-            notes["input_timezone"] = f"naive, read as {timezone}"
-    if isinstance(ts.dtype, pd.DatetimeTZDtype):
-        if daily:
-            # A daily bar's date is its wall-clock date where it was stamped: converting a
-            # UTC-midnight date to New York would move it to the previous evening.
-            ts = ts.dt.tz_localize(None).dt.normalize().dt.tz_localize(TZ)
-        else:
-            ts = ts.dt.tz_convert(TZ)
-    else:
-        if daily:
-            ts = ts.dt.normalize()
-        ts = ts.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert(TZ)
-    return ts, notes
+        notes["input_timezone"] = f"mixed: naive read as {timezone}, aware converted"
+        notes["mixed_naive_and_aware"] = (
+            f"{int((~aware).sum())} naive stamps read as {timezone}, {int(aware.sum())} aware converted"
+        )
+    return instant, wall, notes
+
+
+def _spell_compact(text: pd.Series) -> pd.Series:
+    """``20260126`` → ``2026-01-26``; ``20260126153000`` / ``20260126 153000`` → with time."""
+    m = text.str.extract(r"^(\d{4})(\d{2})(\d{2})(?:[ T]?(\d{2})(\d{2})(\d{2}))?$")
+    hit = m[0].notna().to_numpy()
+    if not hit.any():
+        return text
+    spelled = m[0] + "-" + m[1] + "-" + m[2]
+    timed = m[3].notna()
+    spelled = spelled.where(~timed, spelled + " " + m[3] + ":" + m[4] + ":" + m[5])
+    return text.where(~hit, spelled)
+
+
+def _localize(naive: pd.Series, timezone: str) -> pd.Series:
+    try:
+        out = naive.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    except Exception as err:  # noqa: BLE001 - zoneinfo and pytz raise different types
+        raise FinpodError(
+            f"unknown time zone {timezone!r}", "use an IANA name, e.g. America/New_York or UTC"
+        ) from err
+    return out.dt.tz_convert(TZ)
+
+
+def parse_timestamps(values: pd.Series, timezone: str, daily: bool) -> tuple[pd.Series, dict]:
+    """Timestamps → tz-aware New York; returns (series with NaT where unusable, notes).
+
+    Daily bars keep the date where they were stamped (a UTC-midnight date is that date, not
+    the previous New York evening); intraday stamps are instants (see :func:`read_stamps`).
+    """
+    instant, wall, notes = read_stamps(values, timezone)
+    if daily:
+        return wall.dt.normalize().dt.tz_localize(TZ), notes
+    return instant, notes
 
 
 def clean_long(
@@ -391,6 +464,16 @@ def clean_long(
     }
     report["kept_rows"] = int(observed.sum())
     report["large_moves"] = large_moves(filled_prices["close"], observed, grid, names)
+    delisted = delisting_mask(grid, last)
+    if delisted.any():
+        report["delisted"] = {
+            names[i]: {
+                "last_valid_bar": str(grid[last[i]]),
+                "last_close": float(filled_prices["close"][last[i], i]),
+            }
+            for i in np.flatnonzero(delisted.any(axis=0))
+        }
+        report["delisting_rule"] = DELISTING_RULE
     bars = Bars(
         timestamps=grid,
         tickers=names,
@@ -402,8 +485,29 @@ def clean_long(
         tradable=observed,
         filled=filled,
         bar=bar,
+        delisted=delisted if delisted.any() else None,
     )
     return bars, report
+
+
+#: What happens to a position in a ticker whose data ends inside the range (the env applies
+#: it; the cleaner records it in the report).
+DELISTING_RULE = "a delisted position is converted to cash at its last valid close"
+
+
+def delisting_mask(grid: pd.DatetimeIndex, last: np.ndarray) -> np.ndarray:
+    """(T, N) bool: True after each ticker's last bar when that bar's session ends before the
+    grid's last session (data ending inside the range = delisted), for good.
+
+    A ticker whose last bar is in the final session (e.g. a missing last minute) is not
+    delisted: its missing bars are ordinary forward-filled gaps.
+    """
+    T = len(grid)
+    sess = session_of(grid) if T else np.zeros(0, dtype=np.int64)
+    ended = (last >= 0) & (last < T - 1)
+    ended &= sess[np.clip(last, 0, max(T - 1, 0))] < (sess[-1] if T else 0)
+    rows = np.arange(T)[:, None]
+    return ended[None, :] & (rows > last[None, :])
 
 
 def forward_fill(

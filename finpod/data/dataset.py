@@ -9,10 +9,20 @@ A dataset directory holds:
   same grid, forward-filled from the past only.
 - ``cleaning_report.json``: everything the cleaner dropped, repaired or masked.
 - ``manifest.json``: source, universe, bar size, tickers, features and their scaling, the
-  split date ranges, a cleaning summary and the content ``hash``.
+  split date ranges, a cleaning summary and the content ``hash``. Also:
+
+  - ``universe``: ``{"name", "point_in_time", "note"}``; when ``point_in_time`` is false
+    the note says so in words (e.g. "members as of 2019-12-31 used for 2010–2019:
+    survivorship bias");
+  - ``benchmark``: ``{"name", "kind": "index level, no costs", "source"}`` or null;
+  - ``bars_per_year`` and ``bars_per_year_rule``: annualization counted on the calendar;
+  - ``masks``: which optional (T, N) bool columns ``bars.parquet`` holds: ``buyable``
+    (False = sell only, e.g. outside a point-in-time index) and ``delisted`` (True after a
+    ticker's last valid price, for good).
 
 The content hash is the SHA-256 of the data itself (tickers, bar size, feature names,
-timestamps, prices, volumes, masks, features, benchmark, split boundaries), never of
+timestamps, prices, volumes, masks incl. ``buyable``/``delisted`` when present, features,
+benchmark, split boundaries), never of
 paths, build times or the Parquet encoding: two builds of the same data agree, and any
 change to the data changes it.
 
@@ -46,7 +56,9 @@ import pyarrow.parquet as pq
 import torch
 
 from finpod.atomic import atomic_write, atomic_write_json
-from finpod.data.calendar import TZ, session_of
+from finpod.data import sources
+from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
+from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
 from finpod.data.clean import Bars, clean_long
 from finpod.data.features import FEATURES, SCALING_DOC, compute_features
 from finpod.data.market import MarketData
@@ -63,8 +75,13 @@ INTRADAY_EMBARGO_SESSIONS = 1
 MIN_SESSIONS_TO_SPLIT_BY_SESSION = 20
 #: Bars (timestamps) per Parquet row group; load_split reads only the groups it needs.
 ROWS_PER_GROUP_BARS = 4096
-FORMAT_VERSION = 1
-SOURCES = ("sample", "yfinance", "files", "synthetic")
+#: Manifest format. 2: ``universe`` and ``benchmark`` are dicts, ``bars_per_year``, and
+#: optional ``buyable``/``delisted`` mask columns (listed under ``masks``). Format-1
+#: datasets still load (no masks, bars per year from the calendar at load time).
+FORMAT_VERSION = 2
+SOURCES = tuple(sources.LOADERS)
+#: Optional (T, N) bool columns of bars.parquet, written when the source sets them.
+MASKS = ("buyable", "delisted")
 
 
 # --------------------------------------------------------------------------- progress
@@ -221,6 +238,12 @@ def content_hash(
         h.update(bars.tradable[t0:t1].tobytes())
         h.update(bars.filled[t0:t1].tobytes())
         h.update(np.ascontiguousarray(features[t0:t1], dtype=np.float32).tobytes())
+    for name in MASKS:
+        mask = getattr(bars, name, None)
+        if mask is not None:
+            # Only present masks are hashed, so a dataset without them keeps its hash.
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(mask, dtype=np.bool_).tobytes())
     if benchmark is not None:
         h.update(np.nan_to_num(np.asarray(benchmark, dtype=np.float64), nan=0.0).tobytes())
     return h.hexdigest()
@@ -275,6 +298,8 @@ def _to_market(
         bar=bars.bar,
         split=split,
         benchmark=None if benchmark is None else benchmark.iloc[rows],
+        buyable=None if bars.buyable is None else tens(bars.buyable, torch.bool),
+        delisted=None if bars.delisted is None else tens(bars.delisted, torch.bool),
     )
 
 
@@ -301,34 +326,24 @@ def from_frame(
             accepted, see :func:`finpod.data.clean.clean_long`).
         bar: bar size (``None`` infers it).
         device: torch device of the tensors.
-        benchmark: optional index close indexed by date/time; aligned to the bars from the
-            past only.
+        benchmark: optional index close indexed by date/time; aligned causally (a daily
+            level from its session's close on, see :mod:`finpod.data.benchmark`).
         clean_opts: passed to :func:`finpod.data.clean.clean_long` (``timezone``,
             ``min_coverage``, ``columns``, ``bar_label``, ``start``, ``end``…).
     """
     bars, _ = clean_long(df, bar, **clean_opts)
-    bench = None if benchmark is None else align_benchmark(benchmark, bars.timestamps)
-    return bars_to_market(bars, device=device, benchmark=bench)
-
-
-def align_benchmark(series: pd.Series, timestamps: pd.DatetimeIndex) -> pd.Series:
-    """Index level on ``timestamps``: the last known value at or before each bar (NaN before
-    the first), never a later one."""
-    s = series.dropna()
-    idx = pd.DatetimeIndex(s.index)
-    idx = idx.tz_localize(TZ) if idx.tz is None else idx.tz_convert(TZ)
-    s = pd.Series(s.to_numpy(dtype=np.float64), index=idx).sort_index()
-    s = s[~s.index.duplicated(keep="last")]
-    pos = (
-        np.searchsorted(
-            s.index.to_numpy(dtype="datetime64[ns]").astype(np.int64),
-            timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64),
-            side="right",
+    bench = (
+        None
+        if benchmark is None
+        else align_benchmark(
+            benchmark,
+            bars.timestamps,
+            bars.bar,
+            calendar=clean_opts.get("calendar", "XNYS"),
+            timezone=clean_opts.get("timezone", TZ),
         )
-        - 1
     )
-    vals = np.where(pos >= 0, s.to_numpy()[np.maximum(pos, 0)], np.nan)
-    return pd.Series(vals, index=timestamps, name="benchmark")
+    return bars_to_market(bars, device=device, benchmark=bench)
 
 
 # --------------------------------------------------------------------------- build
@@ -366,8 +381,6 @@ def build_dataset(
         overwrite: replace an existing dataset directory at ``out``.
         opts: source options (see :mod:`finpod.data.sources`).
     """
-    from finpod.data import sources
-
     if source not in SOURCES:
         raise FinpodError(f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
     out = Path(out)
@@ -405,14 +418,17 @@ def build_dataset(
             None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
         )
         digest = content_hash(bars, feats, names, bench_vals, plan)
+        bpy = bars_per_year(bars.bar, calendar, start=bars.timestamps[0], end=bars.timestamps[-1])
         manifest = {
             "format": FORMAT_VERSION,
             "source": source,
             "source_options": loaded.options,
-            "universe": loaded.universe,
+            "universe": {"name": loaded.universe, **_universe(loaded.universe_info)},
             "bar": bars.bar,
             "calendar": calendar,
             "timezone": TZ,
+            "bars_per_year": bpy,
+            "bars_per_year_rule": BARS_PER_YEAR_RULE,
             "start": str(bars.timestamps[0]),
             "end": str(bars.timestamps[-1]),
             "bars": len(bars.timestamps),
@@ -425,7 +441,8 @@ def build_dataset(
             "cleaning": _cleaning_summary(loaded.report),
             "notes": loaded.notes,
             "rows_per_group_bars": ROWS_PER_GROUP_BARS,
-            "benchmark": loaded.benchmark_name,
+            "benchmark": _benchmark(loaded),
+            "masks": {name: getattr(bars, name) is not None for name in MASKS},
             "hash": digest,
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "files": {
@@ -466,6 +483,41 @@ def build_dataset(
     return out
 
 
+def _universe(info: dict) -> dict:
+    point_in_time = bool(info.get("point_in_time", False))
+    note = info.get("note") or (
+        "point-in-time universe"
+        if point_in_time
+        else "not point-in-time: the tickers may have been chosen with hindsight (survivorship bias)"
+    )
+    return {"point_in_time": point_in_time, "note": note}
+
+
+def _benchmark(loaded: sources.LoadedSource) -> dict | None:
+    if loaded.benchmark is None:
+        return None
+    info = dict(loaded.benchmark_info or {})
+    info.setdefault("name", "benchmark")
+    info.setdefault("kind", BENCHMARK_KIND)
+    info.setdefault("source", None)
+    return info
+
+
+def benchmark_name(manifest: dict) -> str | None:
+    """The benchmark's name in a manifest of any format (1: a string, 2: a dict)."""
+    b = manifest.get("benchmark")
+    return b.get("name") if isinstance(b, dict) else b
+
+
+def universe_disclosure(manifest: dict) -> dict:
+    """``{"name", "point_in_time", "note"}`` from a manifest of any format; a format-1
+    manifest (universe as a string) gets ``point_in_time`` False and a generic note."""
+    u = manifest.get("universe")
+    if isinstance(u, dict):
+        return u
+    return {"name": u, **_universe({})}
+
+
 def _cleaning_summary(report: dict) -> dict:
     summ: dict[str, Any] = {}
     for k, v in report.items():
@@ -486,6 +538,7 @@ def _write_bars(
     path: Path, bars: Bars, feats: np.ndarray, names: list[str], advance: Callable[[int], None]
 ) -> None:
     T, N = bars.close.shape
+    masks = [m for m in MASKS if getattr(bars, m) is not None]
     tic_dict = pa.array(list(bars.tickers), type=pa.string())
     ts_type = pa.timestamp("ns", tz=TZ)
     fields = [
@@ -494,6 +547,7 @@ def _write_bars(
         *[pa.field(c, pa.float32()) for c in ("open", "high", "low", "close", "volume")],
         pa.field("tradable", pa.bool_()),
         pa.field("filled", pa.bool_()),
+        *[pa.field(m, pa.bool_()) for m in masks],
         *[pa.field(n, pa.float32()) for n in names],
     ]
     schema = pa.schema(fields)
@@ -519,6 +573,7 @@ def _write_bars(
                     ],
                     pa.array(bars.tradable[t0:t1].reshape(-1)),
                     pa.array(bars.filled[t0:t1].reshape(-1)),
+                    *[pa.array(getattr(bars, m)[t0:t1].reshape(-1)) for m in masks],
                     *[
                         pa.array(np.ascontiguousarray(feats[t0:t1, :, j]).reshape(-1))
                         for j in range(len(names))
@@ -553,7 +608,10 @@ def _timestamps(grid: Callable[..., np.ndarray]) -> pd.DatetimeIndex:
 
 def load_manifest(dataset_dir: str | Path) -> dict:
     """The dataset's ``manifest.json`` as a dict (keys include ``hash``, ``bar``, ``splits``,
-    ``tickers``, ``features``)."""
+    ``tickers``, ``features``; format 2 adds ``universe`` as ``{"name", "point_in_time",
+    "note"}``, ``benchmark`` as ``{"name", "kind", "source"}``, ``bars_per_year`` and
+    ``masks``; read a universe or benchmark of either format with
+    :func:`universe_disclosure` / :func:`benchmark_name`)."""
     path = Path(dataset_dir) / "manifest.json"
     if not path.exists():
         raise FinpodError(
@@ -605,7 +663,8 @@ def load_split(
     g0, g1 = r0 // group, (r1 - 1) // group + 1
     try:
         pf = pq.ParquetFile(bars_path)
-        cols = ["timestamp", "tic", "open", "close", "tradable", *names]
+        masks = [m for m in MASKS if m in pf.schema_arrow.names]
+        cols = ["timestamp", "tic", "open", "close", "tradable", *masks, *names]
         table = pf.read_row_groups(list(range(g0, g1)), columns=cols)
     except (OSError, pa.ArrowInvalid, IndexError) as err:
         raise FinpodError(
@@ -637,7 +696,8 @@ def load_split(
     if bench_file:
         bt = pq.read_table(dataset_dir / bench_file)
         vals = bt.column("close").to_numpy()[r0:r1]
-        bench = pd.Series(vals, index=ts, name=manifest.get("benchmark") or "benchmark")
+        bench = pd.Series(vals, index=ts, name=benchmark_name(manifest) or "benchmark")
+    mask = {m: torch.from_numpy(grid(m, np.bool_)).to(device) for m in masks}
     return MarketData(
         timestamps=ts,
         tickers=tickers,
@@ -649,6 +709,21 @@ def load_split(
         bar=manifest["bar"],
         split=split,
         benchmark=bench,
+        buyable=mask.get("buyable"),
+        delisted=mask.get("delisted"),
+        bars_per_year=dataset_bars_per_year(manifest),
+    )
+
+
+def dataset_bars_per_year(manifest: dict) -> float:
+    """Bars per year of a dataset: the manifest's, or (format 1) counted now on its calendar."""
+    if manifest.get("bars_per_year"):
+        return float(manifest["bars_per_year"])
+    return bars_per_year(
+        manifest["bar"],
+        manifest.get("calendar", "XNYS"),
+        start=manifest.get("start") or manifest["splits"]["train"]["start"],
+        end=manifest.get("end") or manifest["splits"]["backtest"]["end"],
     )
 
 
@@ -685,6 +760,7 @@ def verify_dataset(dataset_dir: str | Path) -> str:
         tradable=grid("tradable", np.bool_),
         filled=grid("filled", np.bool_),
         bar=man["bar"],
+        **{m: grid(m, np.bool_) for m in MASKS if m in table.column_names},
     )
     feats = np.stack([grid(n) for n in names], axis=-1)
     bench = None

@@ -102,16 +102,18 @@ def test_sample_errors():
         load_sample(bar="1min")
 
 
-def test_sample_point_in_time_membership_masks_before_joining():
+def test_sample_point_in_time_outside_membership_is_sell_only_not_frozen():
     from finpod.data.sources import load_sample
 
     src = load_sample(tickers=["AAL", "AAPL"], point_in_time=True)
     b = src.bars
     j = b.tickers.index("AAL")  # joined the index 2014-12-22
-    joined = np.flatnonzero(b.tradable[:, j])[0]
+    joined = np.flatnonzero(b.buyable[:, j])[0]
     assert str(b.timestamps[joined].date()) == "2014-12-22"
-    assert b.tradable[:, b.tickers.index("AAPL")].all()
-    assert not np.isnan(b.close[joined - 1, j])  # priced, just not tradable
+    assert b.buyable[:, b.tickers.index("AAPL")].all()
+    # Before joining: real prices, tradable (a holder could sell), just not buyable.
+    assert b.tradable[joined - 1, j] and not np.isnan(b.close[joined - 1, j])
+    assert src.report["sell_only_outside_membership"] == joined
 
 
 def test_minute_dataset_loads(tmp_path):
@@ -196,12 +198,13 @@ def test_yfinance_download_is_cached_and_resumable(tmp_path, monkeypatch):
         "cache_dir": tmp_path / "cache",
     }
     out = build_dataset("yfinance", tmp_path / "ds", **kw)
-    assert len(calls) == 2
+    # One request per ticker, plus one for the ^NDX benchmark.
+    assert sorted(c[0] for c in calls) == ["AAPL", "MSFT", "^NDX"]
     m = load_split(out, "all")
     assert m.tickers == ["AAPL", "MSFT"] and m.tradable.all()
     # A second run reads the cache: no request at all.
     out2 = build_dataset("yfinance", tmp_path / "ds2", **kw)
-    assert len(calls) == 2
+    assert len(calls) == 3
     assert load_manifest(out)["hash"] == load_manifest(out2)["hash"]
 
 

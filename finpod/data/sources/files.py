@@ -1,0 +1,200 @@
+"""``files``: a directory (or one file) of vendor CSV/Parquet bars, one file per ticker or
+one long table, with an optional ``benchmark`` file of index levels.
+
+Vendor formats understood: see :mod:`finpod.data.vendor` (bracketed headers, separate
+date and time columns, compact ``YYYYMMDD``/``HHMMSS`` values, symbol suffixes through
+``ticker_pattern``). Files that mix offset-aware and naive stamps are repaired the
+documented way: naive stamps are read in ``timezone``, aware ones converted, and the
+cleaning report counts both (``mixed_naive_and_aware``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
+from finpod.data.calendar import TZ
+from finpod.data.clean import clean_long, normalize_columns
+from finpod.data.sources.base import LoadedSource, check_known, ticker_list
+from finpod.data.universe import universe_info
+from finpod.data.vendor import (
+    TABLE_SUFFIXES,
+    apply_ticker_pattern,
+    compile_ticker_pattern,
+    read_table,
+)
+from finpod.errors import FinpodError
+
+#: Ticker from a file name when no pattern is given: the part before the first ``_``
+#: (``AAPL_1min.csv`` → ``AAPL``).
+FILE_NAME_PATTERN = r"^([A-Za-z0-9.\-^]+?)(?:_.*)?$"
+
+
+def _stem(name: str) -> str:
+    return re.sub(r"(\.csv\.gz|\.csv|\.parquet|\.pq|\.txt)$", "", name, flags=re.I)
+
+
+def _common_stamp_type(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """Frames whose timestamp columns can be concatenated without losing a zone.
+
+    When files disagree (one aware, one naive, or two zones), every datetime stamp travels
+    as text with its offset, so each is read by its own rule (naive = ``timezone``).
+    """
+    kinds = {str(f["timestamp"].dtype) for f in frames if "timestamp" in f.columns}
+    if len(kinds) <= 1:
+        return frames
+    out = []
+    for f in frames:
+        col = f.get("timestamp")
+        if col is not None and isinstance(col.dtype, pd.DatetimeTZDtype):
+            f = f.assign(timestamp=col.dt.strftime("%Y-%m-%d %H:%M:%S%z"))
+        elif col is not None and pd.api.types.is_datetime64_dtype(col.dtype):
+            f = f.assign(timestamp=col.dt.strftime("%Y-%m-%d %H:%M:%S"))
+        out.append(f)
+    return out
+
+
+def load_files(
+    path: str | Path | None = None,
+    bar: str | None = None,
+    tickers: list[str] | str | None = None,
+    start: str | None = None,
+    end: str | None = None,
+    columns: dict[str, str] | None = None,
+    timezone: str = TZ,
+    bar_label: str = "auto",
+    ticker_pattern: str | None = None,
+    benchmark: str | Path | None = None,
+    min_coverage: float = 0.8,
+    calendar: str = "XNYS",
+    progress: Any = None,
+) -> LoadedSource:
+    """Vendor bars from ``path`` (a directory of files or one file).
+
+    A file with a ticker column is a long table; otherwise its ticker is read from the file
+    name without extension.
+
+    Args:
+        columns: vendor → canonical column renames, e.g. ``{"Date": "timestamp"}``.
+        timezone: zone of naive timestamps (aware ones are converted).
+        bar_label: intraday timestamps mark the bar ``"start"``/``"end"``/``"auto"``.
+        ticker_pattern: a regular expression whose first group is the ticker, applied
+            (case-insensitively) to file names and to ticker columns, e.g. ``^(.*)\\.US$``
+            for ``AAPL.US``. Default: file names up to the first ``_``; columns unchanged.
+        benchmark: a CSV/Parquet file of index levels (daily or intraday), aligned causally
+            (see :mod:`finpod.data.benchmark`).
+
+    Sort order does not matter: rows are sorted (and the report says so).
+    """
+    if path is None:
+        raise FinpodError("the files source needs a path", "pass --path DIR")
+    root = Path(path)
+    if not root.exists():
+        raise FinpodError(
+            f"{root} does not exist", "pass --path with a directory of CSV/Parquet bars"
+        )
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(
+            p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
+        )
+    )
+    if benchmark is not None:
+        bench_path = Path(benchmark).resolve()
+        files = [f for f in files if f.resolve() != bench_path]
+    if not files:
+        raise FinpodError(
+            f"no CSV or Parquet files in {root}", "put one file per ticker or one long table there"
+        )
+    name_rx = compile_ticker_pattern(ticker_pattern or FILE_NAME_PATTERN)
+    tick = ticker_list(tickers)
+    frames = []
+    task = progress.add_task("read files", total=len(files)) if progress is not None else None
+    for f in files:
+        df = read_table(f)
+        if len(df) == 0:
+            raise FinpodError(f"{f} has no rows", "remove it or fill it with bars")
+        df = normalize_columns(df, columns)
+        if "tic" not in df.columns:
+            m = name_rx.match(_stem(f.name))
+            if not m or not m.group(1):
+                raise FinpodError(
+                    f"cannot read a ticker from the file name {f.name}",
+                    "add a tic column or pass --ticker-pattern",
+                )
+            df["tic"] = m.group(1).upper()
+        elif ticker_pattern is not None:
+            df["tic"] = apply_ticker_pattern(df["tic"], ticker_pattern)
+        frames.append(df)
+        if task is not None:
+            progress.advance(task, 1)
+    df = pd.concat(_common_stamp_type(frames), ignore_index=True)
+    known = sorted(df["tic"].astype(str).str.upper().unique()) if "tic" in df.columns else []
+    check_known(tick, known, str(root))
+    if tick is not None:
+        df = df[df["tic"].astype(str).str.upper().isin(tick)]
+    bars, report = clean_long(
+        df,
+        bar,
+        timezone=timezone,
+        bar_label=bar_label,
+        start=start,
+        end=end,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        where=str(root),
+    )
+    report["files"] = [f.name for f in files]
+    delisted = sorted(report.get("delisted", {}))
+    note = (
+        f"universe from the files in {root.name} ({len(bars.tickers)} tickers): finpod cannot "
+        "tell whether it is point-in-time; if it holds only companies that survived to the "
+        "end, results carry survivorship bias"
+    )
+    if delisted:
+        note += f"; {len(delisted)} ticker(s) end inside the range and are treated as delisted"
+    bench = bench_info = None
+    if benchmark is not None:
+        series, name = read_benchmark_file(benchmark, columns=None)
+        bench = align_benchmark(
+            series,
+            bars.timestamps,
+            bars.bar,
+            calendar=calendar,
+            timezone=timezone,
+            bar_label=bar_label,
+        )
+        covered = int(np.isfinite(bench.to_numpy()).sum())
+        if covered == 0:
+            raise FinpodError(
+                f"the benchmark {benchmark} has no level on or before any bar "
+                f"({bars.timestamps[0]} → {bars.timestamps[-1]})",
+                "give index levels covering the bars' dates",
+            )
+        report["benchmark_bars_without_level"] = int(len(bench) - covered)
+        bench_info = {"name": name, "kind": BENCHMARK_KIND, "source": str(benchmark)}
+    return LoadedSource(
+        bars=bars,
+        report=report,
+        options={
+            "path": str(root),
+            "tickers": tick,
+            "start": start,
+            "end": end,
+            "timezone": timezone,
+            "bar_label": bar_label,
+            "columns": columns,
+            "ticker_pattern": ticker_pattern,
+            "benchmark": None if benchmark is None else str(benchmark),
+        },
+        universe=f"{len(known)} tickers from {root.name}",
+        universe_info=universe_info(False, note),
+        benchmark=bench,
+        benchmark_info=bench_info,
+    )

@@ -1,0 +1,132 @@
+"""Vendor file formats: reading a CSV/Parquet file and bringing its columns to finpod's names.
+
+What is understood, besides the column aliases of :mod:`finpod.data.clean`:
+
+- bracketed headers, as Stooq ships them: ``<TICKER>,<PER>,<DATE>,<TIME>,<OPEN>,…,<VOL>``
+  (the brackets are removed before matching);
+- separate date and time columns (Stooq, Kibot): ``<DATE>,<TIME>`` = ``20260126,153000``
+  or ``01/26/2026,15:30`` are joined into one timestamp; compact ``YYYYMMDD`` dates and
+  ``HHMMSS`` times (a leading zero lost by a spreadsheet, ``93000``, is put back);
+- symbol suffixes (``AAPL.US``): :func:`apply_ticker_pattern` keeps the first group of a
+  regular expression, on file names and on ticker columns alike.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from finpod.errors import FinpodError
+
+#: File endings the ``files`` source reads.
+TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".txt")
+#: Column names (lower-cased, brackets removed) read as the date part of a split stamp.
+DATE_COLUMNS = ("date", "day", "trade_date")
+#: Column names read as the time-of-day part of a split stamp.
+TIME_COLUMNS = ("time", "hhmmss", "trade_time")
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """Read one CSV (optionally .gz, or .txt) or Parquet file; an empty or unreadable file is
+    an error."""
+    name = path.name.lower()
+    try:
+        if name.endswith((".parquet", ".pq")):
+            return pd.read_parquet(path)
+        if name.endswith((".csv", ".csv.gz", ".txt")):
+            # Dates and times are read as text: 20260126 must not become an integer count.
+            return pd.read_csv(path, dtype=_text_columns(path))
+    except pd.errors.EmptyDataError as err:
+        raise FinpodError(f"{path} is empty", "remove it or fill it with bars") from err
+    except (pd.errors.ParserError, OSError, ValueError) as err:
+        raise FinpodError(
+            f"cannot read {path}: {str(err).splitlines()[0]}",
+            "is it a CSV or Parquet file of bars?",
+        ) from err
+    raise FinpodError(f"{path} is neither CSV nor Parquet", "use .csv, .csv.gz or .parquet files")
+
+
+def _text_columns(path: Path) -> dict[str, type]:
+    """Columns of a CSV header that hold dates or times (read as ``str``)."""
+    header = pd.read_csv(path, nrows=0).columns
+    return {c: str for c in header if _bare(c) in (*DATE_COLUMNS, *TIME_COLUMNS)}
+
+
+def _bare(name: object) -> str:
+    return str(name).strip().strip("<>").strip().lower().replace(" ", "_")
+
+
+def strip_brackets(df: pd.DataFrame) -> pd.DataFrame:
+    """``<OPEN>`` → ``OPEN`` (Stooq-style headers); other names unchanged."""
+    rename = {
+        c: str(c).strip()[1:-1].strip() for c in df.columns if re.fullmatch(r"\s*<.*>\s*", str(c))
+    }
+    return df.rename(columns=rename) if rename else df
+
+
+def combine_date_time(df: pd.DataFrame) -> pd.DataFrame:
+    """Join a date column and a time column into one ``timestamp`` text column.
+
+    Compact values are spelled out: ``20260126`` → ``2026-01-26``, ``153000`` →
+    ``15:30:00``, ``93000`` → ``09:30:00``. A table without both columns, or that already
+    has a ``timestamp``/``datetime`` column, is returned unchanged.
+    """
+    names = {_bare(c): c for c in df.columns}
+    if "timestamp" in names or "datetime" in names:
+        return df
+    date_col = next((names[n] for n in DATE_COLUMNS if n in names), None)
+    time_col = next((names[n] for n in TIME_COLUMNS if n in names), None)
+    if date_col is None or time_col is None:
+        return df
+    date = compact_dates(df[date_col])
+    time = df[time_col].astype("string").str.strip()
+    digits = time.str.fullmatch(r"\d{1,6}").fillna(False)
+    if digits.any():
+        t = time[digits].str.zfill(6)
+        time = time.where(~digits, t.str[0:2] + ":" + t.str[2:4] + ":" + t.str[4:6])
+    out = df.drop(columns=[date_col, time_col])
+    out.insert(0, "timestamp", date + " " + time)
+    return out
+
+
+def compact_dates(values: pd.Series) -> pd.Series:
+    """Text dates, with compact ``YYYYMMDD`` values spelled ``YYYY-MM-DD``."""
+    if pd.api.types.is_float_dtype(values):
+        values = values.astype("Int64")
+    s = values.astype("string").str.strip()
+    compact = s.str.fullmatch(r"\d{8}").fillna(False)
+    if compact.any():
+        c = s[compact]
+        s = s.where(~compact, c.str[0:4] + "-" + c.str[4:6] + "-" + c.str[6:8])
+    return s
+
+
+def apply_ticker_pattern(values: pd.Series, pattern: str) -> pd.Series:
+    """Tickers rewritten to the first group of ``pattern`` where it matches (case-insensitive);
+    others unchanged. ``^(.*)\\.US$``: ``AAPL.US`` → ``AAPL``."""
+    rx = compile_ticker_pattern(pattern)
+    return values.astype("string").str.strip().str.replace(rx, lambda m: m.group(1), regex=True)
+
+
+def compile_ticker_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled (case-insensitive); it must be valid and have a group."""
+    try:
+        rx = re.compile(pattern, flags=re.IGNORECASE)
+    except re.error as err:
+        raise FinpodError(
+            f"--ticker-pattern {pattern!r} is not a regular expression ({err})",
+            r"e.g. --ticker-pattern '^(.*)\.US$'",
+        ) from err
+    if rx.groups < 1:
+        raise FinpodError(
+            f"--ticker-pattern {pattern!r} has no group to keep",
+            r"put the ticker in parentheses, e.g. '^(.*)\.US$'",
+        )
+    return rx
+
+
+def prepare_vendor_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Bracketed headers removed and date + time columns joined (see the module docstring)."""
+    return combine_date_time(strip_brackets(df))
