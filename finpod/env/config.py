@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import torch
@@ -191,6 +191,19 @@ class EnvConfig:
     def has_schedule(self) -> bool:
         """Whether some bars are not decision bars (interval, times or flat-at-close)."""
         return self.decision_interval > 1 or bool(self.decision_times) or self.flat_at_close
+
+    def without_controls(self) -> EnvConfig:
+        """The same market settings (capital, costs, fills) with every execution control
+        off, e.g. for rule-based benchmarks that must trade as written."""
+        return replace(
+            self,
+            decision_interval=1,
+            decision_times=[],
+            no_trade_band=0.0,
+            partial_adjustment=1.0,
+            turnover_penalty=0.0,
+            flat_at_close=False,
+        )
 
     @property
     def torch_dtype(self) -> torch.dtype:

@@ -34,11 +34,14 @@ class Rollout:
         holdings: (T, N) shares.
         transactions: one row per executed (bar, ticker) trade, index ``timestamp`` (the fill
             bar); columns ``ticker``, ``shares`` (signed, + buy), ``price`` (executed price
-            incl. slippage, dollars), ``cost`` (dollars).
+            incl. slippage, dollars), ``cost`` (dollars), ``reason`` (``"policy"``; or the
+            env's own orders: ``"flat_at_close"``, ``"delisted"``: a delisted position sold
+            at its last valid close).
         costs: (T,) transaction costs paid at each bar, dollars.
         turnover: (T,) traded notional / account value before the trade.
         config: the env settings the rollout ran with.
-        bar: bar size of the market (for annualization).
+        bar: bar size of the market.
+        annualization: bars per year of the market (``MarketData.annualization``).
     """
 
     account_value: pd.Series
@@ -51,6 +54,7 @@ class Rollout:
     turnover: pd.Series
     config: EnvConfig
     bar: str
+    annualization: float = 0.0
 
 
 @torch.no_grad()
@@ -65,6 +69,9 @@ def rollout(
     ``policy`` maps obs (1, obs_dim) float32 to actions (1, num_stocks) in [-1, 1] and is
     called once per bar 0..T−2 (the order fills at the next bar). The episode covers the
     whole split whatever ``config.episode_length`` says, and accounting runs in float64.
+    With a decision schedule (``decision_interval``, ``decision_times``, ``flat_at_close``)
+    the policy is still called every bar and its action on a non-decision bar is ignored,
+    so every bar's return, holdings and costs are recorded.
     """
     config = replace(config if config is not None else EnvConfig(), episode_length=None)
     config = replace(config, dtype="float64")
@@ -107,12 +114,20 @@ def rollout(
     shares = tr[bars, cols]
     slip = 1.0 + np.sign(shares) * config.slippage
     exec_price = px[bars, cols] * slip
+    reason = np.full(len(bars), "policy", dtype=object)
+    if env.tables.schedule is not None:
+        flat = env.tables.schedule[:, 1].cpu().numpy() > 0  # by decision bar
+        reason[flat[bars]] = "flat_at_close"
+    if env.tables.delist is not None:
+        gone = env.tables.delist.cpu().numpy() > 0  # by fill bar
+        reason[gone[bars + 1, cols]] = "delisted"
     transactions = pd.DataFrame(
         {
             "ticker": [tickers[j] for j in cols],
             "shares": shares,
             "price": exec_price,
             "cost": np.abs(shares) * exec_price * config.cost_rate,
+            "reason": reason,
         },
         index=pd.DatetimeIndex(ts[bars + 1], name="timestamp"),
     )
@@ -127,14 +142,16 @@ def rollout(
         turnover=pd.Series(turn, index=ts, name="turnover"),
         config=config,
         bar=market.bar,
+        annualization=market.annualization,
     )
 
 
 def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> float:
     """Annualized score of a rollout's returns: ``sharpe``, ``sortino``, ``calmar``, ``return``.
 
-    Empyrical-reloaded's definitions with risk-free rate 0 and annualization
-    ``periods_per_year(bar)`` (``bar`` defaults to the rollout's). ``return`` is the
+    Empyrical-reloaded's definitions with risk-free rate 0, annualized with the market's
+    own bars per year (``MarketData.annualization``: the dataset's calendar count when it
+    recorded one), or ``periods_per_year(bar)`` when ``bar`` is given. ``return`` is the
     annualized (compound) return. Undefined values (no variance, no drawdown) score 0.0;
     infinite ones are clipped to ±SCORE_LIMIT.
     """
@@ -142,7 +159,10 @@ def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> floa
 
     if name not in SCORES:
         raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
-    ann = periods_per_year(bar or result.bar)
+    if bar is not None or not result.annualization:
+        ann = periods_per_year(bar or result.bar)
+    else:
+        ann = float(result.annualization)
     r = result.returns
     if isinstance(r.index, pd.DatetimeIndex) and r.index.tz is not None:
         # empyrical reads .values of the index; tz-naive UTC avoids pandas' deprecation path.

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.data.calendar import bar_grid, get_calendar
 from finpod.data.market import MarketData
 
 
@@ -16,11 +17,16 @@ def make_market(
     seed: int = 0,
     listing: list[int] | None = None,
     untradable: float = 0.0,
+    bar: str = "1d",
+    start: str = "2020-11-24",
 ) -> MarketData:
     """Random-walk market; ticker j lists at bar ``listing[j]`` (price 0, untradable before).
 
     ``untradable`` is the probability that a listed (bar, ticker) is marked not tradable
-    (a filled bar: the price is carried from the previous bar).
+    (a filled bar: the price is carried from the previous bar). Daily bars are stamped on
+    business days from 2020-01-02; intraday bars (e.g. ``bar="30min"``) lie on the XNYS
+    grid of the sessions from ``start`` (2020-11-27, the day after Thanksgiving, closes at
+    13:00), starting at a session's open.
     """
     rng = np.random.default_rng(seed)
     steps = rng.normal(0.0, 0.02, size=(num_bars, num_stocks))
@@ -40,9 +46,16 @@ def make_market(
             open_[:start, j] = 0.0
             tradable[:start, j] = False
     features = rng.normal(0.0, 1.0, size=(num_bars, num_stocks, num_features))
-    timestamps = pd.date_range(
-        "2020-01-02 16:00", periods=num_bars, freq="B", tz="America/New_York"
-    )
+    if bar == "1d":
+        timestamps = pd.date_range(
+            "2020-01-02 16:00", periods=num_bars, freq="B", tz="America/New_York"
+        )
+    else:
+        cal = get_calendar("XNYS")
+        sessions = cal.sessions_in_range(
+            pd.Timestamp(start), pd.Timestamp(start) + pd.Timedelta(days=60)
+        )
+        timestamps = bar_grid(sessions, bar)[:num_bars]
     return MarketData(
         timestamps=timestamps,
         tickers=[f"T{j:03d}" for j in range(num_stocks)],
@@ -51,6 +64,7 @@ def make_market(
         features=torch.tensor(features, dtype=torch.float32),
         feature_names=[f"f{k}" for k in range(num_features)],
         tradable=torch.tensor(tradable),
+        bar=bar,
     )
 
 
@@ -72,3 +86,16 @@ def reference_price_z(marks: np.ndarray, t: int, j: int, window: int = 20) -> fl
     rms = max(float(np.sqrt(np.mean(np.square(rets)))) if rets else 0.0, 1e-6)
     z = (np.log(marks[t, j]) - np.mean(logs)) / (rms * np.sqrt(window))
     return float(np.clip(z, -10.0, 10.0))
+
+
+def session_positions(market: MarketData) -> tuple[np.ndarray, np.ndarray]:
+    """(T,) position of each bar in its session and bars left after it (the market must
+    hold whole sessions; read from the timestamps' dates, independent of the env)."""
+    dates = np.asarray(market.timestamps.date)
+    index = np.zeros(len(dates), dtype=int)
+    left = np.zeros(len(dates), dtype=int)
+    for day in np.unique(dates):
+        rows = np.flatnonzero(dates == day)
+        index[rows] = np.arange(len(rows))
+        left[rows] = np.arange(len(rows))[::-1]
+    return index, left
