@@ -130,20 +130,14 @@ def test_a_corrupt_parent_checkpoint_is_refused(pod):
         pod.train(spec, bytes(broken))
 
 
-def test_pods_read_only_the_train_and_validation_splits(tiny_dataset, monkeypatch):
-    import finpod.data
+def test_pods_read_only_the_train_and_validation_splits(tiny_dataset, local_ray):
+    from finpod.tournament.dataplane import DataPlane
 
-    real = finpod.data.load_split
-    seen = []
-
-    def spy(path, split, device="cpu"):
-        seen.append(split)
-        return real(path, split, device=device)
-
-    monkeypatch.setattr(finpod.data, "load_split", spy)
-    worker = PodWorker(str(tiny_dataset), {"episode_length": 40}, "cpu", 1)
-    result = worker.train(_spec(num_learners=1, steps=64))
-    assert sorted(seen) == ["train", "validation"]
+    plane = DataPlane.publish(tiny_dataset)
+    assert sorted(plane.refs) == ["train", "validation"]  # the backtest split never ships
+    worker = PodWorker(plane.ref_list(), {"episode_length": 40}, "cpu", 1)
+    assert worker.ready()["error"] == ""
+    result, _ = worker.train(_spec(num_learners=1, steps=64))
     assert len(result.history) == 1 and result.history[0]["score"] == result.score
     assert (
         worker.pod.valid_market.split == "validation" and worker.pod.train_market.split == "train"
