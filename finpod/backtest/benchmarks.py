@@ -15,11 +15,11 @@ instead of one share below (which would trade a share every bar).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
-from finpod.data.market import MarketData, periods_per_year
+from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 
 #: Relative upward nudge of held weights, large against float32 rounding of the
@@ -154,7 +154,7 @@ def benchmark_policies(market: MarketData) -> dict[str, Callable[[torch.Tensor],
     Equal weight is restored at each session's first bar; momentum ranks on a quarter-year
     lookback (in bars of the data) and rebalances at each month's first bar.
     """
-    ppy = periods_per_year(market.bar)
+    ppy = market.annualization
     return {
         "equal_weight_buy_hold": EqualWeightBuyHold(market),
         "equal_weight_daily": EqualWeightRebalanced(market, every="session"),
@@ -164,6 +164,24 @@ def benchmark_policies(market: MarketData) -> dict[str, Callable[[torch.Tensor],
     }
 
 
+#: Execution controls of the agent that the rule-based benchmarks do not take on: a
+#: benchmark is its own rule (buy and hold holds; "daily" rebalances daily), traded with the
+#: agent's capital, costs, slippage and fills.
+AGENT_ONLY_CONTROLS = {
+    "decision_interval": 1,
+    "decision_times": [],
+    "no_trade_band": 0.0,
+    "partial_adjustment": 1.0,
+    "turnover_penalty": 0.0,
+    "flat_at_close": False,
+}
+
+
 def benchmark_config(config: EnvConfig) -> EnvConfig:
-    """The agent's env settings (capital, costs, fills) in target-weights mode, long only."""
-    return replace(config, action_mode="weights", allow_short=False, allow_negative_cash=False)
+    """The agent's env settings (capital, costs, fills) in target-weights mode, long only,
+    without the agent's execution controls (:data:`AGENT_ONLY_CONTROLS`)."""
+    names = {f.name for f in fields(config)}
+    plain = {k: v for k, v in AGENT_ONLY_CONTROLS.items() if k in names}
+    return replace(
+        config, action_mode="weights", allow_short=False, allow_negative_cash=False, **plain
+    )

@@ -1,30 +1,50 @@
 """Performance metrics as pure functions of a returns Series.
 
 Every function takes simple per-bar returns (a ``pd.Series`` with a ``DatetimeIndex``) and
-the bar size (``"1d"``, ``"1min"``, ...) so that annualization matches the data: daily bars
-annualize with 252 periods, minute bars with 252 × 390 (see
-:func:`finpod.data.market.periods_per_year`). The standard ratios come from
-empyrical-reloaded; finpod adds trading activity (turnover, costs) and the Deflated Sharpe
-Ratio of Bailey & López de Prado (2014), which discounts a Sharpe ratio for the number of
-candidates a tournament tried before picking it.
+the annualization: either the number of bars per year (a float, e.g.
+:attr:`finpod.data.market.MarketData.annualization`, counted from the dataset's own
+calendar) or a bar size (``"1d"``, ``"1min"``, ...), which falls back to
+:func:`finpod.data.market.periods_per_year`. The standard ratios come from
+empyrical-reloaded; finpod adds trading activity (turnover, costs) and three selection
+statistics, each labelled by what it measures:
+
+- :func:`probabilistic_sharpe`: the PSR of a return series against a Sharpe of 0 — the
+  probability that the backtest's true Sharpe is above 0, given its length, skew and
+  kurtosis (Bailey & López de Prado, 2012).
+- :func:`deflated_sharpe_ratio`: the DSR of the selected candidate on the split it was
+  selected on — its PSR against the expected maximum Sharpe of N unskilled candidates
+  (Bailey & López de Prado, 2014).
+- :func:`probability_of_backtest_overfitting`: the PBO by combinatorially symmetric
+  cross-validation over every candidate's returns on that split (Bailey, Borwein, López de
+  Prado & Zhu, 2015).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
 
 import empyrical as ep
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from finpod.candidates import CandidateSet
 from finpod.data.market import periods_per_year
 
 #: Euler–Mascheroni constant, used in the expected maximum of N Gaussian draws.
 EULER_GAMMA = 0.5772156649015329
 
-#: Row order of :func:`performance_table`; names are what the tearsheet prints.
+#: Bars per year (a number), or a bar size whose :func:`periods_per_year` is used.
+Annualization = str | float
+
+#: Default number of CSCV partitions of the PBO (even; C(16, 8) = 12,870 splits).
+PBO_PARTITIONS = 16
+
+#: Row order of :func:`performance_metrics`; names are what the tearsheet prints.
 METRIC_NAMES = (
     "cumulative_return",
     "annual_return",
@@ -38,8 +58,18 @@ METRIC_NAMES = (
     "annual_turnover",
     "costs_paid",
     "costs_pct_capital",
-    "deflated_sharpe",
+    "psr",
 )
+
+
+def bars_per_year(bar: Annualization) -> float:
+    """Bars per year: ``bar`` itself when it is a number, else ``periods_per_year(bar)``."""
+    if isinstance(bar, str):
+        return periods_per_year(bar)
+    value = float(bar)
+    if not value > 0:
+        raise ValueError(f"bars per year must be positive, got {bar!r}")
+    return value
 
 
 def _clean(returns: pd.Series) -> pd.Series:
@@ -52,27 +82,27 @@ def cumulative_return(returns: pd.Series) -> float:
     return float(ep.cum_returns_final(_clean(returns)))
 
 
-def annual_return(returns: pd.Series, bar: str = "1d") -> float:
-    """Compound annual growth rate, with ``periods_per_year(bar)`` bars per year."""
-    return float(ep.annual_return(_clean(returns), annualization=periods_per_year(bar)))
+def annual_return(returns: pd.Series, bar: Annualization = "1d") -> float:
+    """Compound annual growth rate, with ``bars_per_year(bar)`` bars per year."""
+    return float(ep.annual_return(_clean(returns), annualization=bars_per_year(bar)))
 
 
-def annual_volatility(returns: pd.Series, bar: str = "1d") -> float:
+def annual_volatility(returns: pd.Series, bar: Annualization = "1d") -> float:
     """Standard deviation of bar returns (ddof=1) × sqrt(bars per year)."""
-    return float(ep.annual_volatility(_clean(returns), annualization=periods_per_year(bar)))
+    return float(ep.annual_volatility(_clean(returns), annualization=bars_per_year(bar)))
 
 
-def sharpe_ratio(returns: pd.Series, bar: str = "1d") -> float:
+def sharpe_ratio(returns: pd.Series, bar: Annualization = "1d") -> float:
     """Annualized Sharpe ratio: mean / std (ddof=1) of bar returns × sqrt(bars per year).
 
     Risk-free rate 0. NaN for a constant series.
     """
-    return float(ep.sharpe_ratio(_clean(returns), annualization=periods_per_year(bar)))
+    return float(ep.sharpe_ratio(_clean(returns), annualization=bars_per_year(bar)))
 
 
-def sortino_ratio(returns: pd.Series, bar: str = "1d") -> float:
+def sortino_ratio(returns: pd.Series, bar: Annualization = "1d") -> float:
     """Annualized Sortino ratio: mean / downside deviation (target 0) × sqrt(bars per year)."""
-    return float(ep.sortino_ratio(_clean(returns), annualization=periods_per_year(bar)))
+    return float(ep.sortino_ratio(_clean(returns), annualization=bars_per_year(bar)))
 
 
 def max_drawdown(returns: pd.Series) -> float:
@@ -80,12 +110,14 @@ def max_drawdown(returns: pd.Series) -> float:
     return float(ep.max_drawdown(_clean(returns)))
 
 
-def calmar_ratio(returns: pd.Series, bar: str = "1d") -> float:
+def calmar_ratio(returns: pd.Series, bar: Annualization = "1d") -> float:
     """Annual return / |max drawdown|; NaN when there is no drawdown."""
-    return float(ep.calmar_ratio(_clean(returns), annualization=periods_per_year(bar)))
+    return float(ep.calmar_ratio(_clean(returns), annualization=bars_per_year(bar)))
 
 
-def alpha_beta(returns: pd.Series, benchmark: pd.Series, bar: str = "1d") -> tuple[float, float]:
+def alpha_beta(
+    returns: pd.Series, benchmark: pd.Series, bar: Annualization = "1d"
+) -> tuple[float, float]:
     """Annualized alpha and beta of ``returns`` regressed on ``benchmark`` returns.
 
     The two series are aligned on their common timestamps first.
@@ -93,14 +125,14 @@ def alpha_beta(returns: pd.Series, benchmark: pd.Series, bar: str = "1d") -> tup
     left, right = _clean(returns).align(_clean(benchmark), join="inner")
     if len(left) < 2:
         return float("nan"), float("nan")
-    alpha, beta = ep.alpha_beta(left, right, annualization=periods_per_year(bar))
+    alpha, beta = ep.alpha_beta(left, right, annualization=bars_per_year(bar))
     return float(alpha), float(beta)
 
 
-def rolling_sharpe(returns: pd.Series, window: int, bar: str = "1d") -> pd.Series:
+def rolling_sharpe(returns: pd.Series, window: int, bar: Annualization = "1d") -> pd.Series:
     """Annualized Sharpe over a trailing window of ``window`` bars (NaN until filled)."""
     r = _clean(returns)
-    ppy = periods_per_year(bar)
+    ppy = bars_per_year(bar)
     mean = r.rolling(window).mean()
     std = r.rolling(window).std(ddof=1)
     return (mean / std.where(std > 0)) * math.sqrt(ppy)
@@ -131,7 +163,9 @@ def monthly_returns(returns: pd.Series) -> pd.DataFrame:
     return table.reindex(columns=range(1, 13))
 
 
-def annual_turnover(traded_value: pd.Series, account_value: pd.Series, bar: str = "1d") -> float:
+def annual_turnover(
+    traded_value: pd.Series, account_value: pd.Series, bar: Annualization = "1d"
+) -> float:
     """Traded notional per year as a multiple of the average account value.
 
     ``traded_value``: dollars bought + sold at each bar (≥ 0); ``account_value``: dollars.
@@ -141,7 +175,7 @@ def annual_turnover(traded_value: pd.Series, account_value: pd.Series, bar: str 
     value = pd.Series(account_value, dtype="float64")
     if len(traded) == 0 or value.mean() <= 0:
         return float("nan")
-    years = len(traded) / periods_per_year(bar)
+    years = len(traded) / bars_per_year(bar)
     return float(traded.sum() / value.mean() / years)
 
 
@@ -181,39 +215,72 @@ def expected_max_sharpe(num_trials: int, trial_sharpe_variance: float) -> float:
     )
 
 
-def deflated_sharpe_ratio(
-    returns: pd.Series, num_trials: int, trial_sharpe_variance: float | None = None
-) -> float:
-    """Deflated Sharpe Ratio (Bailey & López de Prado, 2014) of ``returns``.
+def _moments(r: np.ndarray) -> tuple[float, float, float] | None:
+    """(per-bar Sharpe, skew, raw kurtosis) of ``r``, or None for < 2 values or no spread."""
+    if len(r) < 2:
+        return None
+    std, mean = float(np.std(r, ddof=1)), float(np.mean(r))
+    # A constant series has std 0 up to rounding (e.g. 1e-18 for ten equal returns).
+    if not std > 1e-12 * max(abs(mean), 1e-12):
+        return None
+    skew = float(stats.skew(r, bias=True))
+    kurt = float(stats.kurtosis(r, fisher=False, bias=True))
+    return mean / std, skew, kurt
 
-    The probability that the strategy's true Sharpe is positive after accounting for having
-    picked the best of ``num_trials`` candidates: PSR with the benchmark Sharpe set to the
-    expected maximum Sharpe of that many unskilled trials.
+
+def probabilistic_sharpe(returns: pd.Series, benchmark_sharpe: float = 0.0) -> float:
+    """PSR of a return series: P[true Sharpe > ``benchmark_sharpe``] (Bailey & López de Prado).
+
+    Measures whether a Sharpe ratio observed on ``returns`` is distinguishable from
+    ``benchmark_sharpe`` (per bar; default 0) given the sample length, skew and kurtosis. It
+    makes no allowance for how the strategy was chosen: for a backtest of an agent selected
+    on another split, the null is a true Sharpe of 0 and this is the right test.
+
+    Returns:
+        A probability in [0, 1]; NaN for fewer than two returns or a constant series.
+    """
+    mom = _moments(_clean(returns).to_numpy())
+    if mom is None:
+        return float("nan")
+    sr, skew, kurt = mom
+    return probabilistic_sharpe_ratio(sr, benchmark_sharpe, len(_clean(returns)), skew, kurt)
+
+
+def deflated_sharpe_ratio(
+    returns: pd.Series | np.ndarray, num_trials: int, trial_sharpe_variance: float | None = None
+) -> float:
+    """Deflated Sharpe Ratio (Bailey & López de Prado, 2014) of the selected candidate.
+
+    Measures whether the best of ``num_trials`` candidates is better than luck on the split
+    it was selected on: PSR of ``returns`` against the expected maximum Sharpe of that many
+    unskilled candidates. ``returns``, the trial variance and the sample length must all
+    come from that same split (for finpod: the validation split) and be per bar.
 
     Args:
-        returns: per-bar returns of the selected strategy.
-        num_trials: candidates evaluated before selecting this one (≥ 1).
-        trial_sharpe_variance: variance of the candidates' **per-bar** Sharpe ratios. When
-            unknown (fewer than two trial Sharpes), the sampling variance of a Sharpe
-            estimate under the null, 1/(T − 1), is used.
+        returns: (T,) per-bar returns of the selected candidate on the selection split.
+        num_trials: candidates and checkpoints selection chose among (≥ 1).
+        trial_sharpe_variance: variance (ddof=1) of the candidates' **per-bar** Sharpe
+            ratios on that split. When unknown (fewer than two candidates), the sampling
+            variance of a Sharpe estimate under the null, 1/(T − 1), is used.
 
     Returns:
         A probability in [0, 1] (NaN for fewer than two returns or a constant series).
     """
-    r = _clean(returns).to_numpy()
-    t = len(r)
-    if t < 2 or np.std(r, ddof=1) == 0:
+    r = _clean(pd.Series(np.asarray(returns, dtype=np.float64))).to_numpy()
+    mom = _moments(r)
+    if mom is None:
         return float("nan")
-    sr = float(np.mean(r) / np.std(r, ddof=1))
-    skew = float(stats.skew(r, bias=True))
-    kurt = float(stats.kurtosis(r, fisher=False, bias=True))
+    sr, skew, kurt = mom
+    t = len(r)
     if trial_sharpe_variance is None or not np.isfinite(trial_sharpe_variance):
         trial_sharpe_variance = 1.0 / (t - 1)
     sr0 = expected_max_sharpe(int(num_trials), trial_sharpe_variance)
     return probabilistic_sharpe_ratio(sr, sr0, t, skew, kurt)
 
 
-def trial_sharpe_variance(annual_sharpes: Sequence[float], bar: str = "1d") -> float | None:
+def trial_sharpe_variance(
+    annual_sharpes: Sequence[float], bar: Annualization = "1d"
+) -> float | None:
     """Variance (ddof=1) of per-bar Sharpe ratios from the candidates' annualized Sharpes.
 
     None when fewer than two finite values are given.
@@ -221,26 +288,93 @@ def trial_sharpe_variance(annual_sharpes: Sequence[float], bar: str = "1d") -> f
     values = np.asarray([s for s in annual_sharpes if s is not None and np.isfinite(s)], float)
     if len(values) < 2:
         return None
-    per_bar = values / math.sqrt(periods_per_year(bar))
+    per_bar = values / math.sqrt(bars_per_year(bar))
     return float(np.var(per_bar, ddof=1))
+
+
+@dataclass(frozen=True)
+class PBOResult:
+    """Probability of backtest overfitting by CSCV, with what it was computed from."""
+
+    pbo: float
+    """Share of the splits whose in-sample best candidate ranks at or below the median
+    out of sample (logit ≤ 0): the probability that selection picked an overfit candidate."""
+    logits: np.ndarray
+    """(C,) logit of the in-sample winner's relative out-of-sample rank, one per split."""
+    num_partitions: int
+    """S, the number of equal blocks the bars were cut into (C = S choose S/2 splits)."""
+    bars_used: int
+    """Bars used: the last ``S · (T // S)`` of the T given."""
+
+
+def probability_of_backtest_overfitting(
+    returns: np.ndarray, num_partitions: int = PBO_PARTITIONS
+) -> PBOResult:
+    """PBO by combinatorially symmetric cross-validation (Bailey, Borwein, López de Prado & Zhu).
+
+    Measures how often the candidate that looks best on one half of the selection split is
+    no better than the median candidate on the other half. The T bars are cut into S equal
+    contiguous blocks (the earliest ``T mod S`` bars are dropped); for each of the C(S, S/2)
+    ways to pick half the blocks as in-sample, the candidate with the best in-sample
+    per-bar Sharpe is ranked among all candidates by its out-of-sample Sharpe (rank 1 =
+    worst), ω = rank / (n + 1), and λ = ln(ω / (1 − ω)). PBO is the share of λ ≤ 0. About
+    0.5 when the candidates are indistinguishable noise, near 0 when one truly dominates.
+
+    Args:
+        returns: (T, n) per-bar returns, one column per candidate (n ≥ 2).
+        num_partitions: S, even, ≥ 2; lowered to the largest even number ≤ T / 2 when the
+            sample is too short for 2 bars per block.
+
+    Raises:
+        ValueError: fewer than 2 candidates or fewer than 4 bars.
+    """
+    r = np.asarray(returns, dtype=np.float64)
+    if r.ndim != 2 or r.shape[1] < 2:
+        raise ValueError("PBO needs returns of at least 2 candidates, shape (T, n)")
+    t, n = r.shape
+    s = min(int(num_partitions), (t // 2) // 2 * 2)
+    if s < 2:
+        raise ValueError("PBO needs at least 4 bars")
+    block = t // s
+    r = r[t - s * block :].reshape(s, block, n)
+    sums, squares = r.sum(axis=1), (r * r).sum(axis=1)  # (S, n) each
+    half = s // 2
+    combos = list(combinations(range(s), half))
+    chosen = np.zeros((len(combos), s))
+    for i, c in enumerate(combos):
+        chosen[i, list(c)] = 1.0
+
+    def sharpe(mask: np.ndarray) -> np.ndarray:
+        count = half * block
+        mean = (mask @ sums) / count
+        var = ((mask @ squares) - count * mean**2) / (count - 1)
+        std = np.sqrt(np.clip(var, 0.0, None))
+        return np.where(std > 1e-15, mean / np.where(std > 1e-15, std, 1.0), 0.0)
+
+    in_sample, out_sample = sharpe(chosen), sharpe(1.0 - chosen)  # (C, n)
+    best = np.argmax(in_sample, axis=1)
+    ranks = stats.rankdata(out_sample, axis=1)  # 1 = worst; ties share the average rank
+    omega = ranks[np.arange(len(combos)), best] / (n + 1.0)
+    logits = np.log(omega / (1.0 - omega))
+    return PBOResult(
+        pbo=float(np.mean(logits <= 0.0)), logits=logits, num_partitions=s, bars_used=s * block
+    )
 
 
 def performance_metrics(
     returns: pd.Series,
-    bar: str = "1d",
+    bar: Annualization = "1d",
     benchmark: pd.Series | None = None,
     traded_value: pd.Series | None = None,
     account_value: pd.Series | None = None,
     costs: pd.Series | None = None,
     initial_capital: float | None = None,
-    num_trials: int | None = None,
-    trial_variance: float | None = None,
 ) -> dict[str, float]:
     """All metrics of one strategy, keyed by :data:`METRIC_NAMES` (NaN where not applicable).
 
-    ``benchmark`` (index returns) gives alpha/beta; ``traded_value`` and ``account_value``
-    give turnover; ``costs`` (dollars per bar) gives costs paid; ``num_trials`` gives the
-    Deflated Sharpe.
+    ``bar``: bars per year or a bar size. ``benchmark`` (index returns) gives alpha/beta;
+    ``traded_value`` and ``account_value`` give turnover; ``costs`` (dollars per bar) gives
+    costs paid. ``psr`` is the probabilistic Sharpe of these returns against 0.
     """
     nan = float("nan")
     out = {
@@ -263,7 +397,128 @@ def performance_metrics(
     paid = float(pd.Series(costs, dtype="float64").sum()) if costs is not None else nan
     out["costs_paid"] = paid
     out["costs_pct_capital"] = paid / initial_capital if initial_capital else nan
-    out["deflated_sharpe"] = (
-        deflated_sharpe_ratio(returns, num_trials, trial_variance) if num_trials else nan
-    )
+    out["psr"] = probabilistic_sharpe(returns)
     return {name: out[name] for name in METRIC_NAMES}
+
+
+#: One-sentence meaning of each selection statistic (tearsheet and README wording).
+STATISTIC_MEANINGS = {
+    "psr": "PSR: the probability that the agent's true Sharpe ratio on the backtest split is "
+    "above 0, given the number of bars and the skew and fat tails of its returns.",
+    "dsr": "DSR: the probability that the selected candidate's validation Sharpe ratio beats "
+    "the best Sharpe that the same number of unskilled candidates would reach by luck.",
+    "pbo": "PBO: the probability that selection picked an overfit candidate, i.e. how often "
+    "the best candidate on one half of the validation bars ranks below the median on the "
+    "other half.",
+}
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def selection_statistics(
+    backtest_returns: pd.Series,
+    candidates: CandidateSet | None,
+    *,
+    num_trials: int | None = None,
+    selected_id: str | None = None,
+    fallback_sharpes: Sequence[float] = (),
+    selected_sharpe: float | None = None,
+    validation_bars: int | None = None,
+    annualization: Annualization = "1d",
+    num_partitions: int = PBO_PARTITIONS,
+) -> dict[str, Any]:
+    """PSR of the backtest, DSR and PBO of the selection on validation, as a JSON-able dict.
+
+    Args:
+        backtest_returns: (T_bt,) per-bar returns of the agent on the backtest split (PSR).
+        candidates: the run's candidate record (:func:`finpod.candidates.load_candidates`):
+            every candidate and checkpoint selection chose among, with its per-bar
+            validation returns. None or empty for runs that predate it.
+        num_trials: N when there is no candidate record (the leaderboard's
+            ``candidates_evaluated``, or the run's validation evaluations); with a record,
+            N is the larger of the two.
+        selected_id: the candidate that was selected (default: the best score recorded).
+        fallback_sharpes: annualized validation Sharpes of the candidates, for the trial
+            variance of runs without a candidate record.
+        selected_sharpe: annualized validation Sharpe of the selected candidate (runs
+            without a record).
+        validation_bars: number of validation returns (runs without a record).
+        annualization: bars per year (or bar size) of the annualized fallback Sharpes.
+        num_partitions: S of the PBO's CSCV.
+
+    Returns:
+        ``{"psr", "dsr", "pbo", "num_trials", "selection_split": "validation", ...}``; a
+        statistic is None only where it is undefined, with ``"<name>_note"`` saying why.
+        Sharpe-like extras (``selected_validation_sharpe``, ``expected_max_sharpe``,
+        ``trial_sharpe_variance``) are per bar.
+    """
+    out: dict[str, Any] = {
+        "psr": _finite(probabilistic_sharpe(backtest_returns)),
+        "dsr": None,
+        "pbo": None,
+        "num_trials": None,
+        "selection_split": "validation",
+    }
+    if out["psr"] is None:
+        out["psr_note"] = "needs ≥ 2 backtest returns that are not all equal"
+    have = candidates is not None and len(candidates) > 0
+    recorded = len(candidates) if have else 0
+    n = max(recorded, int(num_trials or 0))
+    out["num_trials"] = n or None
+    out["num_trials_source"] = (
+        "candidate record (candidates.bin)"
+        if have and recorded >= int(num_trials or 0)
+        else ("leaderboard / run metrics" if n else None)
+    )
+    if have:
+        sharpes = candidates.sharpes()
+        if selected_id is not None and selected_id in candidates.ids:
+            k = candidates.ids.index(selected_id)
+        else:
+            k = int(np.argmax(candidates.scores))
+        sel = candidates.returns[:, k]
+        variance = float(np.var(sharpes, ddof=1)) if len(sharpes) >= 2 else None
+        t = len(sel)
+        out.update(
+            selected_candidate=candidates.ids[k],
+            validation_bars=t,
+            selected_validation_sharpe=_finite(sharpes[k]),
+            trial_sharpe_variance=variance,
+        )
+        out["dsr"] = _finite(deflated_sharpe_ratio(sel, n, variance))
+        if out["dsr"] is None:
+            out["dsr_note"] = "the selected candidate's validation returns are constant"
+        else:
+            v = variance if variance is not None else 1.0 / (t - 1)
+            out["expected_max_sharpe"] = expected_max_sharpe(n, v)
+            if variance is None:
+                out["dsr_note"] = "one candidate: trial variance taken as 1/(T − 1)"
+    elif n and selected_sharpe is not None and validation_bars and validation_bars > 1:
+        # Older runs kept only annualized scores: per-bar Sharpe, normal returns assumed.
+        root = math.sqrt(bars_per_year(annualization))
+        sr = float(selected_sharpe) / root
+        variance = trial_sharpe_variance(fallback_sharpes, annualization)
+        v = variance if variance is not None else 1.0 / (validation_bars - 1)
+        sr0 = expected_max_sharpe(n, v)
+        out.update(
+            validation_bars=int(validation_bars),
+            selected_validation_sharpe=sr,
+            trial_sharpe_variance=variance,
+            expected_max_sharpe=sr0,
+        )
+        out["dsr"] = _finite(probabilistic_sharpe_ratio(sr, sr0, validation_bars, 0.0, 3.0))
+        out["dsr_note"] = (
+            "run without per-bar candidate returns: from the selected validation Sharpe, "
+            "normal returns assumed (skew 0, kurtosis 3)"
+        )
+    else:
+        out["dsr_note"] = "the run recorded no validation returns or score of its candidates"
+    if have and len(candidates) >= 2 and candidates.returns.shape[0] >= 4:
+        pbo = probability_of_backtest_overfitting(candidates.returns, num_partitions)
+        out["pbo"] = pbo.pbo
+        out["pbo_partitions"] = pbo.num_partitions
+    else:
+        out["pbo_note"] = "needs ≥ 2 candidates with ≥ 4 bars of validation returns each"
+    return out

@@ -10,6 +10,7 @@ redraw the tearsheet without running anything again.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,9 +76,21 @@ class BacktestResult:
     benchmark_account_value: pd.DataFrame
     """(T, B') account value of each rule-based benchmark, dollars (bar 0: the capital)."""
     num_trials: int = 1
-    """Candidates the run evaluated before selecting this agent (for the Deflated Sharpe)."""
+    """Candidates and checkpoints selection chose among (N of the Deflated Sharpe)."""
     trial_variance: float | None = None
     """Variance of the candidates' per-bar validation Sharpe ratios (None: unknown)."""
+    annualization: float | None = None
+    """Bars per year used to annualize (from the dataset's calendar); None: the bar size's
+    :func:`finpod.data.market.periods_per_year`."""
+    statistics: dict[str, Any] = field(default_factory=dict)
+    """Selection statistics (:func:`finpod.backtest.metrics.selection_statistics`): ``psr``
+    of the backtest returns, ``dsr`` and ``pbo`` of the selection on validation,
+    ``num_trials``, ``selection_split``; a value is None only where undefined, with a
+    ``<name>_note`` saying why. Filled in from the returns alone when not given."""
+    disclosures: dict[str, str] = field(default_factory=dict)
+    """What a reader must know to trust the numbers, in words, by topic: ``universe``
+    (survivorship), ``benchmark`` (what the index column is), ``dataset`` (a backtest on
+    another dataset than the run's)."""
     info: dict[str, Any] = field(default_factory=dict)
     """Provenance: agent selection, checkpoints, dataset hash, split range, env config."""
     leaderboard: pd.DataFrame | None = None
@@ -89,6 +102,13 @@ class BacktestResult:
 
     def __post_init__(self) -> None:
         self.metrics = self.compute_metrics()
+        if not self.statistics:
+            self.statistics = m.selection_statistics(self.returns, None, num_trials=self.num_trials)
+
+    @property
+    def bars_per_year(self) -> float:
+        """Bars per year every annualized number of this result uses."""
+        return float(self.annualization) if self.annualization else m.bars_per_year(self.bar)
 
     # ------------------------------------------------------------------ metrics
     @property
@@ -110,21 +130,19 @@ class BacktestResult:
         columns: dict[str, dict[str, float]] = {
             AGENT: m.performance_metrics(
                 self.returns,
-                self.bar,
+                self.bars_per_year,
                 benchmark=bench,
                 traded_value=self.traded_value,
                 account_value=self.account_value,
                 costs=self.costs,
                 initial_capital=self.initial_capital,
-                num_trials=self.num_trials,
-                trial_variance=self.trial_variance,
             )
         }
         for name in self.benchmark_returns.columns:
             traded = self.benchmark_traded_value.get(name)
             columns[name] = m.performance_metrics(
                 self.benchmark_returns[name],
-                self.bar,
+                self.bars_per_year,
                 benchmark=bench if name != INDEX else None,
                 traded_value=traded,
                 account_value=self.benchmark_account_value.get(name),
@@ -175,6 +193,9 @@ class BacktestResult:
                 "initial_capital": self.initial_capital,
                 "num_trials": self.num_trials,
                 "trial_variance": self.trial_variance,
+                "annualization": self.bars_per_year,
+                "statistics": _json_safe(self.statistics),
+                "disclosures": self.disclosures,
                 "info": self.info,
             },
         )
@@ -209,7 +230,21 @@ class BacktestResult:
             initial_capital=float(meta["initial_capital"]),
             num_trials=int(meta["num_trials"]),
             trial_variance=meta.get("trial_variance"),
+            annualization=meta.get("annualization"),
+            statistics=meta.get("statistics") or {},
+            disclosures=meta.get("disclosures") or {},
             info=meta.get("info", {}),
             **frames,
             **optional,
         )
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

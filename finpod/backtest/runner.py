@@ -20,6 +20,7 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
 from finpod.backtest.result import INDEX, BacktestResult
+from finpod.candidates import load_candidates
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
@@ -196,11 +197,20 @@ def backtest_market(
     learning_curves: pd.DataFrame | None = None,
     with_benchmarks: bool = True,
     on_rollout: Callable[[str], None] | None = None,
+    selection: dict[str, Any] | None = None,
+    disclosures: dict[str, str] | None = None,
 ) -> BacktestResult:
     """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it.
 
-    ``on_rollout(name)`` is called after each rollout (the agent, then each benchmark), e.g.
-    to advance a progress bar over ``1 + len(BENCHMARKS)`` steps.
+    ``config`` is used as given (the run's recorded env settings, execution controls
+    included); annualization is ``market.annualization`` (bars per year of the dataset's
+    calendar). ``selection`` holds the keyword arguments of
+    :func:`finpod.backtest.metrics.selection_statistics` besides the agent's returns (the
+    run's candidates, N, ...); without it the statistics are the PSR of the agent's returns
+    and ``num_trials``. ``disclosures`` are sentences the report shows (survivorship, index,
+    dataset). ``on_rollout(name)`` is called after
+    each rollout (the agent, then each benchmark), e.g. to advance a progress bar over
+    ``1 + len(BENCHMARKS)`` steps.
     """
     from finpod.env import rollout
 
@@ -223,6 +233,10 @@ def backtest_market(
             traded[name] = traded_value(out.transactions, ts)
             values[name] = out.account_value
     every_bar = market.timestamps
+    annualization = float(market.annualization)
+    selection = dict(selection or {"candidates": None, "num_trials": num_trials})
+    selection.setdefault("annualization", annualization)
+    statistics = m.selection_statistics(agent.returns, **selection)
     return BacktestResult(
         run_id=run_id,
         bar=market.bar,
@@ -239,10 +253,132 @@ def backtest_market(
         benchmark_account_value=pd.DataFrame(values, index=every_bar),
         num_trials=num_trials,
         trial_variance=trial_variance,
+        annualization=annualization,
+        statistics=statistics,
+        disclosures=dict(disclosures or {}),
         info=info or {},
         leaderboard=leaderboard,
         learning_curves=learning_curves,
     )
+
+
+# -------------------------------------------------------------------------- disclosures
+def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Whether the dataset's universe is point-in-time, and a sentence saying so.
+
+    Reads ``manifest["universe"]`` as ``{"point_in_time": bool, "note": str}``; older
+    manifests hold a description string and say "survivorship" in ``notes`` when the
+    universe is fixed at one date. Returns ``{"point_in_time": bool | None, "note": str,
+    "text": str}``.
+    """
+    universe = manifest.get("universe")
+    notes = [str(n) for n in manifest.get("notes") or []]
+    if isinstance(universe, dict):
+        pit = universe.get("point_in_time")
+        pit = bool(pit) if isinstance(pit, bool) else None
+        note = str(universe.get("note") or "")
+    else:
+        note = str(universe or "")
+        survivorship = [n for n in notes if "survivorship" in n.lower()]
+        if survivorship:
+            pit, note = False, "; ".join([note, *survivorship]) if note else survivorship[0]
+        elif "point-in-time" in note.lower():
+            pit = True
+        else:
+            pit = None
+    if pit is True:
+        text = f"Universe is point-in-time ({note})." if note else "Universe is point-in-time."
+    elif pit is False:
+        dates = re.findall(r"\d{4}-\d{2}-\d{2}", note)
+        as_of = f"members as of {dates[0]}" if dates else "a fixed list of members"
+        text = (
+            f"Universe is not point-in-time: {as_of}: survivorship bias. Stocks that left the "
+            "universe before that date are missing, which flatters every strategy in this "
+            f"report ({note})."
+        )
+    else:
+        text = (
+            "Universe: point-in-time status unknown (the dataset does not say); results may "
+            "carry survivorship bias."
+        )
+    return {"point_in_time": pit, "note": note, "text": text}
+
+
+def benchmark_label(manifest: dict[str, Any] | None) -> str:
+    """What the ``index`` column is: the dataset's index level, without costs."""
+    bench = (manifest or {}).get("benchmark")
+    if isinstance(bench, dict):
+        name = bench.get("name") or bench.get("symbol") or bench.get("ticker")
+    else:
+        name = bench
+    what = f"{name} index level" if name else "index level"
+    return (
+        f"index = {what}, a price series with no costs, fills or cash (not a tradable "
+        "strategy); the other benchmarks trade through the same env as the agent"
+    )
+
+
+def dataset_disclosure(
+    run_id: str, run_hash: str | None, data_hash: str | None, dataset: Path
+) -> str | None:
+    """A sentence when the backtest's dataset is not the one the run was trained on."""
+    if run_hash is None or data_hash == run_hash:
+        return None
+    return (
+        f"Cross-dataset backtest: run {run_id} was trained and selected on dataset "
+        f"{str(run_hash)[:12]}, this backtest used {dataset} (hash {str(data_hash)[:12]}); "
+        "its numbers are not the run's own out-of-sample result."
+    )
+
+
+# ------------------------------------------------------------------------ run's settings
+def recorded_env_config(
+    run_dir: Path, run_meta: dict[str, Any], entry: dict[str, Any]
+) -> tuple[EnvConfig, str]:
+    """The env settings the entry was trained and scored with, and where they came from.
+
+    In order: the leaderboard entry's ``env``, the checkpoint's ``env`` metadata, the run's
+    resolved strategy ``env`` table. Never the defaults of a newer finpod: a setting the
+    run did not record is the default it ran with.
+    """
+    recorded = entry.get("env") or entry.get("env_config")
+    if isinstance(recorded, dict):
+        return EnvConfig.from_dict(dict(recorded)), "leaderboard entry"
+    rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
+    path = run_dir / rel
+    if path.is_file():
+        from finpod.agents import read_checkpoint
+
+        meta, _ = read_checkpoint(path)
+        if meta.get("env"):
+            try:
+                return EnvConfig.from_dict(json.loads(meta["env"])), "checkpoint"
+            except ValueError as err:
+                raise FinpodError(
+                    f"checkpoint {path} has unreadable env settings: {err}", "re-run train"
+                ) from err
+    strategy = run_meta.get("strategy") or {}
+    if "env" not in strategy:
+        raise FinpodError(
+            f"run {run_dir.name} recorded no env settings", "re-run finpod train to record them"
+        )
+    return EnvConfig.from_dict(dict(strategy.get("env") or {})), "run.json strategy"
+
+
+def _validation_bars(manifest: dict[str, Any]) -> int | None:
+    split = (manifest.get("splits") or {}).get("validation") or {}
+    try:
+        return int(split["stop_index"]) - int(split["start_index"]) - 1
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _checkpoint_evaluations(curves: pd.DataFrame | None, score_name: str) -> int:
+    """Validation evaluations in ``metrics.csv`` (single-agent runs: one per checkpoint)."""
+    if curves is None or not {"split", "metric"} <= set(curves.columns):
+        return 0
+    rows = curves[(curves["split"] == "validation") & (curves["metric"] == score_name)]
+    return int(len(rows))
 
 
 def run_backtest(
@@ -278,8 +414,7 @@ def run_backtest(
     if not entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
     chosen = entries[:k]
-    env_settings = ((run_meta.get("strategy") or {}).get("env")) or {}
-    config = EnvConfig.from_dict(dict(env_settings))
+    config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
 
     dataset = _dataset_dir(run_dir, run_meta, data_dir)
     manifest = load_manifest(dataset)
@@ -302,32 +437,69 @@ def run_backtest(
                 "backtest on the dataset the run was trained on",
             )
     curves = _read_curves(run_dir)
-    num_trials = int(board.get("candidates_evaluated") or len(entries))
-    variance = m.trial_sharpe_variance(trial_sharpes(board, curves), market.bar)
+    score_name = board.get("score_name", "sharpe")
+    run_id = str(run_meta.get("run_id") or run_dir.name)
+    # N of the Deflated Sharpe: every candidate and checkpoint selection chose among. The
+    # candidate record has them all; older runs fall back to the leaderboard's count or,
+    # for single-agent runs (best of several checkpoints), the validation evaluations.
+    fallback_n = int(board.get("candidates_evaluated") or len(entries))
+    if run_meta.get("kind") == "agent":
+        fallback_n = max(fallback_n, _checkpoint_evaluations(curves, score_name))
+    candidates = load_candidates(run_dir)
+    sharpes = trial_sharpes(board, curves) if score_name == "sharpe" else []
+    selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
+    annualization = float(market.annualization)
     label = "best" if k == 1 else f"top-{len(chosen)} ensemble (mean action)"
     info = {
         "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
         "pod_ids": [e.get("pod_id") for e in chosen],
         "algorithms": [e.get("algorithm") for e in chosen],
-        "score_name": board.get("score_name", "sharpe"),
+        "score_name": score_name,
         "dataset_path": str(dataset),
         "dataset_hash": manifest.get("hash"),
+        "run_dataset_hash": run_hash,
         "dataset_hash_matches_run": hash_matches,
         "split": "backtest",
         "start": str(market.timestamps[0]),
         "end": str(market.timestamps[-1]),
         "env": config.to_dict(),
+        "env_source": env_source,
+        "annualization": annualization,
         "device": str(device),
     }
-    return backtest_market(
+    disclosures = {
+        "universe": universe_disclosure(manifest)["text"],
+        "benchmark": benchmark_label(manifest),
+    }
+    mismatch = dataset_disclosure(run_id, run_hash, manifest.get("hash"), dataset)
+    if mismatch:
+        disclosures["dataset"] = mismatch
+    selection = {
+        "candidates": candidates,
+        "num_trials": fallback_n,
+        "selected_id": chosen[0].get("pod_id"),
+        "fallback_sharpes": sharpes,
+        "selected_sharpe": selected_sharpe,
+        "validation_bars": _validation_bars(manifest),
+        "annualization": annualization,
+    }
+    result = backtest_market(
         market,
         ensemble_policy(agents),
         config,
-        run_id=str(run_meta.get("run_id") or run_dir.name),
-        num_trials=num_trials,
-        trial_variance=variance,
+        run_id=run_id,
+        num_trials=max(len(candidates), fallback_n),
         info=info,
         leaderboard=_leaderboard_frame(board),
         learning_curves=curves,
         on_rollout=on_rollout,
+        selection=selection,
+        disclosures=disclosures,
     )
+    result.trial_variance = result.statistics.get("trial_sharpe_variance")
+    if k > 1:
+        result.statistics["dsr_note"] = (
+            f"DSR of the best candidate ({chosen[0].get('pod_id')}); the backtest trades the "
+            f"mean action of the top {len(chosen)}"
+        )
+    return result

@@ -24,7 +24,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
-from finpod.data.market import periods_per_year
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -45,7 +44,7 @@ _LABELS = {
     "annual_turnover": "Turnover (× capital / year)",
     "costs_paid": "Costs paid ($)",
     "costs_pct_capital": "Costs / initial capital",
-    "deflated_sharpe": "Deflated Sharpe (P[SR > 0])",
+    "psr": "PSR (P[true Sharpe > 0] on this backtest)",
 }
 #: Most tickers drawn individually in the holdings panel; the rest are summed as "other".
 _TOP_HOLDINGS = 10
@@ -91,9 +90,13 @@ def _format(name: str, value: float) -> str:
     return f"{value:.2f}"
 
 
+def _column_label(name: str) -> str:
+    return "index (level, no costs)" if name == "index" else name
+
+
 def _metrics_html(result: BacktestResult) -> str:
     table = result.metrics
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    head = "".join(f"<th>{html.escape(_column_label(str(c)))}</th>" for c in table.columns)
     rows = []
     for name, row in table.iterrows():
         cells = "".join(f"<td>{_format(str(name), float(v))}</td>" for v in row)
@@ -168,7 +171,7 @@ def _monthly(result: BacktestResult) -> Callable[[Figure], None]:
 
 def _window(result: BacktestResult) -> int:
     """Rolling window: about three months of bars, at least 10, at most half the data."""
-    quarter = int(round(periods_per_year(result.bar) / 4))
+    quarter = int(round(result.bars_per_year / 4))
     return max(10, min(quarter, len(result.returns) // 2))
 
 
@@ -177,7 +180,7 @@ def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
         window = _window(result)
         ax1, ax2 = fig.subplots(1, 2)
         for name, col in result.all_returns.items():
-            rs = m.rolling_sharpe(col, window, result.bar)
+            rs = m.rolling_sharpe(col, window, result.bars_per_year)
             ax1.plot(rs.index, rs.values, label=str(name), lw=2.0 if name == "agent" else 1)
         ax1.axhline(0.0, color="k", lw=0.5)
         ax1.set_title(f"Rolling Sharpe ({window} bars, annualized)")
@@ -266,6 +269,55 @@ def _learning(result: BacktestResult) -> Callable[[Figure], None] | None:
     return draw
 
 
+#: Order and titles of the selection statistics section.
+_STATISTICS = (
+    ("psr", "PSR of the backtest returns (vs a Sharpe of 0)"),
+    ("dsr", "Deflated Sharpe of the selection (validation split)"),
+    ("pbo", "Probability of backtest overfitting (CSCV, validation split)"),
+)
+
+
+def _statistics_html(result: BacktestResult) -> str:
+    """The PSR, DSR and PBO, each with what it measures, or why it is undefined."""
+    stats = result.statistics or {}
+    n = stats.get("num_trials")
+    rows = []
+    for key, title in _STATISTICS:
+        value = stats.get(key)
+        shown = f"{value:.3f}" if isinstance(value, int | float) else "undefined"
+        why = stats.get(f"{key}_note")
+        meaning = m.STATISTIC_MEANINGS[key]
+        if why:
+            meaning += f" <i>({html.escape(str(why))})</i>"
+        rows.append(f"<tr><th>{title}</th><td>{shown}</td><td class='l'>{meaning}</td></tr>")
+    detail = [f"selection split: {html.escape(str(stats.get('selection_split', 'validation')))}"]
+    if n:
+        detail.append(f"N = {n} candidates and checkpoints selection chose among")
+    if stats.get("validation_bars"):
+        detail.append(f"{stats['validation_bars']} validation bars")
+    if stats.get("expected_max_sharpe") is not None:
+        detail.append(
+            f"expected best Sharpe of N unskilled candidates {stats['expected_max_sharpe']:.4f} "
+            f"per bar vs selected {stats.get('selected_validation_sharpe') or 0.0:.4f}"
+        )
+    if stats.get("pbo_partitions"):
+        detail.append(f"PBO over {stats['pbo_partitions']} partitions")
+    return (
+        "<table><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+        + f"<p class='note'>{' · '.join(detail)}.</p>"
+    )
+
+
+def _disclosures_html(result: BacktestResult) -> str:
+    items = [v for k, v in (result.disclosures or {}).items() if v and k != "benchmark"]
+    if not items:
+        return ""
+    lis = "".join(f"<li>{html.escape(str(v))}</li>" for v in items)
+    return f"<div class='warn'><b>Before reading these numbers</b><ul>{lis}</ul></div>"
+
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
 color:#1b1b1b;max-width:1100px}
@@ -273,7 +325,8 @@ h1{font-size:1.5em;margin-bottom:0}h2{font-size:1.15em;margin-top:1.8em;border-b
 .meta{color:#555;font-size:.9em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}thead th{background:#f3f3f3}
 tbody th{text-align:left;font-weight:500}img{max-width:100%;display:block;margin:.5em 0}
-.note{color:#555;font-size:.85em;max-width:900px}
+.note{color:#555;font-size:.85em;max-width:900px}td.l{text-align:left;max-width:560px}
+.warn{background:#fff6e0;border:1px solid #e8c66a;padding:6px 12px;margin:1em 0;font-size:.9em}
 """
 
 
@@ -286,7 +339,7 @@ def render_tearsheet(result: BacktestResult) -> str:
         f"agent: {html.escape(str(info.get('agent', 'best')))}",
         f"backtest split: {span} ({len(idx)} bars of {html.escape(result.bar)})",
         f"initial capital: ${result.initial_capital:,.0f}",
-        f"candidates evaluated: {result.num_trials}",
+        f"candidates selection chose among: {result.num_trials}",
     ]
     if info.get("dataset_hash"):
         meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
@@ -297,15 +350,20 @@ def render_tearsheet(result: BacktestResult) -> str:
             f"{html.escape(str(env.get('fill_price', 'open')))}, cost rate "
             f"{float(env.get('cost_rate', 0.0)) * 100:.2f} %"
         )
+    bench_note = (result.disclosures or {}).get("benchmark") or (
+        "index = the dataset's index level, a price series with no costs"
+    )
     sections = [
+        _disclosures_html(result),
         "<h2>Metrics</h2>",
         _metrics_html(result),
         '<p class="note">Every strategy starts with the same capital and trades through the '
-        "same environment (next-bar fills, same costs); the index is its level series without "
-        "costs. Annualization uses "
-        f"{periods_per_year(result.bar):g} bars per year. The Deflated Sharpe is the "
-        "probability that the agent's true Sharpe is above zero after allowing for the "
-        f"{result.num_trials} candidates tried (Bailey &amp; López de Prado, 2014).</p>",
+        f"same environment (next-bar fills, same costs). {html.escape(bench_note)}. "
+        f"Annualization uses {result.bars_per_year:g} bars per year (from the dataset's "
+        "calendar). PSR is the probabilistic Sharpe of each column's backtest returns against "
+        "0.</p>",
+        "<h2>Selection statistics</h2>",
+        _statistics_html(result),
         "<h2>Equity curve</h2>",
         f'<img alt="equity curve" src="{_png(_equity(result))}">',
         "<h2>Drawdown</h2>",

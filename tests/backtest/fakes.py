@@ -115,9 +115,15 @@ def make_run_dir(
 class FakeDataset:
     """Stands in for ``finpod.data.load_split``/``load_manifest``; records what was loaded."""
 
-    def __init__(self, splits: dict[str, MarketData], content_hash: str = "abc123"):
+    def __init__(
+        self,
+        splits: dict[str, MarketData],
+        content_hash: str = "abc123",
+        manifest: dict | None = None,
+    ):
         self.splits = splits
         self.hash = content_hash
+        self.manifest = dict(manifest or {})
         self.loaded: list[str] = []
 
     def load_split(self, dataset_dir, split, device="cpu"):
@@ -125,7 +131,7 @@ class FakeDataset:
         return self.splits[split].to(device)
 
     def load_manifest(self, dataset_dir):
-        return {"hash": self.hash, "bar": "1d"}
+        return {"hash": self.hash, "bar": "1d", **self.manifest}
 
     def install(self, monkeypatch):
         import finpod.data

@@ -174,3 +174,103 @@ def test_metrics_agree_with_empyrical(values, bar):
     np.testing.assert_allclose(got["cumulative_return"], ep.cum_returns_final(r), rtol=1e-9)
     assert got["max_drawdown"] <= 0.0
     assert got["cumulative_return"] >= -1.0
+
+
+def test_psr_of_a_series_is_the_probabilistic_sharpe_against_zero():
+    from scipy import stats
+
+    rng = np.random.default_rng(1)
+    r = _series(rng.normal(0.0008, 0.01, 400))
+    x = r.to_numpy()
+    sr = x.mean() / x.std(ddof=1)
+    expected = m.probabilistic_sharpe_ratio(
+        sr, 0.0, len(x), stats.skew(x), stats.kurtosis(x, fisher=False)
+    )
+    assert m.probabilistic_sharpe(r) == pytest.approx(expected)
+    assert math.isnan(m.probabilistic_sharpe(_series([0.01] * 10)))  # no spread: undefined
+
+
+def test_pbo_is_about_one_half_for_pure_noise_candidates():
+    rng = np.random.default_rng(7)
+    values = [
+        m.probability_of_backtest_overfitting(rng.normal(0.0, 0.01, (256, 20))).pbo
+        for _ in range(40)
+    ]
+    assert np.mean(values) == pytest.approx(0.5, abs=0.08)
+
+
+def test_pbo_is_about_zero_when_one_candidate_truly_dominates():
+    rng = np.random.default_rng(8)
+    r = rng.normal(0.0, 0.01, (256, 20))
+    r[:, 5] += 0.006  # per-bar Sharpe 0.6 against 0 for the others
+    res = m.probability_of_backtest_overfitting(r)
+    assert res.pbo <= 0.01
+    assert res.num_partitions == 16 and len(res.logits) == 12870 and res.bars_used == 256
+
+
+def test_pbo_logit_is_the_out_of_sample_rank_of_the_in_sample_winner():
+    # two candidates, two blocks: in-sample winner A is worst out of sample → logit < 0
+    a = np.array([0.03, 0.01, -0.02, -0.01])
+    b = np.array([0.01, 0.00, 0.02, 0.03])
+    res = m.probability_of_backtest_overfitting(np.stack([a, b], axis=1), num_partitions=2)
+    assert res.num_partitions == 2 and len(res.logits) == 2
+    # split 1: IS = block 0 → A wins, OOS rank 1 of 2 → ω = 1/3; split 2: IS = block 1 → B
+    # wins, OOS (block 0) rank 1 of 2 → ω = 1/3. Both overfit.
+    np.testing.assert_allclose(res.logits, [math.log(0.5)] * 2)
+    assert res.pbo == 1.0
+
+
+def test_dsr_of_the_selection_uses_validation_returns_and_candidate_sharpes(tmp_path):
+    from finpod.candidates import load_candidates, record_candidate
+
+    rng = np.random.default_rng(4)
+    val = rng.normal(0.0, 0.01, (120, 10))
+    val[:, 2] += 0.002
+    for j in range(10):
+        record_candidate(tmp_path, f"pod{j}", val[:, j], score=float(val[:, j].mean()))
+    cands = load_candidates(tmp_path)
+    backtest = _series(rng.normal(0.0005, 0.01, 60))
+    out = m.selection_statistics(backtest, cands, num_trials=3, annualization=252.0)
+    sharpes = val.mean(0) / val.std(0, ddof=1)
+    assert out["num_trials"] == 10 and out["selection_split"] == "validation"
+    assert out["selected_candidate"] == "pod2" and out["validation_bars"] == 120
+    assert out["trial_sharpe_variance"] == pytest.approx(np.var(sharpes, ddof=1))
+    assert out["dsr"] == pytest.approx(
+        m.deflated_sharpe_ratio(val[:, 2], 10, np.var(sharpes, ddof=1))
+    )
+    assert out["psr"] == pytest.approx(m.probabilistic_sharpe(backtest))
+    assert out["pbo"] == pytest.approx(m.probability_of_backtest_overfitting(val).pbo)
+    assert not any(k.endswith("_note") for k in out)
+
+
+def test_undefined_statistics_are_null_with_the_reason():
+    r = _series(np.random.default_rng(0).normal(0, 0.01, 50))
+    out = m.selection_statistics(r, None)
+    assert out["dsr"] is None and "no validation returns" in out["dsr_note"]
+    assert out["pbo"] is None and "≥ 2 candidates" in out["pbo_note"]
+    assert out["psr"] is not None and "psr_note" not in out
+
+
+def test_old_runs_fall_back_to_the_leaderboard_count_and_scores():
+    r = _series(np.random.default_rng(0).normal(0, 0.01, 50))
+    out = m.selection_statistics(
+        r,
+        None,
+        num_trials=12,
+        fallback_sharpes=[0.5, 1.0, 1.5, 2.0],
+        selected_sharpe=2.0,
+        validation_bars=250,
+        annualization=250.0,
+    )
+    v = np.var(np.array([0.5, 1.0, 1.5, 2.0]) / math.sqrt(250), ddof=1)
+    sr0 = m.expected_max_sharpe(12, v)
+    assert out["num_trials"] == 12
+    assert out["dsr"] == pytest.approx(
+        m.probabilistic_sharpe_ratio(2.0 / math.sqrt(250), sr0, 250, 0.0, 3.0)
+    )
+    assert "normal returns assumed" in out["dsr_note"]
+
+
+def test_a_number_of_bars_per_year_is_used_as_given():
+    r = _series(np.random.default_rng(2).normal(0.001, 0.01, 100))
+    assert m.sharpe_ratio(r, 250.0) == pytest.approx(m.sharpe_ratio(r, "1d") * math.sqrt(250 / 252))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import re
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,7 +51,7 @@ def test_agent_metrics_are_the_metric_functions_of_its_returns(result):
     assert col["beta"] == pytest.approx(m.alpha_beta(r, bench, "1d")[1])
     assert col["costs_paid"] == pytest.approx(result.costs.sum())
     assert col["costs_paid"] == pytest.approx(result.transactions["cost"].sum())
-    assert col["deflated_sharpe"] == pytest.approx(m.deflated_sharpe_ratio(r, 20))
+    assert col["psr"] == pytest.approx(m.probabilistic_sharpe(r))
     # the account identity holds for the stored pandas objects
     np.testing.assert_allclose(result.positions.sum(axis=1), result.account_value, rtol=1e-9)
     np.testing.assert_allclose(
@@ -64,14 +66,29 @@ def test_index_returns_come_from_the_benchmark_level(result, market):
     assert result.metrics.loc["beta", "index"] == 1.0
 
 
-def test_more_candidates_deflate_the_sharpe_more(market):
+def test_backtest_json_carries_the_statistics_with_reasons_for_nulls(result, tmp_path):
+    import json
+
+    result.save(tmp_path / "rep")
+    meta = json.loads((tmp_path / "rep" / "backtest.json").read_text(encoding="utf-8"))
+    stats = meta["statistics"]
+    assert {"psr", "dsr", "pbo", "num_trials", "selection_split"} <= set(stats)
+    assert stats["selection_split"] == "validation" and stats["num_trials"] == 20
+    assert stats["psr"] == pytest.approx(m.probabilistic_sharpe(result.returns))
+    # no candidate record here: DSR and PBO are undefined, and say why
+    assert stats["dsr"] is None and stats["dsr_note"]
+    assert stats["pbo"] is None and stats["pbo_note"]
+    assert meta["annualization"] == 252.0
+    assert BacktestResult.load(tmp_path / "rep").statistics == stats
+
+
+def test_annualization_is_the_markets_calendar_count(market):
+    cal = dataclasses.replace(market, bars_per_year=250.0)
     policy = lambda o: torch.full((1, market.num_stocks), 0.2)  # noqa: E731
-    few = backtest_market(market, policy, EnvConfig(), num_trials=2, with_benchmarks=False)
-    many = backtest_market(market, policy, EnvConfig(), num_trials=500, with_benchmarks=False)
-    assert few.metrics.loc["sharpe", "agent"] == many.metrics.loc["sharpe", "agent"]
-    assert (
-        many.metrics.loc["deflated_sharpe", "agent"] < few.metrics.loc["deflated_sharpe", "agent"]
-    )
+    res = backtest_market(cal, policy, EnvConfig(), with_benchmarks=False)
+    assert res.bars_per_year == 250.0
+    assert res.metrics.loc["sharpe", "agent"] == pytest.approx(m.sharpe_ratio(res.returns, 250.0))
+    assert "250 bars per year" in res.to_html(Path(tempfile.mkdtemp()) / "t.html").read_text()
 
 
 def test_save_then_load_round_trips_every_frame(result, tmp_path):
@@ -160,3 +177,15 @@ def test_a_missing_index_print_moves_the_return_to_the_next_print(market):
     assert r.iloc[10] == pytest.approx(level.iloc[11] / level.iloc[9] - 1)
     total = (1 + r).prod() - 1
     assert total == pytest.approx(level.iloc[-1] / level.iloc[0] - 1)
+
+
+def test_tearsheet_explains_each_statistic_and_drops_the_wrong_label(result, tmp_path):
+    page = result.to_html(tmp_path / "t.html").read_text(encoding="utf-8")
+    assert "Selection statistics" in page
+    for sentence in m.STATISTIC_MEANINGS.values():
+        assert sentence.replace("'", "&#x27;") in page or sentence in page
+    # the backtest Sharpe of an agent selected out of sample is tested against 0 (PSR),
+    # not against the best of N (that is the DSR, on validation)
+    assert "P[SR &gt; 0] after" not in page and "P[SR > 0] after" not in page
+    assert "PSR (P[true Sharpe &gt; 0] on this backtest)" in page
+    assert "index (level, no costs)" in page

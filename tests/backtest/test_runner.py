@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -91,18 +92,43 @@ def test_top_k_averages_the_actions_of_the_top_entries(run_dir, splits, monkeypa
     assert not result.account_value.equals(best.account_value)
 
 
-def test_deflated_sharpe_uses_the_candidates_the_run_evaluated(run_dir, splits, monkeypatch):
+def test_statistics_use_every_recorded_candidates_validation_returns(run_dir, splits, monkeypatch):
+    from finpod.candidates import load_candidates, record_candidate
+
     FakeDataset(splits).install(monkeypatch)
+    rng = np.random.default_rng(11)
+    val = rng.normal(0.0, 0.01, (79, 14))
+    val[:, 0] += 0.003
+    for j in range(14):  # more candidates than the leaderboard's count of 12
+        record_candidate(run_dir, f"pod{j:03d}", val[:, j], score=2.0 - 0.1 * j)
+    result = run_backtest(run_dir)
+    stats = result.statistics
+    cands = load_candidates(run_dir)
+    variance = float(np.var(cands.sharpes(), ddof=1))
+    assert result.num_trials == 14 and stats["num_trials"] == 14
+    assert stats["selected_candidate"] == "pod000" and stats["validation_bars"] == 79
+    assert stats["dsr"] == pytest.approx(m.deflated_sharpe_ratio(val[:, 0], 14, variance))
+    assert stats["pbo"] == pytest.approx(m.probability_of_backtest_overfitting(val).pbo)
+    assert stats["psr"] == pytest.approx(m.probabilistic_sharpe(result.returns))
+    assert result.trial_variance == pytest.approx(variance)
+
+
+def test_old_runs_deflate_with_the_leaderboard_count_and_validation_sharpes(
+    run_dir, splits, monkeypatch
+):
+    manifest = {"splits": {"validation": {"start_index": 200, "stop_index": 280}}}
+    FakeDataset(splits, manifest=manifest).install(monkeypatch)
     result = run_backtest(run_dir)
     assert result.num_trials == 12
     curves = pd.read_csv(run_dir / "metrics.csv")
     board = json.loads((run_dir / "leaderboard.json").read_text())
     sharpes = trial_sharpes(board, curves)
     assert len(sharpes) == 12  # one per pod: its last validation Sharpe
-    var = m.trial_sharpe_variance(sharpes, "1d")
-    assert result.metrics.loc["deflated_sharpe", "agent"] == pytest.approx(
-        m.deflated_sharpe_ratio(result.returns, 12, var)
-    )
+    var = m.trial_sharpe_variance(sharpes, 252.0)
+    sr = 2.0 / np.sqrt(252.0)  # the top entry's annual validation Sharpe, per bar
+    expected = m.probabilistic_sharpe_ratio(sr, m.expected_max_sharpe(12, var), 79, 0.0, 3.0)
+    assert result.statistics["dsr"] == pytest.approx(expected)
+    assert result.statistics["pbo"] is None and result.statistics["pbo_note"]
 
 
 def test_changed_dataset_is_refused_unless_chosen_explicitly(run_dir, splits, monkeypatch):
@@ -112,6 +138,67 @@ def test_changed_dataset_is_refused_unless_chosen_explicitly(run_dir, splits, mo
     # an explicit --data is the user's choice: it runs, and the result says so
     result = run_backtest(run_dir, data_dir=run_dir.parent / "dataset")
     assert result.info["dataset_hash_matches_run"] is False
+    assert result.info["run_dataset_hash"] == "abc123"
+    assert "Cross-dataset backtest" in result.disclosures["dataset"]
+    folder = result.save(run_dir.parent / "rep")
+    meta = json.loads((folder / "backtest.json").read_text())
+    assert "Cross-dataset backtest" in meta["disclosures"]["dataset"]
+    page = result.to_html(folder / "t.html").read_text()
+    assert "Cross-dataset backtest: run run-test was trained and selected on dataset abc123" in page
+
+
+def test_same_dataset_has_no_cross_dataset_note(run_dir, splits, monkeypatch):
+    FakeDataset(splits).install(monkeypatch)
+    result = run_backtest(run_dir)
+    assert "dataset" not in result.disclosures
+    assert "Cross-dataset" not in result.to_html(run_dir.parent / "t.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("manifest", "words"),
+    [
+        (
+            {"universe": {"point_in_time": False, "note": "NASDAQ-100 members on 2019-12-31"}},
+            "not point-in-time: members as of 2019-12-31: survivorship bias",
+        ),
+        (
+            {
+                "universe": "NASDAQ-100 members on 2019-12-31 (95 with data)",
+                "notes": ["survivorship: the tickers are the members of 2019-12-31"],
+            },
+            "members as of 2019-12-31: survivorship bias",
+        ),
+        ({"universe": {"point_in_time": True, "note": "monthly membership"}}, "is point-in-time"),
+        ({}, "point-in-time status unknown"),
+    ],
+)
+def test_the_report_says_whether_the_universe_is_point_in_time(
+    run_dir, splits, monkeypatch, manifest, words
+):
+    FakeDataset(splits, manifest=manifest).install(monkeypatch)
+    result = run_backtest(run_dir)
+    assert words in result.disclosures["universe"]
+    folder = result.save(run_dir.parent / "rep")
+    assert words in json.loads((folder / "backtest.json").read_text())["disclosures"]["universe"]
+    assert words in result.to_html(folder / "t.html").read_text()
+
+
+def test_the_index_column_is_labelled_a_level_with_no_costs(run_dir, splits, monkeypatch):
+    FakeDataset(splits, manifest={"benchmark": "^NDX"}).install(monkeypatch)
+    result = run_backtest(run_dir)
+    label = result.disclosures["benchmark"]
+    assert "^NDX index level" in label and "no costs" in label
+    assert label in result.to_html(run_dir.parent / "t.html").read_text()
+
+
+def test_the_backtest_uses_the_annualization_of_the_dataset_calendar(run_dir, splits, monkeypatch):
+    cal = dict(splits, backtest=dataclasses.replace(splits["backtest"], bars_per_year=251.5))
+    FakeDataset(cal).install(monkeypatch)
+    result = run_backtest(run_dir)
+    assert result.bars_per_year == 251.5 and result.info["annualization"] == 251.5
+    assert result.metrics.loc["sharpe", "agent"] == pytest.approx(
+        m.sharpe_ratio(result.returns, 251.5)
+    )
 
 
 def test_missing_checkpoint_and_bad_agent_are_finpod_errors(run_dir, splits, monkeypatch):
