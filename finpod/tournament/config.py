@@ -587,6 +587,8 @@ def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[
                 f"set {key} once in the strategy's [env] table",
             )
     sequences = _sequence_fields(EnvConfig)
+    # Drawn in name order, so the draws do not depend on how a TOML writer ordered the
+    # table (a resumed run regenerates the same pods).
     specs = tuple(
         _parse_param(
             "env",
@@ -596,7 +598,7 @@ def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[
             key in sequences,
             _int_fields(EnvConfig),
         )
-        for key, value in raw.items()
+        for key, value in sorted(raw.items())
     )
     base = dict(env_base or {})
     for spec in specs:

@@ -435,3 +435,37 @@ def test_children_of_off_policy_parents_inherit_buffers_unless_switched_off(tmp_
         assert sac and ppo
         assert all(s.inherit_buffer is inherits and s.export_buffer == setting for s in sac)
         assert all(not s.inherit_buffer and s.export_buffer is False for s in ppo)
+
+
+def test_a_strategy_with_search_env_resolves_and_its_written_form_reads_back(tmp_path):
+    import tomllib
+
+    from finpod.strategy import strategy_from_dict
+    from finpod.tournament.run import resolve
+
+    raw = tomllib.loads(
+        """
+        [agent]
+        algorithm = "ppo"
+        [env]
+        action_mode = "weights"
+        [search]
+        algorithms = ["ppo"]
+        [search.ppo]
+        learning_rate = { low = 1e-4, high = 1e-3, log = true }
+        [search.env]
+        no_trade_band = { low = 0.0, high = 0.05 }
+        decision_interval = [1, 5, 15]
+        turnover_penalty = { low = 0, high = 0.004 }
+        """
+    )
+    strategy = strategy_from_dict(raw)
+    _, space, _ = resolve(strategy)
+    assert [s.name for s in space.env] == ["decision_interval", "no_trade_band", "turnover_penalty"]
+    # What run.json / strategy.toml record reads back as the same space.
+    strategy.search = space.to_dict()
+    again = strategy_from_dict(tomllib.loads(strategy.to_toml()))
+    _, space2, _ = resolve(again)
+    assert space2.to_dict() == space.to_dict()
+    rng1, rng2 = np.random.default_rng(4), np.random.default_rng(4)
+    assert space.sample_env(rng1) == space2.sample_env(rng2)
