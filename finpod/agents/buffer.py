@@ -7,6 +7,8 @@ device.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -136,12 +138,12 @@ class ReplayBuffer:
         n = int(data["reward"].shape[0])
         keep = min(n, self.capacity)
         for name in FIELDS:
-            rows = torch.as_tensor(np.asarray(data[name])[n - keep :]).to(
-                self.device, torch.float32
-            )
-            target = getattr(self, name)
-            target[:keep] = rows
-            if keep < self.capacity:
-                target[keep:] = 0.0
+            rows = np.asarray(data[name])[n - keep :]
+            with warnings.catch_warnings():
+                # Arrays from the object store are read-only; they are only read here.
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                source = torch.as_tensor(rows)
+            getattr(self, name)[:keep].copy_(source)
+        # Rows past ``size`` are never sampled, so older contents there need no clearing.
         self.size = keep
         self.pos = keep % self.capacity
