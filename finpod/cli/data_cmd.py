@@ -97,6 +97,22 @@ def download(
         str | None,
         Opt("--bar-label", help="files: intraday stamps mark the bar start, end, or auto."),
     ] = None,
+    ticker_pattern: Annotated[
+        str | None,
+        Opt(
+            "--ticker-pattern",
+            help="files: regex whose first group is the ticker, applied to file names and "
+            r"ticker columns, e.g. '^(.*)\.US$' for AAPL.US [default: file name up to '_'].",
+        ),
+    ] = None,
+    benchmark: Annotated[
+        str | None,
+        Opt(
+            "--benchmark",
+            help="files: CSV/Parquet of index levels (daily or intraday), aligned causally; "
+            "yfinance: index symbol [default: ^NDX; 'none' for no index].",
+        ),
+    ] = None,
     n_tickers: Annotated[
         int | None, Opt("--n-tickers", help="synthetic: number of tickers.")
     ] = None,
@@ -109,7 +125,11 @@ def download(
         str | None, Opt("--adjust", help="sample: split (default) or total (dividends reinvested).")
     ] = None,
     point_in_time: Annotated[
-        bool, Opt("--point-in-time", help="sample: tradable only while an index member.")
+        bool,
+        Opt(
+            "--point-in-time",
+            help="sample: outside its index membership a stock can be sold, not bought.",
+        ),
     ] = False,
 ) -> None:
     """Build a ready dataset directory (Parquet + manifest.json) from a source."""
@@ -131,6 +151,8 @@ def download(
         "columns": _columns(column),
         "timezone": timezone,
         "bar_label": bar_label,
+        "ticker_pattern": ticker_pattern,
+        "benchmark": benchmark,
         "n_tickers": n_tickers,
         "years": years,
         "regime": regime,
@@ -182,8 +204,21 @@ def _print_manifest(m: dict) -> None:
     table.add_column("key", style="bold")
     table.add_column("value")
     table.add_row("source", str(m.get("source")))
-    table.add_row("universe", str(m.get("universe")))
+    from finpod.data.dataset import dataset_bars_per_year, universe_disclosure
+
+    uni = universe_disclosure(m)
+    table.add_row("universe", str(uni.get("name")))
+    table.add_row("point-in-time", "yes" if uni.get("point_in_time") else "no")
+    table.add_row("survivorship", str(uni.get("note")))
+    bench = m.get("benchmark")
+    if isinstance(bench, dict):
+        bench = f"{bench.get('name')} ({bench.get('kind')}; {bench.get('source')})"
+    table.add_row("benchmark", str(bench or "none"))
     table.add_row("bar", str(m.get("bar")))
+    table.add_row(
+        "bars / year",
+        f"{dataset_bars_per_year(m):g} (counted on the {m.get('calendar', 'XNYS')} calendar)",
+    )
     table.add_row("range", f"{m.get('start')} → {m.get('end')} ({m.get('bars')} bars)")
     tick = m.get("tickers", [])
     table.add_row("tickers", f"{len(tick)}: {', '.join(tick[:12])}{' …' if len(tick) > 12 else ''}")
@@ -209,7 +244,15 @@ def _print_manifest(m: dict) -> None:
     for group in ("dropped", "repaired"):
         for k, v in (clean.get(group) or {}).items():
             ct.add_row(f"{group}: {k}", str(v))
-    for k in ("tickers_dropped", "listed_late", "ended_early", "large_moves"):
+    for k in (
+        "tickers_dropped",
+        "listed_late",
+        "ended_early",
+        "delisted",
+        "sell_only_outside_membership",
+        "mixed_naive_and_aware",
+        "large_moves",
+    ):
         if k in clean:
             ct.add_row(k, str(clean[k]))
     console.print(ct)

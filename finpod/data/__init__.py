@@ -1,5 +1,11 @@
 """Data layer: sources, calendar cleaning, causal features, splits, dataset on disk.
 
+The layer reads sources (:mod:`~finpod.data.sources`, one module each) → cleaning
+(:mod:`~finpod.data.clean`) → features (:mod:`~finpod.data.features`) → dataset
+(:mod:`~finpod.data.dataset`), with :mod:`~finpod.data.benchmark` (causal index alignment),
+:mod:`~finpod.data.universe` (membership, survivorship) and :mod:`~finpod.data.vendor` (file
+formats) beside them.
+
 Entry points: :func:`build_dataset` (source → dataset directory), :func:`load_split`
 (dataset directory → :class:`MarketData` on a device), :func:`load_manifest`,
 :func:`from_frame` (a long table of bars → :class:`MarketData`) and
@@ -7,18 +13,19 @@ Entry points: :func:`build_dataset` (source → dataset directory), :func:`load_
 """
 
 from finpod.data import synthetic
+from finpod.data.benchmark import align_benchmark
+from finpod.data.calendar import bars_per_year
 from finpod.data.clean import Bars, clean_long
 from finpod.data.dataset import (
     SPLITS,
-    bars_to_market,
     build_dataset,
-    from_frame,
     load_manifest,
     load_split,
     plan_splits,
     verify_dataset,
 )
 from finpod.data.features import FEATURES
+from finpod.data.inmemory import bars_to_market, from_frame
 from finpod.data.market import MarketData, periods_per_year
 from finpod.data.synthetic import make_synthetic, oracle_weights
 
@@ -27,6 +34,8 @@ __all__ = [
     "SPLITS",
     "Bars",
     "MarketData",
+    "align_benchmark",
+    "bars_per_year",
     "bars_to_market",
     "build_dataset",
     "clean_long",

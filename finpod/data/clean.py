@@ -279,14 +279,15 @@ def clean_long(
     dropped = report["dropped"]
     repaired = report["repaired"]
 
+    instant, wall, notes = read_stamps(df["timestamp"], timezone)
     if bar is None:
-        bar = infer_bar(df["timestamp"])
+        bar = _infer_bar_ns(_utc_ns(instant))
         report["bar_inferred"] = bar
     bar = normalize_bar(bar)
     minutes = bar_minutes(bar)
     daily = minutes is None
-
-    ts, notes = parse_timestamps(df["timestamp"], timezone, daily)
+    # Daily bars keep the date where they were stamped (see parse_timestamps).
+    ts = wall.dt.normalize().dt.tz_localize(TZ) if daily else instant
     report.update(notes)
     tic = df["tic"].astype("string").str.strip().str.upper()
     frame = pd.DataFrame({"timestamp": ts, "tic": tic.fillna("")})
@@ -558,10 +559,25 @@ def large_moves(
     return out
 
 
-def infer_bar(values: pd.Series) -> str:
+def infer_bar(values: pd.Series, timezone: str = TZ) -> str:
     """Most common positive spacing of the timestamps: ``"1d"`` or ``"<N>min"``."""
-    ts = pd.to_datetime(values, errors="coerce", format="mixed", utc=True).dropna()
-    uniq = np.unique(ts.to_numpy(dtype="datetime64[ns]").astype(np.int64))
+    instant, _, _ = read_stamps(values, timezone)
+    return _infer_bar_ns(_utc_ns(instant))
+
+
+def _utc_ns(instant: pd.Series) -> np.ndarray:
+    """Readable instants of a tz-aware Series as int64 UTC nanoseconds."""
+    ok = instant.dropna()
+    return (
+        ok.dt.tz_convert("UTC")
+        .dt.tz_localize(None)
+        .to_numpy(dtype="datetime64[ns]")
+        .astype(np.int64)
+    )
+
+
+def _infer_bar_ns(ns: np.ndarray) -> str:
+    uniq = np.unique(ns)
     if len(uniq) < 2:
         raise FinpodError("cannot infer the bar size from fewer than two timestamps", "pass --bar")
     diffs = np.diff(uniq)

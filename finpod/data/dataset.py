@@ -59,8 +59,9 @@ from finpod.atomic import atomic_write, atomic_write_json
 from finpod.data import sources
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
-from finpod.data.clean import Bars, clean_long
-from finpod.data.features import FEATURES, SCALING_DOC, compute_features
+from finpod.data.clean import Bars
+from finpod.data.features import SCALING_DOC
+from finpod.data.inmemory import bars_to_market, from_frame, market_features
 from finpod.data.market import MarketData
 from finpod.errors import FinpodError
 
@@ -80,6 +81,23 @@ ROWS_PER_GROUP_BARS = 4096
 #: datasets still load (no masks, bars per year from the calendar at load time).
 FORMAT_VERSION = 2
 SOURCES = tuple(sources.LOADERS)
+# align_benchmark, bars_to_market and from_frame live in finpod.data.benchmark/.inmemory;
+# they stay importable from here (finpod.data.synthetic imports bars_to_market here).
+__all__ = [
+    "SPLITS",
+    "align_benchmark",
+    "bars_to_market",
+    "benchmark_name",
+    "build_dataset",
+    "content_hash",
+    "dataset_bars_per_year",
+    "from_frame",
+    "load_manifest",
+    "load_split",
+    "plan_splits",
+    "universe_disclosure",
+    "verify_dataset",
+]
 #: Optional (T, N) bool columns of bars.parquet, written when the source sets them.
 MASKS = ("buyable", "delisted")
 
@@ -247,103 +265,6 @@ def content_hash(
     if benchmark is not None:
         h.update(np.nan_to_num(np.asarray(benchmark, dtype=np.float64), nan=0.0).tobytes())
     return h.hexdigest()
-
-
-# --------------------------------------------------------------------------- in memory
-def market_features(
-    bars: Bars, progress: Callable[[int], None] | None = None
-) -> tuple[np.ndarray, list[str]]:
-    """(T, N, F) float32 features of ``bars`` and their names (standard + source extras)."""
-    extra = sorted(bars.extra)
-    feats = compute_features(
-        bars.close,
-        bars.high,
-        bars.low,
-        bars.timestamps,
-        bars.bar,
-        progress=progress,
-        extra_slots=len(extra),
-    )
-    names = list(FEATURES)
-    for k, name in enumerate(extra):
-        col = feats[:, :, len(FEATURES) + k]
-        col[...] = bars.extra[name]
-        np.nan_to_num(col, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
-        names.append(name)
-    return feats, names
-
-
-def _to_market(
-    bars: Bars,
-    features: np.ndarray,
-    names: list[str],
-    rows: slice,
-    split: str,
-    device: torch.device | str,
-    benchmark: pd.Series | None,
-) -> MarketData:
-    def tens(a: np.ndarray, dtype=torch.float32) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a[rows])).to(dtype=dtype, device=device)
-
-    open_ = np.nan_to_num(bars.open[rows], nan=0.0)
-    close = np.nan_to_num(bars.close[rows], nan=0.0)
-    return MarketData(
-        timestamps=bars.timestamps[rows],
-        tickers=list(bars.tickers),
-        open=torch.from_numpy(np.ascontiguousarray(open_, dtype=np.float32)).to(device),
-        close=torch.from_numpy(np.ascontiguousarray(close, dtype=np.float32)).to(device),
-        features=tens(features),
-        feature_names=list(names),
-        tradable=tens(bars.tradable, torch.bool),
-        bar=bars.bar,
-        split=split,
-        benchmark=None if benchmark is None else benchmark.iloc[rows],
-        buyable=None if bars.buyable is None else tens(bars.buyable, torch.bool),
-        delisted=None if bars.delisted is None else tens(bars.delisted, torch.bool),
-    )
-
-
-def bars_to_market(
-    bars: Bars, device: torch.device | str = "cpu", benchmark: pd.Series | None = None
-) -> MarketData:
-    """Compute features for ``bars`` and return all of it as one :class:`MarketData`."""
-    feats, names = market_features(bars)
-    return _to_market(bars, feats, names, slice(None), "all", device, benchmark)
-
-
-def from_frame(
-    df: pd.DataFrame,
-    bar: str | None = "1d",
-    *,
-    device: torch.device | str = "cpu",
-    benchmark: pd.Series | None = None,
-    **clean_opts: Any,
-) -> MarketData:
-    """A long table of bars → cleaned :class:`MarketData` with features, all bars, no splits.
-
-    Args:
-        df: columns ``date|timestamp, tic, open, high, low, close, volume`` (aliases
-            accepted, see :func:`finpod.data.clean.clean_long`).
-        bar: bar size (``None`` infers it).
-        device: torch device of the tensors.
-        benchmark: optional index close indexed by date/time; aligned causally (a daily
-            level from its session's close on, see :mod:`finpod.data.benchmark`).
-        clean_opts: passed to :func:`finpod.data.clean.clean_long` (``timezone``,
-            ``min_coverage``, ``columns``, ``bar_label``, ``start``, ``end``…).
-    """
-    bars, _ = clean_long(df, bar, **clean_opts)
-    bench = (
-        None
-        if benchmark is None
-        else align_benchmark(
-            benchmark,
-            bars.timestamps,
-            bars.bar,
-            calendar=clean_opts.get("calendar", "XNYS"),
-            timezone=clean_opts.get("timezone", TZ),
-        )
-    )
-    return bars_to_market(bars, device=device, benchmark=bench)
 
 
 # --------------------------------------------------------------------------- build
