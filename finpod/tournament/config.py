@@ -565,6 +565,25 @@ def is_off_policy(agent_cls: type) -> bool:
     return isinstance(agent_cls, type) and issubclass(agent_cls, OffPolicyAgent)
 
 
+def pod_env(base: dict[str, Any], controls: dict[str, Any] | None) -> dict[str, Any]:
+    """The env settings one pod trains and is scored with: the run's ``[env]`` table
+    ``base`` with the pod's searched execution controls ``controls`` (``PodSpec.env``,
+    ``Entry.env``) over it, ready for ``EnvConfig.from_dict``.
+
+    Raises :class:`FinpodError` if ``controls`` touches :data:`FIXED_ENV_FIELDS` with a
+    value other than ``base``'s: every pod shares one cost model.
+    """
+    controls = dict(controls or {})
+    for key, value in controls.items():
+        if key in FIXED_ENV_FIELDS and base.get(key, value) != value:
+            raise FinpodError(
+                f"a pod's env sets {key} = {value!r} but the run's is {base.get(key)!r}: "
+                f"{FIXED_ENV_FIELDS[key]}",
+                "remove it from the pod's execution controls",
+            )
+    return {**base, **controls}
+
+
 def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[ParamSpec, ...]:
     """Validate ``[search.env]``: each key a field of ``EnvConfig`` (read from the class,
     so new execution controls are searchable as soon as they exist), none of

@@ -469,3 +469,17 @@ def test_a_strategy_with_search_env_resolves_and_its_written_form_reads_back(tmp
     assert space2.to_dict() == space.to_dict()
     rng1, rng2 = np.random.default_rng(4), np.random.default_rng(4)
     assert space.sample_env(rng1) == space2.sample_env(rng2)
+
+
+def test_a_pods_env_is_the_runs_env_with_its_controls_and_the_same_cost_model():
+    from finpod.env import EnvConfig
+    from finpod.tournament.config import pod_env
+
+    base = EnvConfig(cost_rate=0.001, episode_length=40).to_dict()
+    env = pod_env(base, {"no_trade_band": 0.02, "decision_interval": 5})
+    cfg = EnvConfig.from_dict(env)
+    assert cfg.no_trade_band == 0.02 and cfg.decision_interval == 5
+    assert cfg.cost_rate == 0.001 and cfg.episode_length == 40
+    assert pod_env(base, {}) == base and pod_env(base, None) == base
+    with pytest.raises(FinpodError, match="cost_rate"):
+        pod_env(base, {"cost_rate": 0.0})
