@@ -438,7 +438,13 @@ class Orchestrator:
             )
             self._emit(
                 "start",
-                {"pod_id": spec.pod_id, "slot": slot.index, "spec": spec, "actor": slot.actor},
+                {
+                    "pod_id": spec.pod_id,
+                    "slot": slot.index,
+                    "spec": spec,
+                    "actor": slot.actor,
+                    "node_id": slot.node_id,
+                },
             )
 
     def _submit(self, slot: _Slot) -> None:

@@ -1,0 +1,90 @@
+"""The data plane: pods read the driver's splits from Ray's object store, never its paths."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from finpod.data import load_split
+from finpod.tournament import Leaderboard, run_tournament
+from finpod.tournament.dataplane import DataPlane, market_from_payload, market_to_payload
+
+from .conftest import write_strategy
+
+
+def test_a_split_round_trips_through_a_payload_unchanged(tiny_dataset):
+    market = load_split(tiny_dataset, "validation")
+    back = market_from_payload(market_to_payload(market))
+    for name in ("open", "close", "features", "tradable"):
+        assert np.array_equal(getattr(back, name).numpy(), getattr(market, name).numpy())
+    assert back.timestamps.equals(market.timestamps)
+    assert back.tickers == market.tickers and back.feature_names == market.feature_names
+    assert (back.bar, back.split) == (market.bar, market.split)
+
+
+def test_the_backtest_split_is_never_packed_for_pods(tiny_dataset):
+    with pytest.raises(ValueError, match="never shipped"):
+        market_to_payload(load_split(tiny_dataset, "backtest"))
+
+
+def test_cpu_pods_read_the_object_store_copy_without_copying(tiny_dataset, local_ray):
+    ray = local_ray
+    plane = DataPlane.publish(tiny_dataset)
+    assert set(plane.refs) == {"train", "validation"}
+    payload = ray.get(plane.refs["train"])
+    market = market_from_payload(payload)
+    # Same memory as the object store's (read-only) array: one copy per node.
+    assert not payload["close"].flags.writeable
+    assert market.close.data_ptr() == payload["close"].__array_interface__["data"][0]
+    assert market.features.data_ptr() == payload["features"].__array_interface__["data"][0]
+
+
+def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the_board(
+    tmp_path, tiny_dataset, ray_tmp
+):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    data = tmp_path / "ds"
+    shutil.copytree(tiny_dataset, data)
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "temp_dir": str(ray_tmp / "d"), "include_dashboard": False},
+    )
+    strategy = write_strategy(tmp_path / "s.toml", pod_steps=256, epochs=1, top_k=50)
+    joined: list[str] = []
+    on_new_node: list[str] = []
+
+    def on_event(kind, payload):
+        if kind == "start" and not joined:
+            # The driver has loaded and shipped the dataset: remove it, then grow the cluster.
+            shutil.rmtree(data)
+            joined.append(cluster.add_node(num_cpus=1, temp_dir=str(ray_tmp / "d")).node_id)
+        if kind == "finish" and joined and payload["node_id"] == joined[0]:
+            on_new_node.append(payload["pod_id"])
+
+    try:
+        result = run_tournament(
+            strategy,
+            data,
+            pods="auto",
+            budget="240s",  # a cap only
+            address=cluster.address,
+            out=tmp_path / "runs",
+            on_event=on_event,
+            stop=lambda: len(on_new_node) >= 2,
+        )
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+    assert not data.exists()
+    assert len(on_new_node) >= 2, "no pod finished on the node that joined later"
+    assert result.summary.pods_failed == 0
+    board = Leaderboard.load(result.run_dir)
+    assert set(on_new_node) <= {e.pod_id for e in board.entries}
+    assert board.candidates_evaluated == result.summary.pods_trained
