@@ -64,8 +64,13 @@ def make_run_dir(
 
     run = Path(root) / "run-test"
     (run / "checkpoints").mkdir(parents=True)
-    obs_dim = ObsLayout(market.num_stocks, market.num_features).obs_dim
     env = env if env is not None else {"cost_rate": 0.001, "action_mode": "weights"}
+    if hasattr(ObsLayout, "for_env"):  # the observation's width depends on the env settings
+        from finpod.env import EnvConfig
+
+        obs_dim = ObsLayout.for_env(market, EnvConfig.from_dict(dict(env))).obs_dim
+    else:
+        obs_dim = ObsLayout(market.num_stocks, market.num_features).obs_dim
     entries, rows = [], []
     rng = np.random.default_rng(0)
     for i in range(num_entries):
