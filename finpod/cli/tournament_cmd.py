@@ -44,7 +44,9 @@ def train_tournament(
             out=out,
             device=device,
             seed=seed,
-            display=live_table.update,
+            on_event=_EventLines(console),
+            # Without a terminal there is no live table, so the run polls no progress.
+            display=live_table.update if console.is_terminal else None,
         )
     board = result.leaderboard
     summary = result.summary
@@ -59,8 +61,37 @@ def train_tournament(
             else "no pod scored"
         )
     )
+    if summary.node_events or summary.quarantined:
+        console.print(
+            f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "
+            f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)"
+        )
     console.print(f"run directory: [bold]{result.run_dir}[/]")
     return result.run_dir
+
+
+class _EventLines:
+    """One console line for the cluster events a user must know about while a run goes."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __call__(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "waiting":
+            need = ", ".join(f"{v:g} {k}" for k, v in payload["need"].items() if k != "memory")
+            self.console.print(
+                f"[yellow]waiting for a node with {need} (requested from the autoscaler, "
+                f"{payload['waited_s']:.0f}s so far)[/]"
+            )
+        elif kind == "node_lost":
+            self.console.print(
+                f"[yellow]node {payload['node_id'][:8]} lost; "
+                f"{len(payload['requeued'])} pod(s) requeued[/]"
+            )
+        elif kind == "quarantine":
+            self.console.print(
+                f"[red]node {payload['node_id'][:8]} quarantined: {payload['reason']}[/]"
+            )
 
 
 class _LiveTable:

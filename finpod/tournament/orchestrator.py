@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from finpod.candidates import record_candidate
 from finpod.errors import FinpodError
 from finpod.tournament import failures as fp
 from finpod.tournament.config import SearchSpace, TournamentConfig
@@ -631,11 +632,9 @@ class Orchestrator:
         offset = job.dispatched - self._t0 + self._wall_before
         self.board.progress.wall_s = self.elapsed()
         if result.returns is not None:
-            record_candidate = _candidate_recorder()
-            if record_candidate is not None:
-                record_candidate(
-                    self.run_dir.path, result.pod_id, result.returns, score=float(result.score)
-                )
+            record_candidate(
+                self.run_dir.path, result.pod_id, result.returns, score=float(result.score)
+            )
         inserted = self.board.record(entry, result.checkpoint)
         self._keep_buffers(result.pod_id, job.buffer_ref if inserted else None)
         self.run_dir.add_metrics(
@@ -900,15 +899,6 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
-
-
-def _candidate_recorder() -> Callable[..., None] | None:
-    """``finpod.candidates.record_candidate`` when that module is installed."""
-    try:
-        from finpod.candidates import record_candidate
-    except ImportError:
-        return None
-    return record_candidate
 
 
 def _largest_buffer(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:

@@ -6,8 +6,10 @@ import json
 import threading
 import time
 
+import numpy as np
 import pytest
 
+from finpod.candidates import load_candidates
 from finpod.errors import FinpodError
 from finpod.tournament import Leaderboard, run_tournament
 from finpod.tournament.failures import QUARANTINE_AFTER, FailurePolicy
@@ -203,6 +205,6 @@ def test_a_diverging_pod_fails_as_non_finite_and_never_scores(tmp_path, tiny_dat
     log = (result.run_dir / "train.log").read_text()
     for pod in diverged:
         assert f"pod {pod} failed: non-finite" in log
-    candidates = result.run_dir / "candidates"
-    if candidates.exists():  # the candidates record holds scored pods only
-        assert not any(p in str(f) for f in candidates.rglob("*") for p in diverged)
+    recorded = load_candidates(result.run_dir)  # scored pods only, with their returns
+    assert len(recorded) == 6 and not diverged & set(recorded.ids)
+    assert np.isfinite(recorded.returns).all()
