@@ -96,7 +96,8 @@ class Generator:
     def fresh(
         self, index: int, rng: np.random.Generator | None = None, steps: int | None = None
     ) -> PodSpec:
-        """A pod whose algorithm and hyperparameters are drawn from the search space."""
+        """A pod whose algorithm, hyperparameters and execution controls (``[search.env]``)
+        are drawn from the search space."""
         rng = rng if rng is not None else self.rng(index)
         algorithm, hparams = self.space.sample(rng)
         env = self.space.sample_env(rng)
