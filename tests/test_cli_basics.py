@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from finpod import __version__
 
 
@@ -20,9 +22,33 @@ def test_version_prints_package_version():
     assert __version__ in out.stdout
 
 
-def test_unknown_command_exits_nonzero():
-    out = _finpod("no-such-command")
-    assert out.returncode != 0
+def _one_red_line(out: subprocess.CompletedProcess[str]) -> str:
+    """The single stderr line of a failed command (exit 1, no box, no traceback)."""
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in out.stderr and "╭" not in out.stderr and "Usage:" not in out.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "says", "help_of"),
+    [
+        (["no-such-command"], "No such command 'no-such-command'", "finpod --help"),
+        (["backtest", "some-run", "--bogus", "1"], "No such option: --bogus", "finpod backtest"),
+        (["backtest"], "Missing argument", "finpod backtest --help"),
+        (["train", "--steps", "many"], "Invalid value for '--steps'", "finpod train --help"),
+    ],
+)
+def test_usage_errors_are_one_red_line_with_a_hint_and_exit_1(args, says, help_of):
+    line = _one_red_line(_finpod(*args))
+    assert says in line and help_of in line
+
+
+def test_finpod_alone_prints_the_help():
+    out = _finpod()
+    assert out.returncode == 0 and "Usage" in out.stdout and "backtest" in out.stdout
 
 
 def test_train_without_strategy_or_resume_is_one_red_line_and_exit_1():

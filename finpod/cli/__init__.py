@@ -1,8 +1,9 @@
 """The ``finpod`` command line: ``download``, ``info``, ``train``, ``backtest``, ``report``, ``run``.
 
 Each verb lives in its own module and registers itself on :data:`app`. User errors
-(:class:`finpod.errors.FinpodError`, bad flags) print one red line and exit 1; a traceback
-is shown only with ``--debug``.
+(:class:`finpod.errors.FinpodError`) and usage errors (an unknown command or flag, a
+missing argument, a bad option value) print one red line with what to do and exit 1; a
+traceback is shown only with ``--debug``. ``finpod`` alone prints the help.
 """
 
 from __future__ import annotations
@@ -54,16 +55,59 @@ def _register() -> None:
 _register()
 
 
+def _click_errors() -> tuple[type[Exception], type[Exception], type[Exception] | None]:
+    """(UsageError, ClickException, NoArgsIsHelpError) of the click that typer runs on.
+
+    Typer ships its own copy of click; its classes are found from ``typer.BadParameter``.
+    """
+    bases = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
+    usage, click_error = bases["UsageError"], bases["ClickException"]
+    no_args = getattr(sys.modules[usage.__module__], "NoArgsIsHelpError", None)
+    return usage, click_error, no_args
+
+
+def usage_error_line(err: Exception) -> str:
+    """One line for a usage error: click's message and the ``--help`` to read."""
+    message = " ".join(err.format_message().split())
+    ctx = getattr(err, "ctx", None)
+    path = ctx.command_path if ctx is not None else "finpod"
+    return f"{message} (see `{path} --help`)"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``finpod`` script."""
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    args = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in args
+    usage_error, click_error, no_args = _click_errors()
     try:
-        app(args=argv, standalone_mode=True)
+        # Not standalone: click/typer would print a boxed usage message and exit 2.
+        code = app(args=args, prog_name="finpod", standalone_mode=False)
+    except usage_error as err:
+        if no_args is not None and isinstance(err, no_args):
+            typer.echo(err.ctx.get_help())  # plain `finpod`: the help, as before
+            sys.exit(0)
+        if debug:
+            raise
+        _red_line(usage_error_line(err))
+        sys.exit(1)
+    except click_error as err:
+        if debug:
+            raise
+        _red_line(" ".join(err.format_message().split()))
+        sys.exit(1)
     except FinpodError as err:
         if debug:
             raise
-        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        _red_line(str(err))
         sys.exit(1)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         err_console.print("[bold red]interrupted[/]")
         sys.exit(130)
+    if isinstance(code, int) and code == 130:
+        err_console.print("[bold red]interrupted[/]")
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)
+
+
+def _red_line(text: str) -> None:
+    err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True, markup=True)
