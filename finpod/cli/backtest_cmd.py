@@ -25,6 +25,23 @@ def _print_metrics(result) -> None:
     console.print(table)
 
 
+def _print_statistics(result) -> None:
+    """PSR, DSR and PBO on one line each, with what they measure or why they are undefined."""
+    stats = result.statistics or {}
+    names = {
+        "psr": "PSR (backtest Sharpe > 0)",
+        "dsr": f"DSR (selection among {stats.get('num_trials') or '?'} on validation)",
+        "pbo": "PBO (CSCV over the validation candidates)",
+    }
+    for key, title in names.items():
+        value = stats.get(key)
+        shown = f"{value:.3f}" if isinstance(value, int | float) else "undefined"
+        note = stats.get(f"{key}_note")
+        console.print(
+            f"{title}: [bold]{shown}[/]" + (f" ({note})" if note else ""), highlight=False
+        )
+
+
 def backtest(
     run: Annotated[str, typer.Argument(help="Run directory, or a run id under runs/.")],
     agent: Annotated[
@@ -57,15 +74,15 @@ def backtest(
                 task, advance=1, description=f"rollouts ({name} done)"
             ),
         )
-    if not result.info.get("dataset_hash_matches_run", True):
-        console.print(
-            "[yellow]warning:[/] this dataset differs from the one the run was trained on"
-        )
     report_dir = out / result.run_id
     with console.status("writing the tearsheet..."):
         result.save(report_dir)
         html = result.to_html(report_dir / "tearsheet.html")
     _print_metrics(result)
+    _print_statistics(result)
+    for topic in ("dataset", "universe"):
+        if result.disclosures.get(topic):
+            console.print(f"[yellow]note:[/] {result.disclosures[topic]}", highlight=False)
     console.print(f"tearsheet: {html}")
 
 

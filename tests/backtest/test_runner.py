@@ -221,6 +221,7 @@ def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
     cli = CliRunner()
     res = cli.invoke(app, ["backtest", str(run_dir), "--out", str(out), "--device", "cpu"])
     assert res.exit_code == 0, res.output
+    assert "PSR (backtest Sharpe > 0)" in res.output and "DSR (selection among 12" in res.output
     folder = out / "run-test"
     for name in ("tearsheet.html", "returns.parquet", "positions.parquet", "metrics.csv"):
         assert (folder / name).is_file()
