@@ -250,3 +250,32 @@ def test_sample_hash_verifies(sample_dir):
     from finpod.data import verify_dataset
 
     assert verify_dataset(sample_dir) == load_manifest(sample_dir)["hash"]
+
+
+def test_format_1_datasets_still_load(tmp_path):
+    """A dataset written before masks, bars per year and dict-valued universe/benchmark."""
+    from finpod.data import verify_dataset
+    from finpod.data.dataset import benchmark_name, universe_disclosure
+
+    d = tmp_path / "bars"
+    d.mkdir()
+    make_daily(n=60).to_csv(d / "long.csv", index=False)
+    (tmp_path / "IDX.csv").write_text(
+        "date,close\n"
+        + "\n".join(
+            f"{s.date()},{100 + k}" for k, s in enumerate(sessions("2019-01-02", "2019-06-28"))
+        )
+    )
+    out = build_dataset("files", tmp_path / "ds", path=d, benchmark=tmp_path / "IDX.csv")
+    man = load_manifest(out)
+    old = {
+        k: v for k, v in man.items() if k not in ("bars_per_year", "bars_per_year_rule", "masks")
+    }
+    old.update(format=1, universe="3 tickers from bars", benchmark="IDX")
+    (out / "manifest.json").write_text(json.dumps(old))
+    m = load_split(out, "all")
+    assert m.buyable is None and m.delisted is None
+    assert m.bars_per_year == 252.0  # counted on the calendar at load time (2019)
+    assert m.benchmark is not None and m.benchmark.name == "IDX"
+    assert benchmark_name(old) == "IDX" and universe_disclosure(old)["point_in_time"] is False
+    assert verify_dataset(out) == man["hash"]
