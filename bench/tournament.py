@@ -42,6 +42,9 @@ Usage::
     python bench/tournament.py                          # P = all CPUs, 10 min cap each
     python bench/tournament.py --pods 2 --minutes 5 --target 1.0
     python bench/tournament.py --device cuda --scaling 1,2,4,8 --skip-single --skip-tournament
+    python bench/tournament.py --scaling 1,2 --loopback --skip-single --skip-tournament
+    python bench/tournament.py --short-pods 200 --pods 2 --skip-single --skip-tournament
+    python bench/tournament.py --memory 1,2,4 --data DATASET --skip-single --skip-tournament
 
 The dataset is built into a temporary directory (``--data`` reuses one).
 """
@@ -206,22 +209,41 @@ def run_pool(
     device: str,
     out: Path,
     gpus_per_pod: float | None = None,
+    loopback: bool = False,
+    budget: str | None = None,
 ) -> dict:
-    """A tournament of ``pods`` pods until a pod finishes with score ≥ target (or time)."""
+    """A tournament of ``pods`` pods until a pod finishes with score ≥ target (or time).
+
+    ``loopback``: on a loopback cluster of ``pods`` one-CPU nodes instead of one local Ray.
+    ``budget``: the tournament budget (default: ``minutes``).
+    """
     import ray
 
     from finpod.tournament import run_tournament
 
     t0 = time.perf_counter()
-    ray_kwargs = {
-        "address": "local",
-        "num_cpus": pods,
-        "include_dashboard": False,
-        "log_to_driver": False,
-    }
-    if gpus_per_pod:
-        ray_kwargs["num_gpus"] = 1
-    ray.init(**ray_kwargs)
+    cluster = None
+    address = None
+    if loopback:
+        from ray.cluster_utils import Cluster
+
+        cluster = Cluster(
+            initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+        )
+        for _ in range(pods - 1):
+            cluster.add_node(num_cpus=1)
+        address = cluster.address
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    else:
+        ray_kwargs = {
+            "address": "local",
+            "num_cpus": pods,
+            "include_dashboard": False,
+            "log_to_driver": False,
+        }
+        if gpus_per_pod:
+            ray_kwargs["num_gpus"] = 1
+        ray.init(**ray_kwargs)
     ray_start = time.perf_counter() - t0
     state = {"reached_at": None, "best": float("-inf"), "first_start": None, "last_finish": None}
 
@@ -247,7 +269,7 @@ def run_pool(
             strategy_path,
             data,
             pods=pods,
-            budget=f"{minutes * 60:.0f}s",
+            budget=budget or f"{minutes * 60:.0f}s",
             out=out,
             device=device,
             on_event=on_event,
@@ -255,6 +277,8 @@ def run_pool(
         )
     finally:
         ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
     wall = time.perf_counter() - t0
     s = result.summary
     total = s.pod_s + s.dispatch_gap_s
@@ -279,11 +303,93 @@ def run_pool(
         "pod_s": s.pod_s,
         "inside_pod_s": s.inside_s,
         "orchestration_s": s.orchestration_s,
+        "dispatch_gap_s": s.dispatch_gap_s,
         "orchestration_share": s.orchestration_share,
         "orchestration_share_with_startup": (s.orchestration_s + s.startup_s)
         / (total + s.startup_s)
         if total
         else 0.0,
+    }
+
+
+class NodeMemory:
+    """Samples Σ PSS and Σ RSS of this process and every process it started (Ray included)."""
+
+    def __init__(self, every_s: float = 0.25) -> None:
+        import threading
+
+        self.every_s = every_s
+        self.peak_pss = 0
+        self.peak_rss = 0
+        #: Peak Σ PSS since the first pod started (the driver's own loading excluded).
+        self.training_pss = 0
+        self.training = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> tuple[int, int]:
+        import psutil
+
+        me = psutil.Process()
+        pss = rss = 0
+        for proc in [me, *me.children(recursive=True)]:
+            try:
+                info = proc.memory_full_info()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            pss += info.pss
+            rss += info.rss
+        return pss, rss
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pss, rss = self.sample()
+            self.peak_pss, self.peak_rss = max(self.peak_pss, pss), max(self.peak_rss, rss)
+            if self.training:
+                self.training_pss = max(self.training_pss, pss)
+            self._stop.wait(self.every_s)
+
+    def __enter__(self) -> NodeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_memory(strategy_path: Path, data: Path, pods: int, out: Path) -> dict:
+    """Peak memory of the node while P pods train at once on ``data`` (one pod each)."""
+    import ray
+
+    from finpod.data import load_manifest
+    from finpod.tournament import run_tournament
+
+    ray.init(address="local", num_cpus=pods, include_dashboard=False, log_to_driver=False)
+    try:
+        time.sleep(2.0)
+        baseline, _ = NodeMemory().sample()
+        t0 = time.perf_counter()
+        with NodeMemory() as mem:
+            result = run_tournament(strategy_path, data, pods=pods, budget=f"{pods} pods", out=out)
+    finally:
+        ray.shutdown()
+    man = load_manifest(data)
+    n, f = len(man["tickers"]), len(man["features"])
+    bars = sum(man["splits"][s]["bars"] for s in ("train", "validation"))
+    return {
+        "system": "tournament_memory",
+        "pods": pods,
+        "pods_trained": result.summary.pods_trained,
+        "pods_failed": result.summary.pods_failed,
+        "tickers": n,
+        "train_validation_bars": bars,
+        "dataset_mib": bars * n * (2 * 4 + 1 + 4 * f) / 2**20,
+        "baseline_pss_mib": baseline / 2**20,
+        "peak_node_pss_mib": mem.peak_pss / 2**20,
+        "peak_node_rss_mib": mem.peak_rss / 2**20,
+        "peak_training_pss_mib": mem.training_pss / 2**20,
+        "wall_s": time.perf_counter() - t0,
     }
 
 
@@ -318,6 +424,13 @@ def main() -> None:
         "--scaling", default="", help="e.g. 1,2,4,8: pool sizes (sharing one GPU on cuda)"
     )
     ap.add_argument("--scaling-seconds", type=float, default=60.0, help="time per scaling point")
+    ap.add_argument(
+        "--loopback", action="store_true", help="--scaling on n one-CPU loopback cluster nodes"
+    )
+    ap.add_argument("--short-pods", type=int, default=0, help="N short pods (overhead)")
+    ap.add_argument("--short-pod-steps", type=int, default=512, help="env steps per short pod")
+    ap.add_argument("--memory", default="", help="e.g. 1,2,4: node memory with P pods (--data)")
+    ap.add_argument("--memory-pod-steps", type=int, default=2048, help="env steps per pod")
     args = ap.parse_args()
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -339,9 +452,12 @@ def main() -> None:
             )
         )
         strategy = load_strategy(strategy_path)
-        oracle = oracle_sharpe(data, strategy.env)
-        target = args.target if args.target is not None else args.target_frac * oracle
-        common = {"target_sharpe": target, "oracle_sharpe": oracle}
+        common: dict = {}
+        target = args.target
+        if not (args.skip_single and args.skip_tournament):
+            oracle = oracle_sharpe(data, strategy.env)
+            target = args.target if args.target is not None else args.target_frac * oracle
+            common = {"target_sharpe": target, "oracle_sharpe": oracle}
         if not args.skip_single:
             epoch_steps = args.pod_steps // args.epochs
             threads_list = (
@@ -376,6 +492,7 @@ def main() -> None:
                 args.device,
                 tmp_path / f"runs_scaling{n}",
                 gpus_per_pod=1.0 / n if args.device.startswith("cuda") else None,
+                loopback=args.loopback,
             )
             keep = (
                 "pods",
@@ -391,9 +508,67 @@ def main() -> None:
                     "system": "tournament_scaling",
                     "device": args.device,
                     "num_envs": args.num_envs,
+                    "loopback_nodes": n if args.loopback else 0,
                     **{k: rec[k] for k in keep},
                 }
             )
+        if args.short_pods:
+            short_path = tmp_path / "short.toml"
+            short_path.write_text(
+                STRATEGY.format(
+                    num_envs=args.num_envs,
+                    seed=args.seed,
+                    device=args.device,
+                    pod_steps=args.short_pod_steps,
+                    epochs=1,
+                    pods=args.pods,
+                )
+            )
+            rec = run_pool(
+                short_path,
+                data,
+                args.pods,
+                None,
+                args.minutes,
+                args.device,
+                tmp_path / "runs_short",
+                budget=f"{args.short_pods} pods",
+            )
+            n_pods = max(1, rec["pods_trained"])
+            emit(
+                {
+                    "system": "tournament_short_pods",
+                    "device": args.device,
+                    "pods": args.pods,
+                    "num_envs": args.num_envs,
+                    "pod_steps": args.short_pod_steps,
+                    "pods_trained": rec["pods_trained"],
+                    "pods_failed": rec["pods_failed"],
+                    "wall_s": rec["wall_s"],
+                    "pods_per_s": rec["pods_trained"] / rec["wall_s"],
+                    "inside_pod_s_per_pod": rec["inside_pod_s"] / n_pods,
+                    "roundtrip_overhead_ms_per_pod": 1000
+                    * (rec["pod_s"] - rec["inside_pod_s"])
+                    / n_pods,
+                    "dispatch_gap_ms_per_pod": 1000 * rec["dispatch_gap_s"] / n_pods,
+                    "orchestration_s": rec["orchestration_s"],
+                    "orchestration_share": rec["orchestration_share"],
+                    "actor_startup_s": rec["actor_startup_s"],
+                }
+            )
+        for n in [int(x) for x in args.memory.split(",") if x.strip()]:
+            mem_path = tmp_path / f"memory{n}.toml"
+            mem_path.write_text(
+                STRATEGY.format(
+                    num_envs=args.num_envs,
+                    seed=args.seed,
+                    device=args.device,
+                    pod_steps=args.memory_pod_steps,
+                    epochs=1,
+                    pods=n,
+                )
+            )
+            emit(run_memory(mem_path, data, n, tmp_path / f"runs_memory{n}"))
 
 
 if __name__ == "__main__":
