@@ -138,7 +138,7 @@ def test_files_mixing_aware_and_naive_stamps_are_repaired(tmp_path, aapl):
 def test_one_file_mixing_aware_and_naive_stamps(tmp_path, aapl):
     f = _frame(aapl).rename(columns={"ts": "timestamp"})
     text = f["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S")
-    aware = f["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S%z")
+    aware = f["timestamp"].dt.tz_convert("UTC").dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     f["timestamp"] = text.where(np.arange(len(f)) % 2 == 0, aware)
     f.to_csv(tmp_path / "AAPL.csv", index=False)
     _same(load_files(tmp_path, bar_label="start"), aapl)
