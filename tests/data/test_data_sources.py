@@ -243,3 +243,28 @@ def test_yfinance_network_exception_is_a_plain_error(tmp_path, monkeypatch):
             cache_dir=tmp_path / "c",
         )
     assert not (tmp_path / "ds").exists()
+
+
+def test_yfinance_fetches_the_index_as_benchmark(tmp_path, monkeypatch):
+    import yfinance
+
+    calls: list = []
+    monkeypatch.setattr(yfinance, "download", _fake_download(_yahoo_frame, calls))
+    out = build_dataset(
+        "yfinance",
+        tmp_path / "ds",
+        tickers="AAPL,MSFT",
+        start="2019-01-01",
+        end="2019-06-30",
+        cache_dir=tmp_path / "cache",
+    )
+    man = load_manifest(out)
+    assert man["benchmark"]["name"] == "^NDX"
+    assert man["benchmark"]["kind"] == "index level, no costs"
+    assert man["universe"]["point_in_time"] is False and "survivorship" in man["universe"]["note"]
+    m = load_split(out, "all")
+    ndx = _yahoo_frame("^NDX", pd.Timestamp("2019-01-01"), pd.Timestamp("2019-07-01"))
+    ndx = ndx[("Close", "^NDX")]
+    np.testing.assert_allclose(
+        m.benchmark.to_numpy(), ndx.loc[m.timestamps.tz_localize(None)].to_numpy(), rtol=1e-6
+    )
