@@ -1,0 +1,295 @@
+"""Selection and scoring read the validation split, and only it.
+
+A spy wraps what the training paths call to get data (``finpod.data.load_split``) and to
+score an agent (``finpod.env.rollout``), recording which split each call saw. Single-agent
+checkpoint selection and tournament pod scoring must roll out on validation bars only;
+the backtest split is never loaded. In the tournament the scoring runs inside Ray worker
+processes, so the spy is installed there by Ray's ``worker_process_setup_hook``.
+
+Each spy check also runs once with validation swapped for train in the scoring, and must
+fail then: the tests can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SINGLE_AGENT = """
+[agent]
+algorithm = "ppo"
+[agent.hparams]
+horizon = 8
+minibatch_size = 64
+update_epochs = 1
+actor_hidden = [8]
+critic_hidden = [8]
+[env]
+action_mode = "weights"
+episode_length = 40
+[train]
+num_envs = 4
+total_steps = 96
+eval_every = 32
+seed = 1
+device = "cpu"
+"""
+
+TOURNAMENT = """
+[agent]
+algorithm = "ppo"
+[agent.hparams]
+horizon = 16
+minibatch_size = 64
+update_epochs = 1
+actor_hidden = [8]
+critic_hidden = [8]
+[env]
+episode_length = 40
+[train]
+num_envs = 4
+seed = 7
+device = "cpu"
+[tournament]
+pod_steps = 128
+epochs = 2
+top_k = 4
+fresh_pods = 2
+cpus_per_pod = 1.0
+"""
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    from finpod.data import build_dataset
+
+    out = tmp_path_factory.mktemp("split-spy") / "ds"
+    return build_dataset("synthetic", out, n_tickers=3, n_bars=300, regime="alpha", seed=2)
+
+
+def _ranges(dataset: Path) -> dict[str, tuple[pd.Timestamp, pd.Timestamp]]:
+    from finpod.data import load_manifest
+
+    splits = load_manifest(dataset)["splits"]
+    return {s: (pd.Timestamp(v["start"]), pd.Timestamp(v["end"])) for s, v in splits.items()}
+
+
+def assert_scored_on_validation(calls: list[dict], ranges: dict) -> None:
+    """Every scoring rollout saw the validation split's bars, and only those."""
+    assert calls, "no scoring rollout was recorded"
+    lo, hi = ranges["validation"]
+    for call in calls:
+        assert call["split"] == "validation", f"scored on the {call['split']} split"
+        first, last = pd.Timestamp(call["first"]), pd.Timestamp(call["last"])
+        assert lo <= first and last <= hi, f"scored on bars {first} … {last}, not validation"
+
+
+def _record(market) -> dict:
+    ts = market.timestamps
+    return {"split": market.split, "first": str(ts[0]), "last": str(ts[-1]), "pid": os.getpid()}
+
+
+# --------------------------------------------------------------------------- single agent
+class Spy:
+    """Records split loads and scoring rollouts in this process (``swap``: score on train)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, swap: bool = False) -> None:
+        import finpod.data
+        import finpod.env
+
+        self.loaded: list[str] = []
+        self.scored: list[dict] = []
+        self.swap = swap
+        self._markets: dict = {}
+        load, roll = finpod.data.load_split, finpod.env.rollout
+
+        def load_split(dataset_dir, split, *args, **kwargs):
+            self.loaded.append(split)
+            market = load(dataset_dir, split, *args, **kwargs)
+            self._markets[split] = market
+            return market
+
+        def rollout(policy, market, *args, **kwargs):
+            if self.swap and market.split == "validation":
+                market = self._markets["train"]  # the bug: checkpoints scored on train
+            self.scored.append(_record(market))
+            return roll(policy, market, *args, **kwargs)
+
+        monkeypatch.setattr(finpod.data, "load_split", load_split)
+        monkeypatch.setattr(finpod.env, "rollout", rollout)
+
+
+def _train_single_agent(dataset: Path, out: Path) -> Path:
+    from finpod.cli.train_cmd import train_run
+
+    strategy = out / "s.toml"
+    strategy.parent.mkdir(parents=True, exist_ok=True)
+    strategy.write_text(SINGLE_AGENT, encoding="utf-8")
+    return train_run(strategy, dataset, out / "runs", run_id="spy", progress=False)
+
+
+def test_single_agent_selection_scores_checkpoints_on_validation_only(
+    dataset, tmp_path, monkeypatch
+):
+    from finpod.candidates import load_candidates
+
+    spy = Spy(monkeypatch)
+    run = _train_single_agent(dataset, tmp_path)
+    assert "backtest" not in spy.loaded and set(spy.loaded) == {"train", "validation"}
+    ranges = _ranges(dataset)
+    assert len(spy.scored) == 3  # one scoring rollout per checkpoint (96 / 32)
+    assert_scored_on_validation(spy.scored, ranges)
+    # the selection's candidates are those validation rollouts
+    candidates = load_candidates(run)
+    assert len(candidates) == 3 and candidates.kinds == ["checkpoint"] * 3
+    valid_bars = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
+    assert candidates.returns.shape[0] == valid_bars["stop_index"] - valid_bars["start_index"] - 1
+
+
+def test_single_agent_spy_fails_when_checkpoints_are_scored_on_train(
+    dataset, tmp_path, monkeypatch
+):
+    spy = Spy(monkeypatch, swap=True)
+    _train_single_agent(dataset, tmp_path)
+    with pytest.raises(AssertionError, match="scored on the train split"):
+        assert_scored_on_validation(spy.scored, _ranges(dataset))
+
+
+# ----------------------------------------------------------------------------- tournament
+def _worker_spy(log_dir: str):
+    """A ``worker_process_setup_hook``: every Ray worker logs its scoring rollouts (and the
+    splits it loads) to ``log_dir``; with a ``swap`` file there, pods score on train."""
+
+    def install() -> None:
+        import json as _json
+        import os as _os
+
+        import finpod.data
+        import finpod.env
+
+        load, roll = finpod.data.load_split, finpod.env.rollout
+
+        def log(kind: str, entry: dict) -> None:
+            path = _os.path.join(log_dir, f"{kind}-{_os.getpid()}.jsonl")
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(_json.dumps(entry) + "\n")
+
+        def load_split(dataset_dir, split, *args, **kwargs):
+            log("load", {"split": split})
+            return load(dataset_dir, split, *args, **kwargs)
+
+        def rollout(policy, market, *args, **kwargs):
+            ts = market.timestamps
+            log("score", {"split": market.split, "first": str(ts[0]), "last": str(ts[-1])})
+            return roll(policy, market, *args, **kwargs)
+
+        finpod.data.load_split = load_split
+        finpod.env.rollout = rollout
+        if _os.path.exists(_os.path.join(log_dir, "swap")):
+            from finpod.tournament.pod import Pod
+
+            evaluate = Pod.evaluate
+
+            def on_train(self, agent, *args, **kwargs):  # the bug: pods scored on train
+                valid, self.valid_market = self.valid_market, self.train_market
+                try:
+                    return evaluate(self, agent, *args, **kwargs)
+                finally:
+                    self.valid_market = valid
+
+            Pod.evaluate = on_train
+
+    return install
+
+
+def _read_log(log_dir: Path, kind: str) -> list[dict]:
+    rows = []
+    for path in sorted(log_dir.glob(f"{kind}-*.jsonl")):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return rows
+
+
+def _tournament(dataset: Path, tmp: Path, swap: bool, monkeypatch) -> tuple[Path, list, list]:
+    """A real tiny local Ray tournament with the spy in the driver and every worker."""
+    import ray
+
+    import finpod.data
+    from finpod.tournament import run_tournament
+
+    log_dir = tmp / "spy"
+    log_dir.mkdir(parents=True)
+    if swap:
+        (log_dir / "swap").touch()
+    driver_loads: list[str] = []
+    load = finpod.data.load_split
+
+    def load_split(dataset_dir, split, *args, **kwargs):
+        driver_loads.append(split)
+        return load(dataset_dir, split, *args, **kwargs)
+
+    monkeypatch.setattr(finpod.data, "load_split", load_split)
+    root = Path(f"/tmp/rsp_{secrets.token_hex(3)}")
+    (root / "ray").mkdir(parents=True)
+    for key, value in (
+        ("RAY_TMPDIR", str(root)),
+        ("RAY_AUTH_MODE", "disabled"),
+        ("RAY_USAGE_STATS_ENABLED", "0"),
+    ):
+        monkeypatch.setenv(key, value)
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(root / "l"),
+        runtime_env={"worker_process_setup_hook": _worker_spy(str(log_dir))},
+    )
+    strategy = tmp / "t.toml"
+    strategy.write_text(textwrap.dedent(TOURNAMENT), encoding="utf-8")
+    try:
+        result = run_tournament(strategy, dataset, pods=2, budget="3 pods", out=tmp / "runs")
+    finally:
+        ray.shutdown()
+        _kill_under(root)
+        shutil.rmtree(root, ignore_errors=True)
+    loads = driver_loads + [r["split"] for r in _read_log(log_dir, "load")]
+    return Path(result.run_dir), loads, _read_log(log_dir, "score")
+
+
+def _kill_under(path: Path) -> None:
+    """Stop leftover processes of the Ray this test started (their command line names it)."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if proc.pid != os.getpid() and str(path) in " ".join(proc.info["cmdline"] or []):
+                os.kill(proc.pid, signal.SIGKILL)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            continue
+
+
+def test_tournament_pods_are_scored_on_validation_only(dataset, tmp_path, monkeypatch):
+    run, loads, scored = _tournament(dataset, tmp_path, swap=False, monkeypatch=monkeypatch)
+    assert "backtest" not in loads and "validation" in loads
+    # 3 pods × 2 epochs, each epoch scored once, inside the pods' worker processes
+    assert len(scored) >= 6
+    assert_scored_on_validation(scored, _ranges(dataset))
+    board = json.loads((run / "leaderboard.json").read_text())
+    assert board["candidates_evaluated"] == 3
+
+
+@pytest.mark.slow  # a second Ray tournament (~45 s); it shows the check above can fail
+def test_tournament_spy_fails_when_pods_are_scored_on_train(dataset, tmp_path, monkeypatch):
+    _, _, scored = _tournament(dataset, tmp_path, swap=True, monkeypatch=monkeypatch)
+    with pytest.raises(AssertionError, match="scored on the train split"):
+        assert_scored_on_validation(scored, _ranges(dataset))
