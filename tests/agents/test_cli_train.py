@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finpod.agents import load_checkpoint
+from finpod.candidates import load_candidates
 from finpod.cli import app
 
 
@@ -48,10 +49,14 @@ def test_train_writes_run_directory(dataset, tmp_path):
     assert info["seed"] == 3 and info["dataset"]["hash"]
     assert info["strategy"]["agent"]["algorithm"] == "ppo"
     board = json.loads((run / "leaderboard.json").read_text())
-    assert board["candidates_evaluated"] == 1 and board["score_name"] == "sharpe"
+    assert board["score_name"] == "sharpe"
     (entry,) = board["entries"]
     assert entry["score"] == max(h["score"] for h in entry["history"])
     assert len(entry["history"]) == 2
+    # the best-on-validation pick chose among both checkpoints: both are recorded candidates
+    candidates = load_candidates(run)
+    assert candidates.ids == [f"ppo-0@{h['env_steps']}" for h in entry["history"]]
+    assert candidates.scores.tolist() == [h["score"] for h in entry["history"]]
     agent = load_checkpoint(run / entry["checkpoint"])
     assert agent.algorithm == "ppo" and agent.env_steps == entry["env_steps"]
     for name in ("strategy.toml", "metrics.csv", "learning_curves.png", "train.log"):
@@ -113,6 +118,10 @@ def test_killed_single_agent_run_resumes_to_the_same_curve_and_checkpoint(datase
     boards = [json.loads((r / "leaderboard.json").read_text()) for r in (whole, cut_run)]
     (a,), (b,) = boards[0]["entries"], boards[1]["entries"]
     assert (a["score"], a["env_steps"]) == (b["score"], b["env_steps"])
+    # every checkpoint once: the resumed run neither loses nor double counts candidates
+    ca, cb = load_candidates(whole), load_candidates(cut_run)
+    assert ca.ids == cb.ids and len(ca) == 6
+    assert (ca.returns == cb.returns).all()
     best_a = load_checkpoint(whole / a["checkpoint"])
     best_b = load_checkpoint(cut_run / b["checkpoint"])
     for key, tensor in best_a.state_dict().items():
