@@ -105,9 +105,7 @@ def market_from_payload(payload: dict[str, Any], device: torch.device | str = "c
 
 def payload_nbytes(payload: dict[str, Any]) -> int:
     """Bytes of a payload's arrays (what one node holds of it in its object store)."""
-    return int(
-        sum(v.nbytes for v in payload.values() if isinstance(v, np.ndarray))
-    )
+    return int(sum(v.nbytes for v in payload.values() if isinstance(v, np.ndarray)))
 
 
 @dataclass

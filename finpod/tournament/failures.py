@@ -141,9 +141,7 @@ class FailurePolicy:
     def all_quarantined(self, fitting_nodes: list[str], log_path: str = "train.log") -> None:
         """Raise when every node with room for a pod is quarantined (nothing can run)."""
         if fitting_nodes and all(n in self.quarantined for n in fitting_nodes):
-            reasons = "; ".join(
-                f"{n[:8]}: {self.quarantined[n]}" for n in fitting_nodes[:3]
-            )
+            reasons = "; ".join(f"{n[:8]}: {self.quarantined[n]}" for n in fitting_nodes[:3])
             raise FinpodError(
                 f"every node that fits a pod is quarantined ({reasons})",
                 f"fix the nodes or the strategy; see {log_path}",

@@ -51,6 +51,8 @@ from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
 from finpod.tournament.pod import PodResult, PodWorker
 from finpod.tournament.pool import (
     PodResources,
+    inherit_buffers,
+    largest_buffer_bytes,
     node_capacity,
     pick_node,
     pod_memory_bytes,
@@ -707,7 +709,7 @@ class Orchestrator:
                 f"dataset {self.data.dataset_hash[:12]} verified and put in the object store "
                 f"({self.summary.data_bytes / 2**20:.1f} MiB, {time.monotonic() - t0:.1f}s)"
             )
-        buffer_bytes = _largest_buffer(self.setup.space, self.data.shapes["train"])
+        buffer_bytes = largest_buffer_bytes(self.setup.space, self.data.shapes["train"])
         memory = pod_memory_bytes(
             self.data.shapes,
             self.config.num_learners,
@@ -715,7 +717,7 @@ class Orchestrator:
             buffer_bytes=buffer_bytes,
         )
         self.pod = replace(self.pod, memory=memory)
-        self._inherit = bool(buffer_bytes) and _inherit_buffers(self.config, buffer_bytes)
+        self._inherit = bool(buffer_bytes) and inherit_buffers(self.config, buffer_bytes)
         if self._inherit:
             self.run_dir.log(
                 f"children inherit replay buffers (≤ {buffer_bytes / 2**20:.0f} MiB each)"
@@ -899,45 +901,6 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
-
-
-def _largest_buffer(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:
-    """Bytes of the largest replay buffer any off-policy algorithm of the search may
-    allocate (0 when the search has none)."""
-    from finpod.agents.buffer import replay_buffer_nbytes
-
-    _, n, f = train_shape
-    obs_dim, action_dim = 2 + n + n * (1 + f), n
-    largest = 0
-    for algo in space.algorithms.values():
-        if not getattr(algo, "off_policy", False):
-            continue
-        size = float(algo.base.get("buffer_size", 0) or 0)
-        for spec in algo.params:
-            if spec.name == "buffer_size":
-                size = max(
-                    float(v)
-                    for v in (spec.value, spec.high, *spec.choices, size)
-                    if isinstance(v, (int, float)) and not isinstance(v, bool)
-                )
-        if size <= 0:
-            from finpod.agents import ALGORITHMS
-
-            params_cls = ALGORITHMS.get(algo.algorithm, (None,))[0]
-            size = float(getattr(params_cls(), "buffer_size", 0)) if params_cls else 0.0
-        if size > 0:
-            largest = max(largest, replay_buffer_nbytes(int(size), obs_dim, action_dim))
-    return largest
-
-
-def _inherit_buffers(config: TournamentConfig, buffer_bytes: int) -> bool:
-    """``tournament.inherit_buffer`` resolved (``"auto"``: the top-k buffers fit in memory)."""
-    setting = getattr(config, "inherit_buffer", False)
-    try:
-        from finpod.tournament.config import inherit_buffer_fits
-    except ImportError:
-        return setting is True
-    return inherit_buffer_fits(setting, buffer_bytes, config.top_k)
 
 
 def _major_minor(version: str | None) -> tuple[str, ...]:

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from finpod.tournament.config import SearchSpace, TournamentConfig
+
 #: Bytes of Python, torch and the agent's networks in one pod actor, beyond its tables.
 POD_BASE_MEMORY = 512 * 2**20
 
@@ -123,3 +125,42 @@ def request_pods(pod: PodResources, count: int) -> str | None:
     except Exception as err:  # noqa: BLE001 - clusters without an autoscaler just keep their size
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return None
+
+
+def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:
+    """Bytes of the largest replay buffer any off-policy algorithm of the search may
+    allocate (0 when the search has none)."""
+    from finpod.agents.buffer import replay_buffer_nbytes
+
+    _, n, f = train_shape
+    obs_dim, action_dim = 2 + n + n * (1 + f), n
+    largest = 0
+    for algo in space.algorithms.values():
+        if not getattr(algo, "off_policy", False):
+            continue
+        size = float(algo.base.get("buffer_size", 0) or 0)
+        for spec in algo.params:
+            if spec.name == "buffer_size":
+                size = max(
+                    float(v)
+                    for v in (spec.value, spec.high, *spec.choices, size)
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                )
+        if size <= 0:
+            from finpod.agents import ALGORITHMS
+
+            params_cls = ALGORITHMS.get(algo.algorithm, (None,))[0]
+            size = float(getattr(params_cls(), "buffer_size", 0)) if params_cls else 0.0
+        if size > 0:
+            largest = max(largest, replay_buffer_nbytes(int(size), obs_dim, action_dim))
+    return largest
+
+
+def inherit_buffers(config: TournamentConfig, buffer_bytes: int) -> bool:
+    """``tournament.inherit_buffer`` resolved (``"auto"``: the top-k buffers fit in memory)."""
+    setting = getattr(config, "inherit_buffer", False)
+    try:
+        from finpod.tournament.config import inherit_buffer_fits
+    except ImportError:
+        return setting is True
+    return inherit_buffer_fits(setting, buffer_bytes, config.top_k)
