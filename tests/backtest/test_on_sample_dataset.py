@@ -82,3 +82,13 @@ def test_backtest_reads_no_bar_outside_the_backtest_split(sample, monkeypatch, t
     pd.testing.assert_frame_equal(clean.metrics, poisoned.metrics)
     pd.testing.assert_frame_equal(clean.positions, poisoned.positions)
     pd.testing.assert_frame_equal(clean.benchmark_returns, poisoned.benchmark_returns)
+
+
+def test_the_sample_report_discloses_survivorship_and_the_index(sample):
+    dataset, run, manifest = sample
+    result = run_backtest(run)
+    # the sample's universe is the members of 2019-12-31, used for 2010–2019
+    assert "members as of 2019-12-31: survivorship bias" in result.disclosures["universe"]
+    assert "index level" in result.disclosures["benchmark"]
+    assert "no costs" in result.disclosures["benchmark"]
+    assert result.bars_per_year == pytest.approx(load_split(dataset, "backtest").annualization)
