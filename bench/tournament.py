@@ -371,7 +371,14 @@ def run_memory(strategy_path: Path, data: Path, pods: int, out: Path) -> dict:
         baseline, _ = NodeMemory().sample()
         t0 = time.perf_counter()
         with NodeMemory() as mem:
-            result = run_tournament(strategy_path, data, pods=pods, budget=f"{pods} pods", out=out)
+
+            def on_event(kind: str, payload: dict) -> None:
+                if kind == "start":
+                    mem.training = True
+
+            result = run_tournament(
+                strategy_path, data, pods=pods, budget=f"{pods} pods", out=out, on_event=on_event
+            )
     finally:
         ray.shutdown()
     man = load_manifest(data)
