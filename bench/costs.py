@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""Do agents survive trading costs? Turnover, costs and Sharpe of a trained agent beside
+the rule-based benchmarks and, on synthetic ``alpha`` markets, the cost-aware reference.
+
+Each case builds its dataset with ``finpod download``, trains with ``finpod train`` (a
+tournament of the case's strategy under ``--budget``), backtests with ``finpod backtest``
+(the commands are printed), then prints one JSON line per policy on the backtest split:
+
+- ``agent`` and the benchmarks of ``backtest.json`` / ``metrics.csv`` (``equal_weight_daily``,
+  ``equal_weight_buy_hold``, ``momentum``), all traded through the same env and costs;
+- on ``alpha`` markets, ``reference``: :func:`finpod.data.synthetic.cost_aware_reference`
+  (the signal's target weights behind a no-trade band, with the agent's costs and fills),
+  rolled over the same backtest split;
+
+and one ``summary`` line with the goals: the agent's annual turnover over equal weight
+daily's (goal ≤ 2), its costs in % of capital a year (goal < 1 on daily data), its Sharpe
+as a share of the reference's (goal ≥ 0.5 on ``alpha``), its return against equal-weight
+buy-and-hold, the PSR / DSR / PBO of ``backtest.json``, and how loaded the machine was
+(load average and the share of all CPUs used by other processes while the case ran).
+
+Cases (all short; run by hand)::
+
+    python bench/costs.py quickstart [--budget 4m]     # daily sample, strategies/quickstart.toml
+    python bench/costs.py alpha-1min [--budget 8m]     # synthetic 1-minute alpha, 0.2 % costs
+    python bench/costs.py null-5min [--budget 6m]      # synthetic 5-minute null, 0.2 % costs
+    python bench/costs.py all
+
+Work files go under ``--work`` (default ``/tmp/finpod-costs``): datasets, runs, reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FINPOD = [sys.executable, "-m", "finpod"]
+
+#: Each case: dataset (``finpod download`` arguments), strategy, default budget.
+CASES: dict[str, dict[str, Any]] = {
+    "quickstart": {
+        "download": shlex.split("--source sample"),
+        "strategy": "strategies/quickstart.toml",
+        "budget": "4m",
+    },
+    "alpha-1min": {
+        # 10 tickers, 1-minute bars: 20 train sessions, 9 validation, 12 backtest.
+        "download": shlex.split(
+            "--source synthetic --regime alpha --bar 1min --n-tickers 10 --seed 1 --years 0.2"
+            " --train 2015-01-02:2015-01-30 --validation 2015-02-03:2015-02-13"
+            " --backtest 2015-02-18:2015-03-05"
+        ),
+        "strategy": "strategies/intraday.toml",
+        "budget": "8m",
+    },
+    "null-5min": {
+        # 20 tickers, 5-minute bars: 4 months train, 1 validation, 1 backtest.
+        "download": shlex.split(
+            "--source synthetic --regime null --bar 5min --n-tickers 20 --seed 2 --years 0.5"
+            " --train 2015-01-02:2015-04-30 --validation 2015-05-04:2015-05-29"
+            " --backtest 2015-06-02:2015-06-30"
+        ),
+        "strategy": "strategies/intraday.toml",
+        "budget": "6m",
+    },
+}
+POLICIES = ("agent", "equal_weight_daily", "equal_weight_buy_hold", "momentum")
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all processes of the machine have used since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as fh:
+            parts = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return float("nan")
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's finished (waited-for) children and their children."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def finpod(args: list[str], log: Path) -> str:
+    """Run ``finpod ARGS`` (output appended to ``log``); its stdout, or exit on failure."""
+    cmd = [*FINPOD, *args]
+    print(json.dumps({"command": "finpod " + shlex.join(args)}), flush=True)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "120"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    with open(log, "a") as fh:
+        fh.write(f"$ {shlex.join(cmd)}\n{proc.stdout}\n{proc.stderr}\n")
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {shlex.join(cmd)}; see {log}")
+    return proc.stdout
+
+
+def policy_lines(report: Path) -> dict[str, dict[str, float]]:
+    """Per policy of ``metrics.csv``: Sharpe, returns, turnover and costs a year."""
+    import pandas as pd
+
+    metrics = pd.read_csv(report / "metrics.csv", index_col=0)
+    info = json.loads((report / "backtest.json").read_text())
+    ann = float(info["annualization"])
+    returns = pd.read_parquet(report / "returns.parquet")
+    years = len(returns) / ann
+    out = {}
+    for name in POLICIES:
+        if name not in metrics.columns:
+            continue
+        col = metrics[name]
+        out[name] = {
+            "sharpe": round(float(col["sharpe"]), 3),
+            "cumulative_return": round(float(col["cumulative_return"]), 4),
+            "annual_return": round(float(col["annual_return"]), 4),
+            "annual_turnover": round(float(col["annual_turnover"]), 2),
+            "costs_pct_capital": round(100 * float(col["costs_pct_capital"]), 3),
+            "costs_pct_capital_per_year": round(100 * float(col["costs_pct_capital"]) / years, 3),
+            "max_drawdown": round(float(col["max_drawdown"]), 4),
+        }
+    return out
+
+
+def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
+    """The cost-aware reference on the backtest split, with the agent's cost model."""
+    from finpod.data import load_manifest
+    from finpod.data.dataset import load_split
+    from finpod.data.synthetic import REFERENCE_BAND, cost_aware_reference
+    from finpod.env import EnvConfig, rollout, score
+
+    if "alpha_signal" not in load_manifest(data_dir)["features"]:
+        return None
+    info = json.loads((report / "backtest.json").read_text())["info"]
+    agent_env = EnvConfig.from_dict(info["env"])
+    plain = EnvConfig(
+        initial_cash=agent_env.initial_cash,
+        cost_rate=agent_env.cost_rate,
+        slippage=agent_env.slippage,
+        fill_price=agent_env.fill_price,
+    )
+    market = load_split(data_dir, "backtest")
+    policy, config = cost_aware_reference(market, plain)
+    result = rollout(policy, market, config)
+    years = len(result.returns) / market.annualization
+    costs = float(result.costs.sum()) / config.initial_cash
+    return {
+        "sharpe": round(score(result, "sharpe"), 3),
+        "cumulative_return": round(
+            float(result.account_value.iloc[-1]) / config.initial_cash - 1, 4
+        ),
+        "annual_return": round(score(result, "return"), 4),
+        "annual_turnover": round(float(result.turnover.sum()) / years, 2),
+        "costs_pct_capital": round(100 * costs, 3),
+        "costs_pct_capital_per_year": round(100 * costs / years, 3),
+        "band": REFERENCE_BAND,
+    }
+
+
+def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
+    case = CASES[name]
+    budget = budget or case["budget"]
+    data_dir = work / "data" / name
+    log = work / f"{name}.log"
+    work.mkdir(parents=True, exist_ok=True)
+    busy0, own0, wall0 = machine_busy_s(), children_cpu_s(), time.perf_counter()
+    load0 = os.getloadavg()
+    if not (data_dir / "manifest.json").is_file():
+        finpod(["download", *case["download"], "--out", str(data_dir)], log)
+    stdout = finpod(
+        [
+            "train",
+            "--strategy",
+            case["strategy"],
+            "--data",
+            str(data_dir),
+            "--budget",
+            budget,
+            "--seed",
+            str(seed),
+            "--out",
+            str(work / "runs"),
+        ],
+        log,
+    )
+    run_dir = Path(stdout.strip().splitlines()[-1].strip())
+    reports = work / "reports"
+    finpod(["backtest", str(run_dir), "--data", str(data_dir), "--out", str(reports)], log)
+    report = reports / run_dir.name
+    wall = time.perf_counter() - wall0
+    own = children_cpu_s() - own0
+    foreign = max(0.0, machine_busy_s() - busy0 - own)
+    load1 = os.getloadavg()
+
+    lines = policy_lines(report)
+    ref = reference_line(data_dir, report)
+    if ref is not None:
+        lines["reference"] = ref
+    head = {"case": name, "budget": budget, "seed": seed, "run": str(run_dir)}
+    for policy, values in lines.items():
+        print(json.dumps({**head, "policy": policy, **values}), flush=True)
+
+    info = json.loads((report / "backtest.json").read_text())
+    agent, ewd, ewbh = (
+        lines["agent"],
+        lines.get("equal_weight_daily"),
+        lines.get("equal_weight_buy_hold"),
+    )
+    stats = info.get("statistics", {})
+    env = info["info"]["env"]
+    summary: dict[str, Any] = {
+        **head,
+        "policy": "summary",
+        "bar": info["bar"],
+        "agent_controls": {
+            k: env.get(k)
+            for k in (
+                "decision_interval",
+                "decision_times",
+                "no_trade_band",
+                "band_target",
+                "partial_adjustment",
+                "turnover_penalty",
+                "flat_at_close",
+            )
+        },
+        "agent_algorithm": info["info"].get("algorithms"),
+        "num_trials": info.get("num_trials"),
+        "turnover_vs_equal_weight_daily": _ratio(
+            agent["annual_turnover"], ewd and ewd["annual_turnover"]
+        ),
+        "agent_costs_pct_capital_per_year": agent["costs_pct_capital_per_year"],
+        "agent_minus_buy_hold_return": None
+        if ewbh is None
+        else round(agent["cumulative_return"] - ewbh["cumulative_return"], 4),
+        "sharpe_share_of_reference": None
+        if ref is None
+        else _ratio(agent["sharpe"], ref["sharpe"]),
+        "psr": _round(stats.get("psr")),
+        "dsr": _round(stats.get("dsr")),
+        "pbo": _round(stats.get("pbo")),
+        "wall_s": round(wall, 1),
+        "load_avg_1m_start_end": [round(load0[0], 2), round(load1[0], 2)],
+        "foreign_cpu_share": round(foreign / max(1e-9, wall * (os.cpu_count() or 1)), 3),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(summary), flush=True)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 3)
+
+
+def _round(x: Any) -> Any:
+    return round(float(x), 4) if isinstance(x, (int, float)) else x
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("case", choices=[*CASES, "all"])
+    ap.add_argument("--budget", default=None, help="tournament budget (default: the case's)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/finpod-costs"))
+    args = ap.parse_args(argv)
+    for name in CASES if args.case == "all" else [args.case]:
+        run_case(name, args.budget, args.work, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
