@@ -17,7 +17,14 @@ process: less sensitive to other processes on a shared machine) and
         --peers-python "$FINPOD_PEERS_PYTHON" [--device cpu|cuda] [--threads 1] [--compile]
 
 Data files: ``<data-dir>/gbm_n{N}_t2500_s0.csv`` (long table date, tic, open, high, low,
-close, volume; made by the peers' ``gen_data.py``).
+close, volume; made by the peers' ``gen_data.py``), or ``--synthetic BAR``: finpod's own
+synthetic market of 2500 bars of that size (no peers then).
+
+Execution controls (same meaning as the ``EnvConfig`` fields): ``--decision-interval``,
+``--no-trade-band``, ``--band-target``, ``--partial-adjustment``, ``--turnover-penalty``,
+``--flat-at-close`` (intraday ``--synthetic`` bars), ``--action-mode``; ``--controls`` turns
+on a typical set at once (interval 5, band 0.02, partial 0.5, penalty 0.002; plus
+flat-at-close on intraday bars). Each result line carries the ``env_config`` it ran with.
 """
 
 from __future__ import annotations
@@ -90,12 +97,40 @@ def steps_for(num_envs: int, num_stocks: int, target: float) -> int:
     return int(min(5000, max(20, target * 1e6 / max(1, num_envs))))
 
 
+def env_config(args: argparse.Namespace, market: MarketData) -> EnvConfig:
+    """The EnvConfig of the command line's execution-control flags."""
+    from finpod.data.calendar import bar_minutes
+
+    intraday = bar_minutes(market.bar) is not None
+    values = {"action_mode": args.action_mode}
+    if args.controls:
+        values.update(
+            decision_interval=5, no_trade_band=0.02, partial_adjustment=0.5, turnover_penalty=0.002
+        )
+        values["flat_at_close"] = intraday
+    for key in ("decision_interval", "no_trade_band", "partial_adjustment", "turnover_penalty"):
+        if getattr(args, key) is not None:
+            values[key] = getattr(args, key)
+    if args.band_target is not None:
+        values["band_target"] = args.band_target
+    if args.flat_at_close:
+        values["flat_at_close"] = True
+    return EnvConfig(**values)
+
+
+def synthetic_market(num_stocks: int, bar: str, device: torch.device) -> MarketData:
+    from finpod.data.synthetic import make_synthetic
+
+    return make_synthetic(num_stocks, 2500, bar=bar, regime="null", seed=0, device=device)
+
+
 def bench_finpod(
     market: MarketData, num_envs: int, args: argparse.Namespace, device: torch.device
 ) -> dict:
     t0 = time.perf_counter()
+    config = env_config(args, market)
     env = VecTradingEnv(
-        market, EnvConfig(), num_envs=num_envs, seed=0, device=device, compile=args.compile
+        market, config, num_envs=num_envs, seed=0, device=device, compile=args.compile
     )
     obs = env.reset()
     gen = torch.Generator().manual_seed(0)
@@ -136,6 +171,7 @@ def bench_finpod(
         "torch_threads": torch.get_num_threads(),
         "compiled": bool(args.compile),
         "self_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "env_config": {k: v for k, v in config.to_dict().items() if v != EnvConfig().to_dict()[k]},
     }
 
 
@@ -238,6 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", action="store_true", help="torch.compile the finpod step")
     ap.add_argument("--skip-peers", action="store_true")
     ap.add_argument("--repeat", type=int, default=1, help="finpod measurements per config")
+    ap.add_argument("--synthetic", default="", help="bar size: use finpod's synthetic market")
+    ap.add_argument("--controls", action="store_true", help="typical execution controls on")
+    ap.add_argument("--action-mode", default="shares", choices=["shares", "weights"])
+    ap.add_argument("--decision-interval", type=int, default=None)
+    ap.add_argument("--no-trade-band", type=float, default=None)
+    ap.add_argument("--band-target", default=None, choices=["edge", "target"])
+    ap.add_argument("--partial-adjustment", type=float, default=None)
+    ap.add_argument("--turnover-penalty", type=float, default=None)
+    ap.add_argument("--flat-at-close", action="store_true")
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -250,17 +295,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     for num_stocks in args.num_stocks:
         csv = Path(args.data_dir) / f"gbm_n{num_stocks}_t2500_s0.csv"
-        if not csv.exists():
+        if args.synthetic:
+            t0 = time.perf_counter()
+            market = synthetic_market(num_stocks, args.synthetic, device)
+            load_s, source = time.perf_counter() - t0, f"finpod.data.synthetic {args.synthetic}"
+            csv = Path(f"synthetic_{args.synthetic}_n{num_stocks}")
+        elif not csv.exists():
             emit({"system": "finpod", "num_stocks": num_stocks, "error": f"no data file {csv}"})
             continue
-        market, load_s, source = load_market(csv, device)
+        else:
+            market, load_s, source = load_market(csv, device)
         for num_envs in args.num_envs:
             for rep in range(args.repeat):
                 res = bench_finpod(market, num_envs, args, device)
                 res.update(load_features_s=round(load_s, 3), features=source, data=csv.name)
                 res.update(rep=rep, versions=versions)
                 emit(res)
-        if args.skip_peers or not args.peers_python:
+        if args.skip_peers or not args.peers_python or args.synthetic:
             continue
         for system, peer_argv in peer_runs(csv, num_stocks, args):
             emit(run_peer(args.peers_python, system, peer_argv, num_stocks))

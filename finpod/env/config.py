@@ -74,16 +74,18 @@ class EnvConfig:
     """No-trade band. ``"weights"`` mode: only tickers whose target weight differs from the
     current weight (position / account value at the decision bar) by more than the band
     trade; the others keep their shares exactly (0.02 = 2 percentage points). ``"shares"``
-    mode: an order whose notional (|shares| × mark price) is at most band × account value is
-    dropped. 0 = off."""
+    mode: a dead zone on the action, |a| ≤ band orders nothing (band in units of
+    ``max_shares``: 0.1 with max_shares 100 drops orders of 10 shares or fewer), so a
+    policy whose output hovers near 0 holds still. 0 = off."""
     band_target: str = "edge"
     """Weights mode with a band: a ticker outside the band trades to the band's ``"edge"``
     (target ± band, the nearest point of the band; optimal under proportional costs) or all
     the way to the ``"target"``."""
     partial_adjustment: float = 1.0
     """Fraction f ∈ (0, 1] of the way to move toward the target each decision: weights mode
-    orders f × (target shares − held shares); shares mode scales the order by f (whole
-    shares truncated toward zero). 1 = move all the way."""
+    orders f × (target weight − current weight) × value / price shares (after the band);
+    shares mode scales the order: it trades trunc(a · max_shares · f) shares. Whole shares
+    are truncated toward zero. 1 = move all the way."""
     turnover_penalty: float = 0.0
     """Explicit turnover cost in the reward only (the account is charged ``cost_rate``
     anyway): subtracted from the unscaled reward as ``turnover_penalty × turnover``, where

@@ -144,9 +144,10 @@ class Tables(NamedTuple):
     Attributes:
         step: (T, 3N) accounting dtype; ``[:, :N]`` fill price of the bar (0 = no fill),
             ``[:, N:2N]`` mark price of the bar (0 before a listing), ``[:, 2N:]`` 1.0 where
-            the bar can fill an order else 0.0 (a float mask: multiplying is much cheaper
+            the bar fills the order decided at the bar before, else 0.0 (not tradable, or
+            the bar before is not a decision bar; a float mask: multiplying is much cheaper
             than ``torch.where`` on CPU). A delisted (bar, ticker) fills at its mark, the
-            last valid close.
+            last valid close, whatever the schedule.
         static_obs: (T, N + N·F [+ 3] [+ 1]) float32; the ``prices``, ``features`` and
             optional ``calendar`` and ``schedule`` slices of the observation, which depend
             on the bar only.
@@ -369,7 +370,19 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     buy_block = None
     if market.buyable is not None:
         buy_block = (~market.buyable.to(device=device, dtype=torch.bool)).to(dtype).contiguous()
-    step = torch.cat([fill, mark, (fill > 0).to(fill.dtype)], dim=1).to(dtype).contiguous()
+    can_fill = (fill > 0).to(fill.dtype)
+    schedule = None
+    if config.has_schedule:
+        execute, flat = decision_schedule(market, config)
+        schedule = torch.stack([execute, flat], dim=1).to(device=device, dtype=dtype)
+        # The schedule of decision bar t is folded into the fill mask of bar t + 1 (a step
+        # always fills at its decision bar + 1), so skipping an order costs no extra op; a
+        # delisting sale goes through whatever the schedule says.
+        ran = torch.zeros_like(can_fill[:, 0])
+        ran[1:] = execute[:-1].to(device=device, dtype=ran.dtype)
+        forced = delist if delist is not None else torch.zeros_like(can_fill)
+        can_fill = can_fill * torch.maximum(ran.unsqueeze(1), forced.to(can_fill.dtype))
+    step = torch.cat([fill, mark, can_fill], dim=1).to(dtype).contiguous()
 
     parts = [price_zscore(mark, int(config.price_window))]
     feats = market.features.to(device=device, dtype=torch.float32)
@@ -383,11 +396,8 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
                 "remove calendar_features (it is on for intraday bars by default)",
             )
         parts.append(calendar_obs(market).to(device))
-    schedule = None
     if config.has_schedule:
-        execute, flat = decision_schedule(market, config)
         parts.append((execute & ~flat).float().unsqueeze(1).to(device))
-        schedule = torch.stack([execute, flat], dim=1).to(device=device, dtype=dtype)
     static_obs = torch.cat(parts, dim=1).contiguous()
     return Tables(
         step=step, static_obs=static_obs, schedule=schedule, buy_block=buy_block, delist=delist
@@ -487,9 +497,8 @@ def transition(
     # A NaN action (a diverged policy) trades nothing instead of poisoning the account.
     a = action.to(dtype).clamp(-1.0, 1.0).nan_to_num_(0.0)
 
-    if tables.schedule is not None:
-        sched = tables.schedule.index_select(0, state.t)
-        execute, flat = sched[:, 0:1], sched[:, 1:2]
+    if config.flat_at_close:
+        flat = tables.schedule.index_select(0, state.t)[:, 1:2]
     band = float(config.no_trade_band)
     part = float(config.partial_adjustment)
     v = state.value.unsqueeze(1)
@@ -500,47 +509,41 @@ def transition(
         else:
             w = a.clamp_(min=0.0)
             w = w / w.sum(1, keepdim=True).clamp(min=1.0)
-        if band > 0.0:
-            # Current weights at bar t's close; a ticker trades only when its target lies
-            # outside [current − band, current + band].
-            gap = w - state.position / v.clamp(min=float(config.initial_cash) * VALUE_FLOOR)
-            outside = (gap.abs() > band).to(dtype)
-            if config.band_target == "edge":
-                w = w - gap.clamp_(-band, band)  # target ∓ band: the band's nearest edge
-        if config.flat_at_close:
-            keep = 1.0 - flat
-            w = w * keep
-            if band > 0.0:
-                outside = torch.maximum(outside, flat)
         # Sized with what is known at bar t: value and mark price at t's close. Tickers
         # without a price at t keep their holdings (mask arithmetic instead of where).
         priced = (state.mark > 0).to(dtype)
-        delta = w.mul_(v).div_(state.mark + (1.0 - priced))
-        if config.integer_shares:
-            delta.trunc_()
-        delta.sub_(state.holdings).mul_(priced)
-        if band > 0.0:
-            delta.mul_(outside)
-        if part < 1.0:
-            delta.mul_(part + (1.0 - part) * flat if config.flat_at_close else part)
+        if band > 0.0 or part < 1.0:
+            # Order in weight units: gap = target − current weight (position / value at
+            # t). Inside the band the gap is exactly 0, so those tickers never trade.
+            inv = v.clamp(min=float(config.initial_cash) * VALUE_FLOOR).reciprocal()
+            gap = w.sub_(state.position * inv)
+            if band > 0.0 and config.band_target == "edge":
+                gap = torch.nn.functional.softshrink(gap, band)  # to the band's nearest edge
+            elif band > 0.0:
+                gap.mul_(gap.abs() > band)  # outside the band: all the way to the target
+            delta = gap.mul_(v * part).div_(state.mark + (1.0 - priced))
             if config.integer_shares:
                 delta.trunc_()
+            delta.mul_(priced)
+            if config.flat_at_close:
+                delta = delta * (1.0 - flat) - state.holdings * flat
+        else:
+            if config.flat_at_close:
+                w = w * (1.0 - flat)
+            delta = w.mul_(v).div_(state.mark + (1.0 - priced))
+            if config.integer_shares:
+                delta.trunc_()
+            delta.sub_(state.holdings).mul_(priced)
     else:
-        delta = a.mul_(float(config.max_shares))
+        if band > 0.0:
+            # Dead zone on the action: |a| ≤ band (a fraction of max_shares) orders nothing.
+            a = torch.nn.functional.hardshrink(a, band)
+        # Partial adjustment scales the order: trunc(a · max_shares · f).
+        delta = a.mul_(float(config.max_shares) * part)
         if config.integer_shares:
             delta.trunc_()
-        if band > 0.0:
-            # Drop orders whose notional at bar t's mark is within band × account value.
-            small = delta.abs().mul_(state.mark) > band * v
-            delta.mul_(small.to(dtype))
-        if part < 1.0:
-            delta.mul_(part)
-            if config.integer_shares:
-                delta.trunc_()
         if config.flat_at_close:
             delta = delta * (1.0 - flat) - state.holdings * flat
-    if tables.schedule is not None:
-        delta.mul_(execute)
     if tables.buy_block is not None:
         # Not buyable at the fill bar: an order may sell (or cover a short) but not add to
         # a long position.

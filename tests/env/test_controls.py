@@ -375,21 +375,17 @@ def test_partial_adjustment_in_shares_mode_scales_the_order():
     env = VecTradingEnv(market, config, num_envs=1, random_start=False)
     env.reset()
     _, _, _, _, info = env.step(torch.tensor([[1.0, 0.35, 0.0]]))
-    assert info["trade"][0].tolist() == [5.0, 1.0, 0.0]  # trunc(0.5 · trunc(10 · a))
+    assert info["trade"][0].tolist() == [5.0, 1.0, 0.0]  # trunc(a · 10 · 0.5)
 
 
-def test_shares_band_drops_orders_below_band_times_value():
-    market = make_market(5, 3)
-    config = EnvConfig(max_shares=100, no_trade_band=0.002, dtype="float64")
+def test_shares_band_is_a_dead_zone_on_the_action():
+    market = make_market(5, 4)
+    config = EnvConfig(max_shares=100, no_trade_band=0.1, dtype="float64")
     env = VecTradingEnv(market, config, num_envs=1, random_start=False)
     env.reset()
-    mark = env.state.mark[0].double()
-    limit = 0.002 * config.initial_cash  # $2,000 at bar 0's mark
-    small = torch.floor(limit / mark[0])  # notional ≤ limit: dropped
-    large = torch.floor(limit / mark[1]) + 2  # above the limit: kept
-    action = torch.tensor([[(small + 0.5) / 100, (large + 0.5) / 100, 0.0]])
-    _, _, _, _, info = env.step(action)
-    assert info["trade"][0].tolist() == [0.0, float(large), 0.0]
+    _, _, _, _, info = env.step(torch.tensor([[0.09, 0.115, -0.05, 0.5]]))
+    # |a| ≤ 0.1 orders nothing; outside the zone the order is the whole trunc(a · 100).
+    assert info["trade"][0].tolist() == [0.0, 11.0, 0.0, 50.0]
 
 
 def test_turnover_penalty_is_in_unscaled_reward_units_per_unit_of_turnover():
