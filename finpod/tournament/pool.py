@@ -31,12 +31,12 @@ class PodResources:
     """Bytes of host memory: env lookup tables (CPU pods), replay buffers, a base share."""
 
     def bundle(self) -> dict[str, float]:
-        """The resource bundle of one pod for ``request_resources``."""
+        """The resource bundle of one pod for ``request_resources`` (CPU, and GPU when the
+        pods use GPUs)."""
         out: dict[str, float] = {"CPU": float(self.cpus)}
         if self.gpus > 0:
             out["GPU"] = float(self.gpus)
-        if self.memory > 0:
-            out["memory"] = float(self.memory)
+        # Memory stays out: autoscalers pick node types by CPUs and GPUs.
         return out
 
     def actor_options(self) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the
             strategy,
             data,
             pods="auto",
-            budget="240s",  # a cap only
+            budget="600s",  # a cap only
             address=cluster.address,
             out=tmp_path / "runs",
             on_event=on_event,
