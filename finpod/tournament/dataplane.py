@@ -135,6 +135,7 @@ class DataPlane:
         from finpod.errors import FinpodError
 
         digest = verify_dataset(dataset_dir)
+        _release_arrow_memory()
         if expected_hash is not None and digest != expected_hash:
             raise FinpodError(
                 f"dataset {dataset_dir} has hash {digest[:12]}, the run expects {expected_hash[:12]}",
@@ -152,12 +153,24 @@ class DataPlane:
             t, n, f = payload["features"].shape
             shapes[split] = (int(t), int(n), int(f))
             del payload
+        _release_arrow_memory()
         return cls(digest, refs, nbytes, shapes)
 
     def ref_list(self) -> list[Any]:
         """``[train_ref, validation_ref]``, nested in a list so Ray hands the pod refs, not
         values (the pod fetches them itself, inside its start-up)."""
         return [self.refs[s] for s in POD_SPLITS]
+
+
+def _release_arrow_memory() -> None:
+    """Hand the memory Arrow cached while reading the dataset back to the system: after
+    the splits are in the object store the driver needs none of it."""
+    try:
+        import pyarrow as pa
+
+        pa.default_memory_pool().release_unused()
+    except Exception:  # noqa: BLE001 - only a memory hint
+        pass
 
 
 def fetch_splits(refs: list[Any], device: torch.device | str) -> tuple[MarketData, MarketData]:

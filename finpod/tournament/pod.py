@@ -38,7 +38,7 @@ import ray
 import torch
 
 from finpod.data.market import MarketData
-from finpod.tournament.fusion import fuse_state_dicts
+from finpod.tournament.fusion import fuse_learners, learner_devices, threads_per_learner
 from finpod.tournament.generator import PodSpec
 
 #: Offset between the env seeds of two learners of a pod.
@@ -224,17 +224,8 @@ class Pod:
             mean_stats[key] = sum(values) / len(values)
         if num == 1:
             return mean_stats, None
-        sds = [learner.state_dict() for learner in learners]
-        fused = fuse_state_dicts(sds)
-        # Counters add up: the fused agent has learned from every learner's transitions.
-        if "counter.env_steps" in fused:
-            done = sum(lr.env_steps - b for lr, b in zip(learners, base_steps, strict=True))
-            fused["counter.env_steps"] = torch.tensor(base_steps[0] + done, dtype=torch.int64)
-        if "counter.updates" in fused:
-            done = sum(lr.updates - b for lr, b in zip(learners, base_updates, strict=True))
-            fused["counter.updates"] = torch.tensor(base_updates[0] + done, dtype=torch.int64)
-        for learner in learners:
-            learner.load_state_dict(_state_on(fused, learner.device))
+        # Learners started the epoch from the same (fused) state: learner 0's counters.
+        sds = fuse_learners(learners, start_env_steps=base_steps[0], start_updates=base_updates[0])
         return mean_stats, sds
 
     def evaluate(self, agent: Any, score_name: str) -> tuple[float, float, np.ndarray]:
@@ -395,7 +386,7 @@ class PodWorker:
         # L learners run as threads of this process; each gets an equal share of the
         # pod's CPUs for torch's intra-op pool (the pool is per process, so this caps the
         # whole pod at about its CPUs).
-        torch.set_num_threads(max(1, int(cpus) // max(1, int(num_learners))))
+        torch.set_num_threads(threads_per_learner(cpus, num_learners))
         # Import what training and scoring need now, so a pod's time is training time.
         import empyrical  # noqa: F401
 
@@ -404,7 +395,7 @@ class PodWorker:
         dev = pick_device(device)
         devices = None
         if dev.type == "cuda":
-            devices = _learner_devices(num_learners, ray.get_gpu_ids(), dev)
+            devices = learner_devices(num_learners, [int(g) for g in ray.get_gpu_ids()], dev)
             dev = devices[0]
         train, validation = fetch_splits(data_refs, dev)
         self.pod = Pod(
@@ -446,17 +437,6 @@ class PodWorker:
     @ray.method(concurrency_group="control")
     def pid(self) -> int:
         return os.getpid()
-
-
-def _learner_devices(
-    num_learners: int, gpu_ids: Sequence[Any], base: torch.device
-) -> list[torch.device]:
-    """Each learner's device: ``fusion.learner_devices`` where available, else ``base``."""
-    try:
-        from finpod.tournament.fusion import learner_devices
-    except ImportError:
-        return [base] * max(1, num_learners)
-    return learner_devices(num_learners, [int(g) for g in gpu_ids] or None, base)
 
 
 def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
