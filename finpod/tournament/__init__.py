@@ -4,7 +4,9 @@ Entry point: :func:`run_tournament` (``finpod train --pods …``). The parts, ea
 alone: :class:`Leaderboard` (top-K, atomic), :class:`Generator` (scratch or perturbed
 child), :func:`fuse_state_dicts` (learner fusion), :class:`Pod`/:class:`PodWorker` (one
 agent trained by W envs and L learners, scored on validation), :class:`Orchestrator`
-(elastic pool of pod actors, asynchronous or generational, fault tolerant).
+(elastic pool of pod actors, asynchronous or generational), :class:`DataPlane` (the
+train and validation splits in Ray's object store), :class:`FailurePolicy` (node losses,
+quarantine, when a run stops).
 """
 
 from finpod.tournament.config import (
@@ -15,6 +17,8 @@ from finpod.tournament.config import (
     parse_search,
     parse_tournament,
 )
+from finpod.tournament.dataplane import DataPlane
+from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.fusion import fuse_state_dicts
 from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.leaderboard import Entry, Leaderboard
@@ -24,7 +28,9 @@ from finpod.tournament.run import TournamentRun, run_tournament
 
 __all__ = [
     "Budget",
+    "DataPlane",
     "Entry",
+    "FailurePolicy",
     "Generator",
     "Leaderboard",
     "Orchestrator",
