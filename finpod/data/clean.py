@@ -148,8 +148,23 @@ def _require(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
         )
 
 
-#: A text stamp that carries its own zone: ``…+01:00``, ``…-0500``, ``…Z`` or ``… UTC``.
-_OFFSET = r"(?:[+-]\d{2}:?\d{2}|Z|\s?UTC)$"
+def _offset_length(text: pd.Series) -> np.ndarray:
+    """(n,) int: length of the zone suffix of each text stamp (``+01:00`` 6, ``-0500`` 5,
+    `` UTC`` 4, ``UTC`` 3, ``Z`` 1), 0 for a naive stamp. Looks at the last 6 characters
+    only: a regular expression over whole stamps is ~20× slower on millions of rows."""
+    tail = text.str.slice(-6)
+    n = len(text)
+    cut = np.zeros(n, dtype=np.int64)
+
+    def hit(mask: pd.Series) -> np.ndarray:
+        return mask.fillna(False).to_numpy(dtype=bool) & (cut == 0)
+
+    cut[hit(tail.str.match(r"[+-]\d\d:\d\d$"))] = 6
+    cut[hit(tail.str.slice(-5).str.match(r"[+-]\d{4}$") & text.str.contains(":", regex=False))] = 5
+    cut[hit(tail.str.endswith(" UTC"))] = 4
+    cut[hit(tail.str.endswith("UTC"))] = 3
+    cut[hit(tail.str.endswith("Z"))] = 1
+    return cut
 
 
 def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series, dict]:
@@ -176,40 +191,57 @@ def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series,
         return _localize(naive, timezone), naive, notes
     if pd.api.types.is_float_dtype(values.dtype):
         values = values.astype("Int64")
-    text = values.astype("string").str.strip()
-    text = _spell_compact(text)
-    aware = text.str.contains(_OFFSET, regex=True).fillna(False).to_numpy()
-    wall_text = text.str.replace(_OFFSET, "", regex=True)
-    wall = pd.to_datetime(wall_text, errors="coerce", format="mixed")
+    if pd.api.types.is_integer_dtype(values.dtype):
+        values = values.astype("string")  # 20260126 is a date, not nanoseconds since 1970
+    try:
+        # Fast path: one kind of stamp in the whole column (all naive, or one offset).
+        parsed = pd.to_datetime(values, errors="coerce", format="mixed")
+    except (ValueError, TypeError):
+        parsed = None  # naive and aware mixed, or several offsets (e.g. across DST)
+    if parsed is not None and isinstance(parsed.dtype, pd.DatetimeTZDtype):
+        notes["input_timezone"] = "offsets in the stamps"
+        return parsed.dt.tz_convert(TZ), parsed.dt.tz_localize(None), notes
+    if parsed is not None and pd.api.types.is_datetime64_dtype(parsed.dtype):
+        notes["input_timezone"] = f"naive, read as {timezone}"
+        return _localize(parsed, timezone), parsed, notes
+    # Element by element (vectorized on Arrow strings): naive = timezone, aware = converted.
+    text = values.astype("string[pyarrow]").str.strip()
+    cut = _offset_length(text)
+    aware = cut > 0
+    wall_text = text.copy()
+    for k in np.unique(cut[aware]):
+        rows = cut == k
+        wall_text[rows] = text[rows].str.slice(0, -int(k))
+    wall = _to_datetime(wall_text)
     instant = pd.Series(pd.NaT, index=values.index, dtype=f"datetime64[ns, {TZ}]")
     if aware.any():
-        instant[aware] = pd.to_datetime(
-            text[aware], errors="coerce", utc=True, format="mixed"
-        ).dt.tz_convert(TZ)
-    if (~aware).any():
-        instant[~aware] = _localize(wall[~aware], timezone)
-    if aware.all():
+        instant[aware] = _to_datetime(text[aware], utc=True).dt.tz_convert(TZ)
+    naive = ~aware & wall.notna().to_numpy()
+    if naive.any():
+        instant[naive] = _localize(wall[naive], timezone)
+    if not naive.any():
         notes["input_timezone"] = "offsets in the stamps"
-    elif not aware.any():
-        notes["input_timezone"] = f"naive, read as {timezone}"
     else:
         notes["input_timezone"] = f"mixed: naive read as {timezone}, aware converted"
         notes["mixed_naive_and_aware"] = (
-            f"{int((~aware).sum())} naive stamps read as {timezone}, {int(aware.sum())} aware converted"
+            f"{int(naive.sum())} naive stamps read as {timezone}, {int(aware.sum())} aware converted"
         )
     return instant, wall, notes
 
 
-def _spell_compact(text: pd.Series) -> pd.Series:
-    """``20260126`` → ``2026-01-26``; ``20260126153000`` / ``20260126 153000`` → with time."""
-    m = text.str.extract(r"^(\d{4})(\d{2})(\d{2})(?:[ T]?(\d{2})(\d{2})(\d{2}))?$")
-    hit = m[0].notna().to_numpy()
-    if not hit.any():
-        return text
-    spelled = m[0] + "-" + m[1] + "-" + m[2]
-    timed = m[3].notna()
-    spelled = spelled.where(~timed, spelled + " " + m[3] + ":" + m[4] + ":" + m[5])
-    return text.where(~hit, spelled)
+def _to_datetime(text: pd.Series, utc: bool = False) -> pd.Series:
+    """Text → datetimes: the format inferred from the first stamp (fast); stamps written
+    another way are then read one by one."""
+    try:
+        out = pd.to_datetime(text, errors="coerce", utc=utc, format="ISO8601")
+    except (ValueError, TypeError):
+        return pd.to_datetime(text, errors="coerce", utc=utc, format="mixed")
+    redo = (out.isna() & text.notna()).to_numpy(dtype=bool)
+    if redo.any():
+        again = pd.to_datetime(text[redo], errors="coerce", utc=utc, format="mixed")
+        out = out.astype(again.dtype) if again.dtype != out.dtype else out
+        out[redo] = again
+    return out
 
 
 def _localize(naive: pd.Series, timezone: str) -> pd.Series:
