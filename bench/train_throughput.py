@@ -668,10 +668,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rollouts", type=int, default=2, help="erl group: timed rollouts")
     ap.add_argument("--sb3-rollouts", type=int, default=4, help="sb3 group: timed rollouts")
     ap.add_argument("--finrl-steps", type=int, default=4096)
-    ap.add_argument("--ttt-eval-every", type=int, default=4096)
-    ap.add_argument("--ttt-alpha-budget", type=int, default=65_536)
-    ap.add_argument("--ttt-pendulum-eval-every", type=int, default=16_384)
-    ap.add_argument("--ttt-pendulum-budget", type=int, default=163_840)
+    ap.add_argument("--ttt-eval-every", type=int, default=1024)
+    ap.add_argument("--ttt-alpha-budget", type=int, default=32_768)
+    ap.add_argument("--ttt-pendulum-eval-every", type=int, default=8_192)
+    ap.add_argument("--ttt-pendulum-budget", type=int, default=131_072)
     ap.add_argument(
         "--only",
         nargs="*",
