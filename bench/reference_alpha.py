@@ -6,14 +6,17 @@ own accounting (next-bar fills, whole shares, ``--cost`` proportional costs):
 
 - ``oracle_no_cost``: the oracle's target weights every bar, costs 0 (an upper bound);
 - ``oracle``: the same with costs (what ignoring costs earns);
-- ``reference_band_<b>``: :func:`finpod.data.synthetic.cost_aware_reference`, the oracle's
-  target behind a no-trade band of width b (weight units), with costs.
+- ``reference``: :func:`finpod.data.synthetic.cost_aware_reference` (signal hysteresis plus
+  the env's no-trade band), with costs: the after-cost Sharpe an agent is measured against;
+- ``oracle_band_<b>``: the oracle's target behind the env's no-trade band of width b
+  (weight units, trading to the band's edge), with costs (a simpler, weaker rule).
 
 One JSON line per policy with the annualized Sharpe (``MarketData.annualization``),
 annual return, annual turnover and costs as a fraction of initial capital.
 
     python bench/reference_alpha.py [--bar 1min] [--sessions 40] [--tickers 10]
-        [--seeds 0 1 2] [--bands 0.05 0.1 0.2] [--persistence 0.9] [--strength 0.1]
+        [--seeds 0 1 2] [--bands 0.05 0.1] [--persistence 0.99] [--strength 0.1]
+        [--enter 1.5 --exit 0 --slot-weight 0.2 --band 0.02]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,6 +33,10 @@ sys.path.insert(0, str(REPO))
 
 from finpod.data.calendar import bar_minutes  # noqa: E402
 from finpod.data.synthetic import (  # noqa: E402
+    REFERENCE_BAND,
+    REFERENCE_ENTER,
+    REFERENCE_EXIT,
+    REFERENCE_SLOT_WEIGHT,
     cost_aware_reference,
     make_synthetic,
     oracle_policy,
@@ -54,9 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sessions", type=int, default=40)
     ap.add_argument("--tickers", type=int, default=10)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--bands", type=float, nargs="+", default=[0.05, 0.1, 0.2])
+    ap.add_argument("--bands", type=float, nargs="*", default=[0.05, 0.1])
+    ap.add_argument("--enter", type=float, default=REFERENCE_ENTER)
+    ap.add_argument("--exit", type=float, default=REFERENCE_EXIT)
+    ap.add_argument("--slot-weight", type=float, default=REFERENCE_SLOT_WEIGHT)
+    ap.add_argument("--band", type=float, default=REFERENCE_BAND)
     ap.add_argument("--cost", type=float, default=0.002)
-    ap.add_argument("--persistence", type=float, default=0.9)
+    ap.add_argument("--persistence", type=float, default=0.99)
     ap.add_argument("--strength", type=float, default=0.1)
     ap.add_argument("--fill-price", default="open")
     args = ap.parse_args(argv)
@@ -83,9 +95,13 @@ def main(argv: list[str] | None = None) -> int:
         }
         runs = [("oracle_no_cost", oracle_policy(market), cfg_of(config, 0.0, 0.0))]
         runs.append(("oracle", oracle_policy(market), cfg_of(config, 0.0, args.cost)))
+        policy, cfg = cost_aware_reference(
+            market, config, args.enter, args.exit, args.slot_weight, args.band
+        )
+        runs.append(("reference", policy, cfg))
         for band in args.bands:
-            policy, cfg = cost_aware_reference(market, config, band=band)
-            runs.append((f"reference_band_{band:g}", policy, cfg))
+            cfg = replace(cfg_of(config, band, args.cost), band_target="edge")
+            runs.append((f"oracle_band_{band:g}", oracle_policy(market), cfg))
         for name, policy, cfg in runs:
             t0 = time.perf_counter()
             result = rollout(policy, market, cfg)
@@ -96,8 +112,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cfg_of(config: EnvConfig, band: float, cost: float) -> EnvConfig:
-    from dataclasses import replace
-
     return replace(config, action_mode="weights", no_trade_band=band, cost_rate=cost)
 
 

@@ -288,49 +288,90 @@ def oracle_policy(market: MarketData, mode: str = "proportional") -> TargetWeigh
     return TargetWeightsPolicy(oracle_weights(market, mode))
 
 
-#: No-trade band of the cost-aware reference (weight units): the width that maximized the
-#: after-cost Sharpe of ``bench/reference_alpha.py`` on 1-minute ``alpha`` markets with 0.2 %
-#: costs (seeds other than the ones reported).
-REFERENCE_BAND = 0.1
+#: Cost-aware reference settings (signal units are the signal's standard deviation): a
+#: ticker is bought when its signal rises above REFERENCE_ENTER and sold when it falls below
+#: REFERENCE_EXIT; each held ticker gets REFERENCE_SLOT_WEIGHT of the account; the env's
+#: no-trade band REFERENCE_BAND (weight units, trade to the target) keeps price drift from
+#: triggering rebalances. Chosen with ``bench/reference_alpha.py`` on 1-minute ``alpha``
+#: markets (10 tickers, 20 sessions, signal_persistence 0.99, 0.2 % costs, seeds 1 and 2),
+#: not on the seeds reported.
+REFERENCE_ENTER = 1.5
+REFERENCE_EXIT = 0.0
+REFERENCE_SLOT_WEIGHT = 0.2
+REFERENCE_BAND = 0.02
+
+
+def cost_aware_weights(
+    market: MarketData,
+    enter: float = REFERENCE_ENTER,
+    exit: float = REFERENCE_EXIT,
+    slot_weight: float = REFERENCE_SLOT_WEIGHT,
+) -> torch.Tensor:
+    """(T, N) target weights of the cost-aware reference, from ``alpha_signal`` at ≤ t only.
+
+    A no-trade band in signal space (hysteresis): ticker i is held from the bar its signal
+    exceeds ``enter`` until the bar it falls below ``exit``, at ``slot_weight`` each (the
+    env scales a sum above 1 down to 1). Between the two thresholds nothing changes, so a
+    position is paid for once and held while its expected return lasts (the signal's
+    half-life is ln 2 / −ln φ bars), instead of following every move of the signal.
+    """
+    if not exit < enter:
+        raise FinpodError(f"exit ({exit}) must be below enter ({enter})")
+    if not 0.0 < slot_weight <= 1.0:
+        raise FinpodError(f"slot_weight must be in (0, 1], got {slot_weight}")
+    sig = _signal(market).detach().cpu().numpy()
+    ok = market.tradable.detach().cpu().numpy()
+    held = np.zeros(sig.shape[1], dtype=bool)
+    out = np.zeros(sig.shape, dtype=np.float32)
+    for t in range(sig.shape[0]):  # a recursion in t: held[t] depends on held[t − 1]
+        held = ((held & (sig[t] > exit)) | (sig[t] > enter)) & ok[t]
+        out[t] = held * slot_weight
+    return torch.from_numpy(out)
 
 
 def cost_aware_reference(
     market: MarketData,
     env_config: Any,
+    enter: float = REFERENCE_ENTER,
+    exit: float = REFERENCE_EXIT,
+    slot_weight: float = REFERENCE_SLOT_WEIGHT,
     band: float = REFERENCE_BAND,
-    mode: str = "proportional",
 ) -> tuple[TargetWeightsPolicy, Any]:
     """The cost-aware reference policy of the ``alpha`` regime, and the env settings to run it.
 
-    Under proportional costs the optimal rebalancing rule is a no-trade band: keep a
-    position while its weight is within ``band`` of the signal's target, and when it is
-    not, trade only to the band's nearest edge. The reference targets the oracle's weights
-    (:func:`oracle_weights`, from ``alpha_signal`` at t only) and lets the env apply the
-    band: the returned config is ``env_config`` (a :class:`finpod.env.EnvConfig`, same
-    costs, fills and capital) with ``action_mode="weights"``, ``no_trade_band=band``,
-    ``band_target="edge"``. Evaluate it with the env's own accounting::
+    Under proportional costs the optimal rule is a no-trade region: trade only when the
+    expected gain of the change exceeds its cost. The reference applies that twice: a band
+    in signal space (:func:`cost_aware_weights`: enter above ``enter``, leave below
+    ``exit``) and the env's no-trade band in weight space (``band``, trading all the way to
+    the target), so that price drift of a held position triggers no trade. The returned
+    config is ``env_config`` (a :class:`finpod.env.EnvConfig`: same costs, fills and
+    capital) with ``action_mode="weights"``, ``no_trade_band=band`` and
+    ``band_target="target"``. Evaluate it with the env's own accounting::
 
         policy, config = cost_aware_reference(market, EnvConfig(cost_rate=0.002))
         sharpe = finpod.env.score(finpod.env.rollout(policy, market, config))
 
-    ``band`` is in weight units (0.1 = 10 percentage points); with ``band=0`` this is the
-    cost-free oracle paying costs on every rebalance. Returns a fresh policy (it counts
-    bars: use one per rollout).
+    The policy counts bars: use a fresh one per rollout. An agent is measured against this
+    after-cost Sharpe, not against the cost-free oracle (:func:`oracle_policy`).
     """
     if not 0.0 <= band < 1.0:
-        raise FinpodError(f"band must be in [0, 1), got {band}", "e.g. band = 0.1")
+        raise FinpodError(f"band must be in [0, 1), got {band}", "e.g. band = 0.02")
     config = replace(
-        env_config, action_mode="weights", no_trade_band=float(band), band_target="edge"
+        env_config, action_mode="weights", no_trade_band=float(band), band_target="target"
     )
-    return oracle_policy(market, mode), config
+    return TargetWeightsPolicy(cost_aware_weights(market, enter, exit, slot_weight)), config
 
 
 __all__ = [
     "REFERENCE_BAND",
+    "REFERENCE_ENTER",
+    "REFERENCE_EXIT",
+    "REFERENCE_SLOT_WEIGHT",
     "REGIMES",
     "TZ",
     "TargetWeightsPolicy",
     "cost_aware_reference",
+    "cost_aware_weights",
     "expected_bar_return",
     "make_synthetic",
     "oracle_policy",
