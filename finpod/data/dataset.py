@@ -3,10 +3,12 @@
 A dataset directory holds:
 
 - ``bars.parquet``: one row per (bar, ticker) on the full calendar grid, sorted by time
-  then ticker: ``timestamp, tic, open, high, low, close, volume, tradable, filled`` and one
+  then ticker: ``timestamp, tic, open, high, low, close, volume, tradable, filled``, the
+  optional bool masks ``buyable`` and ``delisted`` (when the source sets them) and one
   float32 column per feature. Prices are NaN before a ticker's first bar.
-- ``benchmark.parquet`` (when the source has one): ``timestamp, close`` of the index on the
-  same grid, forward-filled from the past only.
+- ``benchmark.parquet`` (when the source has one): ``timestamp, close`` of the index level
+  on the same grid, each bar showing the last level known when the bar closes
+  (:mod:`finpod.data.benchmark`).
 - ``cleaning_report.json``: everything the cleaner dropped, repaired or masked.
 - ``manifest.json``: source, universe, bar size, tickers, features and their scaling, the
   split date ranges, a cleaning summary and the content ``hash``. Also:

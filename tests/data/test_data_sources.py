@@ -268,3 +268,24 @@ def test_yfinance_fetches_the_index_as_benchmark(tmp_path, monkeypatch):
     np.testing.assert_allclose(
         m.benchmark.to_numpy(), ndx.loc[m.timestamps.tz_localize(None)].to_numpy(), rtol=1e-6
     )
+
+
+def test_yfinance_nasdaq100_is_point_in_time_and_sell_only_outside(tmp_path, monkeypatch):
+    import yfinance
+
+    from finpod.data.sources import load_yfinance, nasdaq100_members
+
+    calls: list = []
+    monkeypatch.setattr(yfinance, "download", _fake_download(_yahoo_frame, calls))
+    src = load_yfinance(
+        tickers="nasdaq100", start="2013-01-02", end="2013-08-30", cache_dir=tmp_path / "c"
+    )
+    members = nasdaq100_members(start="2013-01-02", end="2013-08-30")
+    assert sorted(c[0] for c in calls) == sorted([*members, "^NDX"])
+    b = src.bars
+    j = b.tickers.index("NFLX")  # out of the index until 2013-06-05
+    days = b.timestamps.tz_localize(None)
+    out = days <= "2013-06-05"
+    assert b.tradable[:, j].all() and not b.buyable[out, j].any() and b.buyable[~out, j].all()
+    assert src.universe_info["point_in_time"] is True
+    assert src.benchmark_info["name"] == "^NDX"
