@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -88,23 +87,56 @@ def machine_busy_s() -> float:
     return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def children_cpu_s() -> float:
-    """CPU seconds of this process's finished (waited-for) children and their children."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
+class TreeCPU:
+    """CPU seconds used by the processes this benchmark starts, Ray's workers included:
+    every process below a command is sampled while it runs (a worker that lives less
+    than one sampling period is missed, so the "other processes" share is an upper
+    bound)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, float], float] = {}
+
+    def sample(self, root: int) -> None:
+        import psutil
+
+        try:
+            procs = [psutil.Process(root)]
+            procs += procs[0].children(recursive=True)
+        except psutil.Error:
+            return
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                key = (proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            used = times.user + times.system + times.children_user + times.children_system
+            self.seen[key] = max(self.seen.get(key, 0.0), used)
+
+    @property
+    def total(self) -> float:
+        return sum(self.seen.values())
 
 
-def finpod(args: list[str], log: Path) -> str:
+def finpod(args: list[str], log: Path, cpu: TreeCPU) -> str:
     """Run ``finpod ARGS`` (output appended to ``log``); its stdout, or exit on failure."""
     cmd = [*FINPOD, *args]
     print(json.dumps({"command": "finpod " + shlex.join(args)}), flush=True)
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "120"}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    with open(log, "a") as fh:
-        fh.write(f"$ {shlex.join(cmd)}\n{proc.stdout}\n{proc.stderr}\n")
+    out_path = log.with_suffix(".stdout")
+    with open(log, "a") as err, open(out_path, "w") as out:
+        err.write(f"$ {shlex.join(cmd)}\n")
+        err.flush()
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=err, text=True)
+        while proc.poll() is None:
+            cpu.sample(proc.pid)
+            time.sleep(1.0)
+    stdout = out_path.read_text()
+    with open(log, "a") as err:
+        err.write(stdout + "\n")
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {shlex.join(cmd)}; see {log}")
-    return proc.stdout
+    return stdout
 
 
 def policy_lines(report: Path) -> dict[str, dict[str, float]]:
@@ -193,10 +225,11 @@ def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
     data_dir = work / "data" / name
     log = work / f"{name}.log"
     work.mkdir(parents=True, exist_ok=True)
-    busy0, own0, wall0 = machine_busy_s(), children_cpu_s(), time.perf_counter()
+    cpu = TreeCPU()
+    busy0, wall0 = machine_busy_s(), time.perf_counter()
     load0 = os.getloadavg()
     if not (data_dir / "manifest.json").is_file():
-        finpod(["download", *case["download"], "--out", str(data_dir)], log)
+        finpod(["download", *case["download"], "--out", str(data_dir)], log, cpu)
     stdout = finpod(
         [
             "train",
@@ -212,13 +245,14 @@ def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
             str(work / "runs"),
         ],
         log,
+        cpu,
     )
     run_dir = Path(stdout.strip().splitlines()[-1].strip())
     reports = work / "reports"
-    finpod(["backtest", str(run_dir), "--data", str(data_dir), "--out", str(reports)], log)
+    finpod(["backtest", str(run_dir), "--data", str(data_dir), "--out", str(reports)], log, cpu)
     report = reports / run_dir.name
     wall = time.perf_counter() - wall0
-    own = children_cpu_s() - own0
+    own = cpu.total
     foreign = max(0.0, machine_busy_s() - busy0 - own)
     load1 = os.getloadavg()
 
@@ -275,7 +309,8 @@ def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
         "pbo": _round(stats.get("pbo")),
         "wall_s": round(wall, 1),
         "load_avg_1m_start_end": [round(load0[0], 2), round(load1[0], 2)],
-        "foreign_cpu_share": round(foreign / max(1e-9, wall * (os.cpu_count() or 1)), 3),
+        "own_cpu_s": round(own, 1),
+        "other_processes_cpu_share": round(foreign / max(1e-9, wall * (os.cpu_count() or 1)), 3),
         "cpus": os.cpu_count(),
     }
     print(json.dumps(summary), flush=True)
