@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
-from finpod.data.clean import _detect_label, normalize_columns, read_stamps
+from finpod.data.clean import _detect_label, normalize_columns, read_stamps, stamp_dates
 from finpod.data.vendor import read_table
 from finpod.errors import FinpodError
 
@@ -73,7 +73,7 @@ def level_times(
     daily = at_midnight or step >= _DAY_NS * 20 // 24
     if daily:
         info["frequency"] = "daily (known at the session's close)"
-        dates = wall.dt.normalize() if at_midnight else instant.dt.tz_localize(None).dt.normalize()
+        dates = stamp_dates(instant, wall)
         date_ns = dates.to_numpy(dtype="datetime64[ns]").astype(np.int64)
         sess = sessions(pd.Timestamp(date_ns.min()), pd.Timestamp(date_ns.max()), calendar)
         sess_ns = sess.to_numpy(dtype="datetime64[ns]").astype(np.int64)

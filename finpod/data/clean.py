@@ -254,15 +254,29 @@ def _localize(naive: pd.Series, timezone: str) -> pd.Series:
     return out.dt.tz_convert(TZ)
 
 
+def stamp_dates(instant: pd.Series, wall: pd.Series) -> pd.Series:
+    """The session date a daily stamp names (naive midnight).
+
+    A stamp at midnight where it was written (a date, or ``2019-01-02 00:00+00:00``) is
+    that date: converting a UTC-midnight date to New York would move it to the previous
+    evening. Any other stamp is an instant, dated in New York (``2019-01-02 16:00-05:00``
+    and ``2019-01-02 21:00Z`` are both 2019-01-02).
+    """
+    date = wall.dt.normalize()
+    at_midnight = (wall == date).fillna(True)
+    ny_date = instant.dt.tz_localize(None).dt.normalize()
+    return date.where(at_midnight, ny_date)
+
+
 def parse_timestamps(values: pd.Series, timezone: str, daily: bool) -> tuple[pd.Series, dict]:
     """Timestamps → tz-aware New York; returns (series with NaT where unusable, notes).
 
-    Daily bars keep the date where they were stamped (a UTC-midnight date is that date, not
-    the previous New York evening); intraday stamps are instants (see :func:`read_stamps`).
+    Daily stamps become session dates (:func:`stamp_dates`); intraday stamps are instants
+    (see :func:`read_stamps`).
     """
     instant, wall, notes = read_stamps(values, timezone)
     if daily:
-        return wall.dt.normalize().dt.tz_localize(TZ), notes
+        return stamp_dates(instant, wall).dt.tz_localize(TZ), notes
     return instant, notes
 
 
@@ -318,8 +332,8 @@ def clean_long(
     bar = normalize_bar(bar)
     minutes = bar_minutes(bar)
     daily = minutes is None
-    # Daily bars keep the date where they were stamped (see parse_timestamps).
-    ts = wall.dt.normalize().dt.tz_localize(TZ) if daily else instant
+    # Daily stamps become session dates (see stamp_dates).
+    ts = stamp_dates(instant, wall).dt.tz_localize(TZ) if daily else instant
     report.update(notes)
     tic = df["tic"].astype("string").str.strip().str.upper()
     frame = pd.DataFrame({"timestamp": ts, "tic": tic.fillna("")})

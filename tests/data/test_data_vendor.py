@@ -152,3 +152,34 @@ def test_bad_ticker_pattern_is_one_line(tmp_path, aapl):
         load_files(tmp_path, ticker_pattern=r"^.*\.US$")
     with pytest.raises(FinpodError, match="cannot read a ticker from the file name"):
         load_files(tmp_path, ticker_pattern=r"^(.*)\.DE$")
+
+
+@pytest.mark.parametrize(
+    "shift,stamp",
+    [
+        (0, "%Y-%m-%d"),
+        (0, "%Y-%m-%d 00:00:00+00:00"),  # midnight UTC: the date, not the previous NY evening
+        (0, "%Y-%m-%d 16:00:00-05:00"),  # at the close, New York
+        (0, "%Y-%m-%d 21:00:00Z"),  # the same instant in UTC
+        (1, "%Y-%m-%d 06:00:00+09:00"),  # the same instant in Tokyo: next day's wall date
+        (0, "%Y-%m-%d 16:00:00"),  # naive, read in New York
+    ],
+)
+def test_daily_bars_stamped_any_way_land_on_their_session(tmp_path, shift, stamp):
+    days = pd.DatetimeIndex(["2019-01-02", "2019-01-03", "2019-01-04", "2019-01-07"])
+    close = [10.0, 11.0, 12.0, 13.0]
+    written = (days + pd.Timedelta(days=shift)).strftime(stamp)
+    df = pd.DataFrame({"date": written, "close": close})
+    df = df.assign(open=df["close"], high=df["close"], low=df["close"], volume=1)
+    df.to_csv(tmp_path / "XYZ.csv", index=False)
+    bars = load_files(tmp_path, bar="1d").bars
+    assert list(bars.timestamps.strftime("%Y-%m-%d")) == list(days.strftime("%Y-%m-%d"))
+    np.testing.assert_array_equal(bars.close[:, 0], close)
+
+
+def test_unknown_timezone_is_one_line(tmp_path, aapl):
+    _frame(aapl).rename(columns={"ts": "timestamp"}).assign(
+        timestamp=lambda d: d["timestamp"].dt.strftime("%Y-%m-%d %H:%M:%S")
+    ).to_csv(tmp_path / "AAPL.csv", index=False)
+    with pytest.raises(FinpodError, match="unknown time zone 'Mars/Base'"):
+        load_files(tmp_path, timezone="Mars/Base")

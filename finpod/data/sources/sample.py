@@ -113,7 +113,11 @@ def load_sample(
             "adjust": adjust,
             "point_in_time": point_in_time,
         },
-        universe="NASDAQ-100 members on 2019-12-31 (95 with data)",
+        universe=(
+            "NASDAQ-100 members on 2019-12-31 (95 with data)"
+            if tick is None
+            else f"{len(bars.tickers)} of the NASDAQ-100 members on 2019-12-31"
+        ),
         universe_info=universe_info(False, note),
         benchmark=bench,
         benchmark_info={
