@@ -36,18 +36,17 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from finpod.candidates import record_candidate
 from finpod.errors import FinpodError
 from finpod.tournament import failures as fp
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec, pod_id
-from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
+from finpod.tournament.leaderboard import Entry, Leaderboard
 from finpod.tournament.pod import PodResult, PodWorker
 from finpod.tournament.pool import (
     PodResources,
@@ -59,6 +58,7 @@ from finpod.tournament.pool import (
     request_pods,
 )
 from finpod.tournament.rundir import RunDir, package_versions
+from finpod.tournament.updater import Summary, Updater, entry_of
 
 #: Seconds between two checks of the cluster's size while pods are running.
 RESIZE_EVERY_S = 2.0
@@ -100,58 +100,6 @@ class Setup:
     number; one pod's when ``"auto"`` finds no room) and keep waiting while it scales."""
     dataset_hash: str | None = None
     """Hash the run expects; the driver's check of the files must give it."""
-
-
-@dataclass
-class Summary:
-    """How a run (or a resumed part of it) went."""
-
-    pods_trained: int = 0
-    """Pods evaluated in this session."""
-    pods_failed: int = 0
-    """Pods lost to crashes, errors or non-finite numbers in this session (not counting
-    pods lost with a node and requeued)."""
-    pods_non_finite: int = 0
-    """Of ``pods_failed``: pods whose losses, weights or validation returns went non-finite."""
-    pods_requeued: int = 0
-    """Pods lost with their node and started again with the same spec."""
-    node_events: int = 0
-    """Nodes lost while running pods."""
-    retries: int = 0
-    """Calls retried after a transient ``ActorUnavailableError``."""
-    quarantined: dict[str, str] = field(default_factory=dict)
-    """Node id → why it was quarantined."""
-    max_pool: int = 0
-    """Largest pool size seen."""
-    pool_sizes: list[int] = field(default_factory=list)
-    """Every distinct target pool size, in order."""
-    nodes: dict[str, int] = field(default_factory=dict)
-    """Ray node id → pods that finished on it."""
-    wall_s: float = 0.0
-    """Seconds this session ran."""
-    pod_s: float = 0.0
-    """Σ over pods of dispatch → result-in-driver seconds (what the pool spent)."""
-    inside_s: float = 0.0
-    """Σ over pods of seconds spent inside ``train``."""
-    dispatch_gap_s: float = 0.0
-    """Σ of seconds slots sat idle between a result and their next pod (driver bookkeeping)."""
-    startup_s: float = 0.0
-    """Σ of seconds pod actors took to start and read the dataset."""
-    data_bytes: int = 0
-    """Bytes of the train and validation arrays put in the object store."""
-    best: Entry | None = None
-    """Leaderboard's best entry at the end."""
-
-    @property
-    def orchestration_s(self) -> float:
-        """Seconds of pod time not spent training: RPC, serialization, driver bookkeeping."""
-        return max(0.0, self.pod_s - self.inside_s) + self.dispatch_gap_s
-
-    @property
-    def orchestration_share(self) -> float:
-        """``orchestration_s`` as a share of total pod time (0 when nothing ran)."""
-        total = self.pod_s + self.dispatch_gap_s
-        return self.orchestration_s / total if total > 0 else 0.0
 
 
 @dataclass
@@ -216,6 +164,7 @@ class Orchestrator:
         self.policy = FailurePolicy(self.config.max_failures)
         self.slots: dict[int, _Slot] = {}
         self.summary = Summary()
+        self.updater = Updater(board, run, self.summary)
         self.data: DataPlane | None = None
         self.pod = PodResources(self.config.cpus_per_pod, setup.gpus_per_pod)
         self._next_slot = 0
@@ -224,11 +173,9 @@ class Orchestrator:
         self._capacity: dict[str, int] = {}
         self._retry: list[tuple[PodSpec, bytes | None, Any]] = []
         self._deaths: list[_Death] = []
-        self._reported: set[str] = set()
         self._queue: list[tuple[PodSpec, Entry | None]] = []
         self._generation: list[tuple[PodResult, PodSpec]] = []
         self._memory: dict[str, bytes] = {}
-        self._buffers: dict[str, Any] = {}
         self._progress: dict[str, dict[str, Any]] = {}
         self._progress_refs: dict[Any, int] = {}
         self._node_versions: dict[str, dict[str, str]] = {}
@@ -266,6 +213,13 @@ class Orchestrator:
         left = self._budget_left()
         # A time budget keeps a sliver for the pod's first epoch and evaluation.
         return left > (0.5 if self.config.budget.kind == "time" else 0)
+
+    def _may_retry(self) -> bool:
+        """May requeued pods still start? (Not once a stop was asked for or time is up;
+        their share of a step or pod budget was already counted.)"""
+        if self.stop is not None and self.stop():
+            return False
+        return self.config.budget.kind != "time" or self._budget_left() > 0.5
 
     def _fit(self, spec: PodSpec) -> PodSpec:
         """Shrink the spec so it ends with the budget (steps left, or seconds left)."""
@@ -371,7 +325,7 @@ class Orchestrator:
         if spec.parent and data is None:
             # The parent is gone (evicted, or lost with a crashed generation): start fresh.
             spec = self.generator.fresh(index)
-        buffer = self._buffers.get(spec.parent) if spec.parent else None
+        buffer = self.updater.buffers.get(spec.parent) if spec.parent else None
         return self._fit(spec), data, buffer
 
     def _parent_bytes(self, parent_id: str | None) -> bytes | None:
@@ -389,7 +343,7 @@ class Orchestrator:
         results = sorted(self._generation, key=lambda rs: -_score_key(rs[0].score))
         self._generation = []
         if results:
-            population = [_entry_of(r, spec) for r, spec in results]
+            population = [entry_of(r, spec) for r, spec in results]
             self.board.progress.generation += 1
         else:
             # A resumed run restarts its population from the leaderboard.
@@ -422,7 +376,7 @@ class Orchestrator:
             if len(self.slots) > self._target:
                 self._drop_slot(slot)
                 continue
-            if not self._retry and not self.can_dispatch():
+            if not (self._retry and self._may_retry()) and not self.can_dispatch():
                 return
             nxt = self._next_spec()
             if nxt is None:
@@ -604,23 +558,16 @@ class Orchestrator:
         self.policy.check(str(self.run_dir.path / "train.log"))
 
     def _count_failed(self, message: str) -> None:
-        self.summary.pods_failed += 1
-        self.board.progress.pods_failed += 1
-        self.board.progress.wall_s = self.elapsed()
-        self.board.save()
-        self.run_dir.log(message, logging.WARNING)
+        self.updater.failed(message, self.elapsed())
         self._emit("failed", {"message": message})
 
     def _record(self, slot: _Slot, job: _Inflight, result: PodResult, now: float) -> None:
-        """A pod reported: count it once, then leaderboard, candidates record, metrics."""
-        if result.pod_id in self._reported:
-            self.run_dir.log(f"ignored a second report of {result.pod_id}", logging.WARNING)
+        """A pod reported: once per pod id, into the run's records (see :class:`Updater`)."""
+        if not self.updater.first_report(result.pod_id):
             return
-        self._reported.add(result.pod_id)
         self._progress.pop(result.pod_id, None)
         self.summary.pod_s += now - job.dispatched
         self.summary.inside_s += result.train_s
-        node = result.node_id or slot.node_id
         self.board.progress.env_steps += result.steps_done
         if result.failure:
             self.summary.pods_non_finite += 1
@@ -628,42 +575,21 @@ class Orchestrator:
             self._count_failed(f"pod {result.pod_id} failed: {result.failure}")
             return
         self.policy.succeeded()
-        self.summary.pods_trained += 1
-        self.summary.nodes[node] = self.summary.nodes.get(node, 0) + 1
-        entry = _entry_of(result, job.spec)
-        offset = job.dispatched - self._t0 + self._wall_before
-        self.board.progress.wall_s = self.elapsed()
-        if result.returns is not None:
-            record_candidate(
-                self.run_dir.path, result.pod_id, result.returns, score=float(result.score)
-            )
-        inserted = self.board.record(entry, result.checkpoint)
-        self._keep_buffers(result.pod_id, job.buffer_ref if inserted else None)
-        self.run_dir.add_metrics(
-            (result.pod_id, steps, offset + wall, split, metric, value)
-            for steps, wall, split, metric, value in result.metrics
+        node = result.node_id or slot.node_id
+        started = job.dispatched - self._t0 + self._wall_before
+        rank = self.updater.scored(
+            result,
+            job.spec,
+            node,
+            started_s=started,
+            wall_s=self.elapsed(),
+            buffer_ref=job.buffer_ref if self._inherit else None,
         )
         if self.config.mode == "generational":
             self._generation.append((result, job.spec))
-        rank = next(
-            (i + 1 for i, e in enumerate(self.board.entries) if e.pod_id == result.pod_id), None
-        )
-        self.run_dir.log(
-            f"done {result.pod_id} {result.algorithm} score {result.score:.4f} "
-            f"after {result.env_steps} steps in {result.train_s:.1f}s on node {node[:8]}"
-            + (f" → leaderboard #{rank}" if inserted and rank else "")
-        )
         self._emit(
             "finish", {"pod_id": result.pod_id, "result": result, "rank": rank, "node_id": node}
         )
-
-    def _keep_buffers(self, pod: str, ref: Any) -> None:
-        """Hold the replay-buffer refs of leaderboard entries only (children inherit them)."""
-        if ref is not None and self._inherit:
-            self._buffers[pod] = ref
-        on_board = {e.pod_id for e in self.board.entries}
-        for gone in [p for p in self._buffers if p not in on_board]:
-            del self._buffers[gone]
 
     # ----- main loop --------------------------------------------------------------------
     def run(self) -> Summary:
@@ -736,6 +662,10 @@ class Orchestrator:
                 self._resize()
                 last_resize = now
             self._classify_deaths()
+            if self._retry and not self._may_retry():
+                dropped = ", ".join(spec.pod_id for spec, _, _ in self._retry)
+                self.run_dir.log(f"requeued pod(s) {dropped} not started: the run is ending")
+                self._retry = []
             self._retry_due(now)
             self._dispatch()
             waiting = {s.ready_ref: s for s in self.slots.values() if s.ready_ref is not None}
@@ -909,20 +839,6 @@ def _major_minor(version: str | None) -> tuple[str, ...]:
 
 def _score_key(score: float) -> float:
     return score if math.isfinite(score) else -math.inf
-
-
-def _entry_of(result: PodResult, spec: PodSpec | None = None) -> Entry:
-    return Entry(
-        pod_id=result.pod_id,
-        algorithm=result.algorithm,
-        hparams=result.hparams,
-        score=float(result.score),
-        checkpoint=checkpoint_name(result.pod_id),
-        lineage=list(spec.lineage) if spec else [],
-        history=[dict(h) for h in result.history],
-        env_steps=int(result.env_steps),
-        parent=spec.parent if spec else None,
-    )
 
 
 def _short(err: BaseException) -> str:
