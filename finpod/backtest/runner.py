@@ -288,6 +288,11 @@ def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
             pit = None
     if pit is True:
         text = f"Universe is point-in-time ({note})." if note else "Universe is point-in-time."
+    elif pit is False and "survivorship" in note.lower():
+        text = (
+            f"Universe is not point-in-time: {note}. Stocks that left the universe earlier are "
+            "missing, which flatters every strategy in this report."
+        )
     elif pit is False:
         dates = re.findall(r"\d{4}-\d{2}-\d{2}", note)
         as_of = f"members as of {dates[0]}" if dates else "a fixed list of members"
@@ -307,11 +312,15 @@ def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
 def benchmark_label(manifest: dict[str, Any] | None) -> str:
     """What the ``index`` column is: the dataset's index level, without costs."""
     bench = (manifest or {}).get("benchmark")
+    source = None
     if isinstance(bench, dict):
         name = bench.get("name") or bench.get("symbol") or bench.get("ticker")
+        source = bench.get("source")
     else:
         name = bench
     what = f"{name} index level" if name else "index level"
+    if source:
+        what += f" ({source})"
     return (
         f"index = {what}, a price series with no costs, fills or cash (not a tradable "
         "strategy); the other benchmarks trade through the same env as the agent"

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console()
 
@@ -21,7 +22,8 @@ def _print_metrics(result) -> None:
     for col in result.metrics.columns:
         table.add_column(str(col), justify="right")
     for name, row in result.metrics.iterrows():
-        table.add_row(_LABELS.get(str(name), str(name)), *[_format(str(name), v) for v in row])
+        label = escape(_LABELS.get(str(name), str(name)))  # labels hold [brackets]
+        table.add_row(label, *[_format(str(name), v) for v in row])
     console.print(table)
 
 
@@ -37,9 +39,8 @@ def _print_statistics(result) -> None:
         value = stats.get(key)
         shown = f"{value:.3f}" if isinstance(value, int | float) else "undefined"
         note = stats.get(f"{key}_note")
-        console.print(
-            f"{title}: [bold]{shown}[/]" + (f" ({note})" if note else ""), highlight=False
-        )
+        note = f" ({escape(str(note))})" if note else ""
+        console.print(f"{title}: [bold]{shown}[/]{note}", highlight=False)
 
 
 def backtest(
@@ -82,7 +83,8 @@ def backtest(
     _print_statistics(result)
     for topic in ("dataset", "universe"):
         if result.disclosures.get(topic):
-            console.print(f"[yellow]note:[/] {result.disclosures[topic]}", highlight=False)
+            text = escape(str(result.disclosures[topic]))
+            console.print(f"[yellow]note:[/] {text}", highlight=False)
     console.print(f"tearsheet: {html}")
 
 

@@ -88,7 +88,8 @@ def test_the_sample_report_discloses_survivorship_and_the_index(sample):
     dataset, run, manifest = sample
     result = run_backtest(run)
     # the sample's universe is the members of 2019-12-31, used for 2010–2019
-    assert "members as of 2019-12-31: survivorship bias" in result.disclosures["universe"]
+    text = result.disclosures["universe"]
+    assert "not point-in-time" in text and "2019-12-31" in text and "survivorship bias" in text
     assert "index level" in result.disclosures["benchmark"]
     assert "no costs" in result.disclosures["benchmark"]
     assert result.bars_per_year == pytest.approx(load_split(dataset, "backtest").annualization)
