@@ -220,6 +220,20 @@ def test_accounts_stay_consistent_under_every_control(scenario):
             np.testing.assert_allclose(new_holdings[:, tradable[t + 1]], 0.0, atol=1e-12)
         if buyable is not None:
             assert (trade[:, ~buyable[t + 1] & ~gone] <= 0).all()
+        if config.no_trade_band > 0 and execute[t] and not flat[t]:
+            # No ticker inside the band trades (weights: |target − current weight| ≤ band;
+            # shares: |action| ≤ band).
+            a = actions[t].astype(np.float64)
+            if config.action_mode == "weights":
+                w = np.clip(a, 0.0, 1.0)
+                w = w / np.maximum(w.sum(1, keepdims=True), 1.0)
+                before = info["before"]
+                position = (before["holdings"] * before["mark"]).numpy()
+                gap = w - position / before["value"].numpy()[:, None]
+            else:
+                gap = a
+            inside = np.abs(gap) < config.no_trade_band * (1 - 1e-6)
+            assert (trade[inside & ~gone[None, :]] == 0).all(), "traded inside the band"
         # Reward: the change of value less the turnover penalty, scaled.
         turnover = notional / value
         want = (new_value - value) / config.initial_cash - config.turnover_penalty * turnover
