@@ -288,7 +288,7 @@ def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
             pit = None
     if pit is True:
         text = f"Universe is point-in-time ({note})." if note else "Universe is point-in-time."
-    elif pit is False and "survivorship" in note.lower():
+    elif pit is False and "survivorship bias" in note.lower():
         text = (
             f"Universe is not point-in-time: {note}. Stocks that left the universe earlier are "
             "missing, which flatters every strategy in this report."
