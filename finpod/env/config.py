@@ -142,6 +142,8 @@ class EnvConfig:
             raise FinpodError(f"env.drawdown_weight must be ≥ 0, got {self.drawdown_weight}")
         _int_at_least("decision_interval", self.decision_interval, 1, "e.g. decision_interval = 5")
         _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
+        self.decision_interval = int(self.decision_interval)  # a search may give 5.0
+        self.price_window = int(self.price_window)
         if isinstance(self.decision_times, str) or not isinstance(
             self.decision_times, (list, tuple)
         ):
