@@ -286,6 +286,13 @@ def test_tournament_pods_are_scored_on_validation_only(dataset, tmp_path, monkey
     assert_scored_on_validation(scored, _ranges(dataset))
     board = json.loads((run / "leaderboard.json").read_text())
     assert board["candidates_evaluated"] == 3
+    from finpod.candidates import load_candidates
+
+    candidates = load_candidates(run)
+    if len(candidates):  # the pods' recorded per-bar returns are validation returns
+        valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
+        assert len(candidates) == 3
+        assert candidates.returns.shape[0] == valid["stop_index"] - valid["start_index"] - 1
 
 
 @pytest.mark.slow  # a second Ray tournament (~45 s); it shows the check above can fail
