@@ -525,8 +525,8 @@ def transition(
             if config.integer_shares:
                 delta.trunc_()
             delta.mul_(priced)
-            if config.flat_at_close:
-                delta = delta * (1.0 - flat) - state.holdings * flat
+            if config.flat_at_close:  # flat bars: sell everything, whatever band or f say
+                delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
         else:
             if config.flat_at_close:
                 w = w * (1.0 - flat)
@@ -543,16 +543,19 @@ def transition(
         if config.integer_shares:
             delta.trunc_()
         if config.flat_at_close:
-            delta = delta * (1.0 - flat) - state.holdings * flat
+            delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
     if tables.buy_block is not None:
         # Not buyable at the fill bar: an order may sell (or cover a short) but not add to
         # a long position.
         block = tables.buy_block.index_select(0, t1)
-        room = state.holdings.neg().clamp(min=0.0)
-        delta = delta - block * (delta - room).clamp(min=0.0)
+        if config.allow_short:
+            excess = (delta + state.holdings.clamp(max=0.0)).clamp_(min=0.0)
+        else:
+            excess = delta.clamp(min=0.0)
+        delta.sub_(excess.mul_(block))
     if tables.delist is not None:
         gone = tables.delist.index_select(0, t1)
-        delta = delta * (1.0 - gone) - state.holdings * gone
+        delta.mul_(1.0 - gone).addcmul_(state.holdings, gone, value=-1.0)
     delta.mul_(can_fill)
     sell = delta.neg().clamp_(min=0.0)
     if not config.allow_short:
