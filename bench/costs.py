@@ -239,8 +239,10 @@ def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
     from finpod.data.synthetic import REFERENCE_BAND, cost_aware_reference
     from finpod.env import EnvConfig, rollout, score
 
-    if "alpha_signal" not in load_manifest(data_dir)["features"]:
-        return None
+    manifest = load_manifest(data_dir)
+    options = manifest.get("source_options") or {}
+    if "alpha_signal" not in manifest["features"] or options.get("regime", "alpha") != "alpha":
+        return None  # the null regime's signal is noise: there is no reference to reach
     info = json.loads((report / "backtest.json").read_text())["info"]
     agent_env = EnvConfig.from_dict(info["env"])
     plain = EnvConfig(
