@@ -12,8 +12,9 @@ score is not inflated by the selection:
 - gymnasium's Pendulum-v1 through :class:`finpod.agents.gym_adapter.GymVecEnv`: PPO picked
   on episodes seeded 10_000… and scored on episodes seeded 20_000….
 
-Budget: about 1.5 minutes together on one torch thread of a 2-core machine. The slower
-reference group (bigger budgets, stricter bars) is ``test_reference_slow.py`` (``-m slow``).
+Budget: about 40 CPU-seconds together on one torch thread (1.5–2 minutes of wall time on
+a busy 2-core machine). The slower reference group (bigger budgets, stricter bars) is
+``test_reference_slow.py`` (``-m slow``).
 Nothing here depends on the observation layout: the agents are built from ``env.obs_dim``.
 """
 
