@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -175,6 +176,59 @@ def bench_finpod(
     }
 
 
+def bench_interleaved(
+    market: MarketData, num_envs: int, args: argparse.Namespace, device: torch.device
+) -> dict:
+    """Controls off vs on in one process, timed in alternating blocks (``--repeat`` each):
+    both see the same machine load, so their ratio is steadier than two separate runs."""
+    on_cfg = env_config(args, market)
+    off_cfg = EnvConfig(action_mode=args.action_mode)
+    envs = {
+        name: VecTradingEnv(
+            market, cfg, num_envs=num_envs, seed=0, device=device, compile=args.compile
+        )
+        for name, cfg in (("off", off_cfg), ("on", on_cfg))
+    }
+    gen = torch.Generator().manual_seed(0)
+    acts = [
+        (torch.rand((num_envs, market.num_stocks), generator=gen) * 2 - 1).to(device)
+        for _ in range(RING)
+    ]
+    for env in envs.values():
+        env.reset()
+        for i in range(WARMUP):
+            env.step(acts[i % RING])
+    steps = args.steps or steps_for(num_envs, market.num_stocks, args.target_s)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    rates: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+    for _ in range(max(1, args.repeat)):
+        for name, env in envs.items():
+            sync()
+            with Meter() as m:
+                for i in range(steps):
+                    env.step(acts[i % RING])
+                sync()
+            rates[name].append((steps * num_envs / m.wall, steps * num_envs / max(m.cpu, 1e-9)))
+    out = {
+        "system": "finpod",
+        "measurement": "controls_interleaved",
+        "device": str(device),
+        "num_envs": num_envs,
+        "num_stocks": market.num_stocks,
+        "bar": market.bar,
+        "compiled": bool(args.compile),
+        "env_config_on": {k: v for k, v in on_cfg.to_dict().items() if v != off_cfg.to_dict()[k]},
+    }
+    for name, values in rates.items():
+        out[f"{name}_env_steps_per_s"] = round(statistics.median(v[0] for v in values), 1)
+        out[f"{name}_env_steps_per_cpu_s"] = round(statistics.median(v[1] for v in values), 1)
+    out["on_over_off_wall"] = round(out["on_env_steps_per_s"] / out["off_env_steps_per_s"], 3)
+    out["on_over_off_cpu"] = round(
+        out["on_env_steps_per_cpu_s"] / out["off_env_steps_per_cpu_s"], 3
+    )
+    return out
+
+
 def peer_runs(csv: Path, num_stocks: int, args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     """(system, argv) of the peer measurements for one data file."""
     peers = Path(args.peers_dir)
@@ -283,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partial-adjustment", type=float, default=None)
     ap.add_argument("--turnover-penalty", type=float, default=None)
     ap.add_argument("--flat-at-close", action="store_true")
+    ap.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time controls off and on (the flags above) alternately in one process",
+    )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
@@ -305,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         else:
             market, load_s, source = load_market(csv, device)
+        if args.interleave:
+            for num_envs in args.num_envs:
+                emit({**bench_interleaved(market, num_envs, args, device), "versions": versions})
+            continue
         for num_envs in args.num_envs:
             for rep in range(args.repeat):
                 res = bench_finpod(market, num_envs, args, device)
