@@ -2,6 +2,7 @@
 
 from finpod.env.config import EnvConfig
 from finpod.env.core import ObsLayout
+from finpod.env.diagnostics import observation_stats
 from finpod.env.gymnasium_env import TradingGymEnv, TradingGymVectorEnv
 from finpod.env.rollout import Rollout, rollout, score
 from finpod.env.vec_env import VecTradingEnv
@@ -13,6 +14,7 @@ __all__ = [
     "TradingGymEnv",
     "TradingGymVectorEnv",
     "VecTradingEnv",
+    "observation_stats",
     "rollout",
     "score",
 ]
