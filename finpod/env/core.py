@@ -43,11 +43,13 @@ price: the bar's open or close where ``tradable`` is True and the price is valid
 which blocks the trade.
 
 Execution controls (:class:`EnvConfig`), applied in this order to the order decided at
-bar t: target (weights or shares) → no-trade band → flat-at-close override → partial
-adjustment → decision schedule (orders on non-decision bars are dropped) → point-in-time
-rules at the fill bar t + 1 (not ``buyable``: the order may sell or cover but not add to a
-long position; ``delisted``: the env sells the whole position at the last valid close,
-with the usual cost and slippage, reported as an ordinary sell) → tradability mask.
+bar t: target (weights or shares) → no-trade band (weights: the gap to the target shrunk
+by the band, ``softshrink``, or zeroed inside it; shares: a dead zone on the action) →
+partial adjustment → flat-at-close override (sell everything) → point-in-time rules at the
+fill bar t + 1 (not ``buyable``: the order may sell or cover but not add to a long
+position; ``delisted``: the env sells the whole position at the last valid close, with the
+usual cost and slippage, reported as an ordinary sell) → fill mask (bar t + 1 tradable and
+bar t a decision bar, or a delisting sale; see :class:`Tables`).
 """
 
 from __future__ import annotations
