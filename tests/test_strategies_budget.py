@@ -45,7 +45,8 @@ def test_every_searched_pod_env_of_a_shipped_strategy_is_valid(path):
 def test_the_strategy_searches_how_its_agents_trade(path):
     _, space, _ = resolve(load_strategy(path))
     searched = {spec.name for spec in space.env}
-    assert {"decision_interval", "no_trade_band", "turnover_penalty"} <= searched
+    assert {"no_trade_band", "turnover_penalty"} <= searched
+    assert searched & {"decision_interval", "decision_times"}
 
 
 def test_the_quick_start_budget_leaves_room_in_ten_minutes():
@@ -90,7 +91,7 @@ def test_the_intraday_strategy_sees_the_calendar_on_minute_bars():
 def test_the_intraday_strategy_on_daily_bars_says_what_to_change():
     config = load_strategy(INTRADAY).env_config()
     daily = make_synthetic(4, 600, bar="1d", regime="null", seed=0)
-    with pytest.raises(FinpodError, match="calendar_features"):
+    with pytest.raises(FinpodError, match="needs intraday bars"):
         VecTradingEnv(daily, config, num_envs=2)
 
 
