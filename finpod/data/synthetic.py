@@ -222,7 +222,7 @@ def make_synthetic(
     features plus ``alpha_signal`` (last feature). Keyword arguments go to
     :func:`synthetic_bars` (``annual_vol``, ``alpha_strength``, ``signal_persistence``,
     ``market_correlation``, ``late_listings``, ``start``)."""
-    from finpod.data.dataset import bars_to_market
+    from finpod.data.inmemory import bars_to_market
 
     bars = synthetic_bars(n_tickers, n_bars, bar=bar, regime=regime, seed=seed, **kwargs)
     return bars_to_market(bars, device=device)
