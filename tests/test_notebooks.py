@@ -192,6 +192,9 @@ def test_data_notebook_builds_a_dataset_with_ordered_disjoint_splits(workspace, 
     tables = _outputs(data_nb, "text/html")
     assert any("gap_bars_before" in t and "backtest" in t for t in tables)  # the splits table
     assert any("max |difference|" in t for t in tables)  # the causality check ran and showed
+    assert any("survivorship" in t and "^NDX" in t for t in tables)  # universe and benchmark
+    # each observation slice, per split (the price slice is a stationary z-score)
+    assert any("observation slice" in t and "feature:log_return" in t for t in tables)
     assert len(_outputs(data_nb, "image/png")) >= 3  # features, tradable mask, closes vs index
 
 
@@ -216,6 +219,7 @@ def test_train_notebook_runs_a_tournament_and_shows_its_leaderboard(workspace, t
     tables = _outputs(train_nb, "text/html")
     best = board["entries"][0]["pod_id"]
     assert any("validation sharpe" in t and best in t for t in tables)  # the leaderboard frame
+    assert any("no_trade_band" in t and "decision_interval" in t for t in tables)  # controls
     assert len(_outputs(train_nb, "image/png")) >= 1  # learning curves
 
 
@@ -229,13 +233,18 @@ def test_backtest_notebook_writes_a_self_contained_tearsheet(workspace, backtest
     metrics = pd.read_csv(report / "metrics.csv", index_col=0)
     assert {"agent", "index", "momentum"} <= set(metrics.columns)
     assert any(c.startswith("equal_weight") for c in metrics.columns)
-    assert 0.0 <= metrics.loc["deflated_sharpe", "agent"] <= 1.0
+    assert 0.0 <= metrics.loc["psr", "agent"] <= 1.0
 
     meta = json.loads((report / "backtest.json").read_text(encoding="utf-8"))
     board = json.loads(
         (workspace["tmp"] / "runs" / RUN_ID / "leaderboard.json").read_text(encoding="utf-8")
     )
     assert meta["num_trials"] == board["candidates_evaluated"]
+    # DSR and PBO are measured where selection happened; the notebook shows all three
+    stats = meta["statistics"]
+    assert stats["selection_split"] == "validation"
+    assert stats["num_trials"] >= board["candidates_evaluated"]
+    assert stats["selected_candidate"] == board["entries"][0]["pod_id"]
     manifest = load_manifest(workspace["tmp"] / "data" / "sample")
     returns = pd.read_parquet(report / "returns.parquet")
     assert returns.index.min() > pd.Timestamp(manifest["splits"]["backtest"]["start"])
@@ -243,5 +252,7 @@ def test_backtest_notebook_writes_a_self_contained_tearsheet(workspace, backtest
 
     html = _outputs(backtest_nb, "text/html")
     assert any("<iframe srcdoc=" in t for t in html)  # the tearsheet, inline
-    assert any("deflated_sharpe" in t and "momentum" in t for t in html)  # the metrics table
+    assert any("psr" in t and "momentum" in t for t in html)  # the metrics table
+    assert any("num_trials" in t and "pbo" in t for t in html)  # the selection statistics
+    assert any("DSR of " in t and stats["selected_candidate"] in t for t in html)  # deflation
     assert len(_outputs(backtest_nb, "image/png")) >= 1  # equity and drawdown
