@@ -88,3 +88,21 @@ def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the
     board = Leaderboard.load(result.run_dir)
     assert set(on_new_node) <= {e.pod_id for e in board.entries}
     assert board.candidates_evaluated == result.summary.pods_trained
+
+
+def test_training_and_scoring_a_pod_never_write_into_the_shared_arrays(tiny_dataset, local_ray):
+    from finpod.env import EnvConfig
+    from finpod.tournament.dataplane import fetch_splits
+    from finpod.tournament.generator import PodSpec
+    from finpod.tournament.pod import Pod
+
+    plane = DataPlane.publish(tiny_dataset)
+    train, validation = fetch_splits(plane.ref_list(), "cpu")
+    pod = Pod(train, validation, EnvConfig(episode_length=40), "cpu")
+    hp = {"horizon": 16, "minibatch_size": 64, "actor_hidden": [8], "critic_hidden": [8]}
+    result = pod.train(PodSpec("p00000", "ppo", hp, 1, 256, 2, 4, 1))
+    assert not result.failure and result.returns is not None
+    for split, market in (("train", train), ("validation", validation)):
+        fresh = load_split(tiny_dataset, split)
+        for name in ("open", "close", "features", "tradable"):
+            assert np.array_equal(getattr(market, name).numpy(), getattr(fresh, name).numpy())
