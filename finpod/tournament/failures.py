@@ -23,6 +23,10 @@ policy tells them apart:
 
 Non-finite pods (losses, weights or validation returns NaN/inf) are failed pods of the
 search, not of the cluster: counted in ``pods_failed``, never a stop reason.
+
+Versions (:func:`version_mismatch`): a node whose Ray major.minor differs from the
+driver's stops the run with one line; a different finpod, torch or Python is a warning in
+``train.log``. Every node's versions are recorded in ``run.json``.
 """
 
 from __future__ import annotations
@@ -154,3 +158,26 @@ class FailurePolicy:
         else:
             self._streak_cause, self._streak = cause, 1
         self._last_message = message
+
+
+def version_mismatch(driver: dict[str, str], node: dict[str, str]) -> tuple[str, list[str]]:
+    """Compare a node's package versions with the driver's.
+
+    Returns ``(fatal, differences)``: ``fatal`` is a one-line reason when the node's Ray
+    major.minor differs from the driver's (the run must stop: objects and actors do not
+    cross Ray versions reliably), else ""; ``differences`` lists finpod, torch and Python
+    versions that differ (a warning: numbers may not reproduce).
+    """
+
+    def major_minor(version: str | None) -> tuple[str, ...]:
+        return tuple((version or "").split(".")[:2])
+
+    fatal = ""
+    if major_minor(node.get("ray")) != major_minor(driver.get("ray")):
+        fatal = f"runs Ray {node.get('ray')}, the driver Ray {driver.get('ray')}"
+    differ = [
+        f"{k} {node.get(k)} (driver {driver.get(k)})"
+        for k in ("finpod", "torch", "python")
+        if node.get(k) != driver.get(k)
+    ]
+    return fatal, differ

@@ -44,7 +44,7 @@ from finpod.errors import FinpodError
 from finpod.tournament import failures as fp
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
-from finpod.tournament.failures import FailurePolicy
+from finpod.tournament.failures import FailurePolicy, version_mismatch
 from finpod.tournament.generator import Generator, PodSpec, pod_id
 from finpod.tournament.leaderboard import Entry, Leaderboard
 from finpod.tournament.pod import PodResult, PodWorker
@@ -455,17 +455,12 @@ class Orchestrator:
         if node in self._node_versions:
             return
         self._node_versions[node] = versions
-        mine = self._driver_versions
-        if _major_minor(versions.get("ray")) != _major_minor(mine.get("ray")):
+        fatal, differ = version_mismatch(self._driver_versions, versions)
+        if fatal:
             raise FinpodError(
-                f"node {node[:8]} runs Ray {versions.get('ray')}, the driver Ray {mine.get('ray')}",
+                f"node {node[:8]} {fatal}",
                 "install the same Ray version on every node and the driver",
             )
-        differ = [
-            f"{k} {versions.get(k)} (driver {mine.get(k)})"
-            for k in ("finpod", "torch", "python")
-            if versions.get(k) != mine.get(k)
-        ]
         if differ:
             self.run_dir.log(f"node {node[:8]} differs: {', '.join(differ)}", logging.WARNING)
         compact = {k: versions[k] for k in ("finpod", "ray", "torch", "python") if k in versions}
@@ -831,10 +826,6 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
-
-
-def _major_minor(version: str | None) -> tuple[str, ...]:
-    return tuple((version or "").split(".")[:2])
 
 
 def _score_key(score: float) -> float:

@@ -209,3 +209,14 @@ def test_a_diverging_pod_fails_as_non_finite_and_never_scores(tmp_path, tiny_dat
     recorded = load_candidates(result.run_dir)  # scored pods only, with their returns
     assert len(recorded) == 6 and not diverged & set(recorded.ids)
     assert np.isfinite(recorded.returns).all()
+
+
+def test_a_ray_major_minor_mismatch_is_fatal_and_other_versions_only_warn():
+    from finpod.tournament.failures import version_mismatch
+
+    driver = {"ray": "2.60.0", "torch": "2.13.0", "finpod": "0.1.0", "python": "3.11.7"}
+    assert version_mismatch(driver, dict(driver)) == ("", [])
+    fatal, _ = version_mismatch(driver, {**driver, "ray": "2.59.1"})
+    assert fatal == "runs Ray 2.59.1, the driver Ray 2.60.0"
+    fatal, differ = version_mismatch(driver, {**driver, "ray": "2.60.2", "torch": "2.12.0"})
+    assert fatal == "" and differ == ["torch 2.12.0 (driver 2.13.0)"]
