@@ -46,8 +46,18 @@ BUFFER_PREFIX = "buffer."
 BUFFER_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
 
-def save_checkpoint(agent: Any, path: str | Path, *, include_buffer: bool = False) -> Path:
+def save_checkpoint(
+    agent: Any,
+    path: str | Path,
+    *,
+    include_buffer: bool = False,
+    env: dict[str, Any] | None = None,
+) -> Path:
     """Write ``agent`` to ``path`` (safetensors, atomically); returns the path.
+
+    ``env``: the env settings (``EnvConfig.to_dict()``, execution controls included) the
+    agent was trained and scored with, stored in the metadata (covered by the checksum) so
+    a backtest replays them.
 
     ``include_buffer`` also stores an off-policy agent's replay buffer (its filled rows
     and write position), so that training resumed from the file continues exactly; such
@@ -70,6 +80,8 @@ def save_checkpoint(agent: Any, path: str | Path, *, include_buffer: bool = Fals
         "action_dim": str(agent.action_dim),
         "seed": str(agent.seed),
     }
+    if env is not None:
+        meta["env"] = json.dumps(env, sort_keys=True)
     meta["sha256"] = tensors_sha256(sd, meta)
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
 

@@ -102,6 +102,9 @@ def train(
             ``last.safetensors`` so a resumed run continues exactly (large files).
     """
     run_dir = Path(run_dir) if run_dir is not None else None
+    # The env settings the agent trains with, recorded in every checkpoint.
+    env_config = getattr(env, "config", None)
+    env_dict = env_config.to_dict() if hasattr(env_config, "to_dict") else None
     result = TrainResult()
     log_lines: list[str] = []
     prior_rows: list[dict[str, Any]] = []
@@ -180,7 +183,7 @@ def train(
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
-                            agent, run_dir / "checkpoints" / f"{pod_id}.safetensors"
+                            agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
                         )
                     line += " (best)"
             if run_dir is not None:
@@ -188,10 +191,11 @@ def train(
                     agent,
                     run_dir / "checkpoints" / "last.safetensors",
                     include_buffer=resume_buffer,
+                    env=env_dict,
                 )
                 if eval_fn is None:
                     result.best_checkpoint = save_checkpoint(
-                        agent, run_dir / "checkpoints" / f"{pod_id}.safetensors"
+                        agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
                     )
                 write_metrics(run_dir / "metrics.csv", prior_rows + result.metrics)
             emit(line)

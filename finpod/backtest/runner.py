@@ -346,13 +346,15 @@ def recorded_env_config(
 ) -> tuple[EnvConfig, str]:
     """The env settings the entry was trained and scored with, and where they came from.
 
-    In order: the leaderboard entry's ``env``, the checkpoint's ``env`` metadata, the run's
-    resolved strategy ``env`` table. Never the defaults of a newer finpod: a setting the
-    run did not record is the default it ran with.
+    In order: the leaderboard entry's ``env`` (a tournament pod's searched execution
+    controls, applied over the run's strategy ``env`` table), the checkpoint's ``env``
+    metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
+    finpod: a setting the run did not record is the default it ran with.
     """
     recorded = entry.get("env") or entry.get("env_config")
-    if isinstance(recorded, dict):
-        return EnvConfig.from_dict(dict(recorded)), "leaderboard entry"
+    if isinstance(recorded, dict) and recorded:
+        base = dict((run_meta.get("strategy") or {}).get("env") or {})
+        return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
     rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
     path = run_dir / rel
     if path.is_file():

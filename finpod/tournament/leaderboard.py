@@ -58,6 +58,9 @@ class Entry:
     """Env steps the agent has learned from, ancestors included."""
     parent: str | None = None
     """Direct parent's pod id, if any."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """The pod's searched execution controls over the run's ``[env]`` (``{}``: the run's
+    env as is). The backtest replays them; children inherit and perturb them."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

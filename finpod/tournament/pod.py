@@ -82,6 +82,9 @@ class PodResult:
     """Why the pod failed ("" when it scored), e.g. ``"non-finite: loss actor_loss"``."""
     buffer_rows: int = 0
     """Replay-buffer transitions exported with the result (0: none)."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """The pod's searched execution controls (``PodSpec.env``) it trained and was scored
+    with, recorded on its leaderboard entry so the backtest replays them."""
 
 
 class NonFiniteError(RuntimeError):
@@ -150,14 +153,26 @@ class Pod:
             self._markets[device] = self.train_market.to(device)
         return self._markets[device]
 
+    def env_config_for(self, spec: PodSpec) -> Any:
+        """The pod's ``EnvConfig``: the run's ``[env]`` with the pod's searched execution
+        controls (``spec.env``) on top, the cost model unchanged. Used for training *and*
+        validation scoring, so every pod is scored with its own controls."""
+        if not spec.env:
+            return self.env_config
+        from finpod.env import EnvConfig
+        from finpod.tournament.config import pod_env
+
+        return EnvConfig.from_dict(pod_env(self.env_config.to_dict(), spec.env))
+
     def make_envs(self, spec: PodSpec) -> list[Any]:
         """One ``VecTradingEnv`` of W envs per learner, each with its own seed (its shard)."""
         from finpod.env import VecTradingEnv
 
+        config = self.env_config_for(spec)
         return [
             VecTradingEnv(
                 self._train_market_on(dev),
-                self.env_config,
+                config,
                 num_envs=spec.num_envs,
                 seed=spec.seed + 1 + learner * LEARNER_SEED_STRIDE,
                 random_start=True,
@@ -228,15 +243,19 @@ class Pod:
         sds = fuse_learners(learners, start_env_steps=base_steps[0], start_updates=base_updates[0])
         return mean_stats, sds
 
-    def evaluate(self, agent: Any, score_name: str) -> tuple[float, float, np.ndarray]:
+    def evaluate(
+        self, agent: Any, score_name: str, env_config: Any | None = None
+    ) -> tuple[float, float, np.ndarray]:
         """(score, annual return, per-bar returns ``(T − 1,) float32``) of ``agent``'s
-        deterministic policy on the validation split."""
+        deterministic policy on the validation split, with ``env_config`` (default: the
+        run's env; a pod passes its own, see :meth:`env_config_for`)."""
         from finpod.env import rollout, score
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
             return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
 
-        result = rollout(policy, self.valid_market, self.env_config, device=self.device)
+        config = self.env_config if env_config is None else env_config
+        result = rollout(policy, self.valid_market, config, device=self.device)
         returns = result.returns.to_numpy(dtype=np.float32)
         return score(result, score_name), score(result, "return"), returns
 
@@ -285,7 +304,9 @@ class Pod:
             try:
                 check_finite_stats(stats)
                 check_finite_weights(agent)
-                value, annual, returns = self.evaluate(agent, spec.score_name)
+                value, annual, returns = self.evaluate(
+                    agent, spec.score_name, self.env_config_for(spec)
+                )
                 if not bool(np.isfinite(returns).all()) or not math.isfinite(value):
                     raise NonFiniteError("validation returns")
             except NonFiniteError as err:
@@ -313,7 +334,9 @@ class Pod:
             history=history,
             env_steps=int(agent.env_steps),
             steps_done=int(agent.env_steps - start_steps),
-            checkpoint=b"" if failure else _checkpoint_bytes(agent),
+            checkpoint=b""
+            if failure
+            else _checkpoint_bytes(agent, self.env_config_for(spec).to_dict()),
             metrics=metrics,
             node_id=_node_id(),
             train_s=time.perf_counter() - t0,
@@ -321,6 +344,7 @@ class Pod:
             returns=returns,
             failure=failure,
             buffer_rows=0 if buffer is None else int(len(buffer.get("reward", ()))),
+            env=dict(spec.env),
         )
         return result, buffer
 
@@ -444,12 +468,12 @@ def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, to
     return {k: v if k.startswith("rng.") else v.to(device) for k, v in sd.items()}
 
 
-def _checkpoint_bytes(agent: Any) -> bytes:
+def _checkpoint_bytes(agent: Any, env: dict[str, Any] | None = None) -> bytes:
     from finpod.agents import save_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
         path = Path(tmp) / "agent.safetensors"
-        save_checkpoint(agent, path)
+        save_checkpoint(agent, path, env=env)
         return path.read_bytes()
 
 

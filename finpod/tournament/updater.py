@@ -160,4 +160,5 @@ def entry_of(result: PodResult, spec: PodSpec | None = None) -> Entry:
         history=[dict(h) for h in result.history],
         env_steps=int(result.env_steps),
         parent=spec.parent if spec else None,
+        env=dict(getattr(result, "env", None) or (spec.env if spec else {})),
     )
