@@ -27,6 +27,7 @@ def train_tournament(
     out: Path = Path("runs"),
     device: str | None = None,
     seed: int | None = None,
+    run_id: str | None = None,
 ) -> Path:
     """Run (or resume) a tournament with a live rich table; returns the run directory."""
     from finpod.tournament import run_tournament
@@ -44,6 +45,7 @@ def train_tournament(
             out=out,
             device=device,
             seed=seed,
+            run_id=run_id,
             on_event=_EventLines(console),
             # Without a terminal there is no live table, so the run polls no progress.
             display=live_table.update if console.is_terminal else None,

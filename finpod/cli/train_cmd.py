@@ -204,7 +204,11 @@ def _train_and_record(
     }
     atomic_write_json(
         run_dir / "leaderboard.json",
-        {"score_name": spec.score, "candidates_evaluated": 1, "entries": [entry]},
+        {
+            "score_name": spec.score,
+            "candidates_evaluated": result.candidates_evaluated,
+            "entries": [entry],
+        },
     )
     if log is not None:
         log(
@@ -245,7 +249,9 @@ def register(app: typer.Typer) -> None:
         run_id: Annotated[
             str | None,
             typer.Option(
-                "--run-id", help="Single agent: run directory name (default: algorithm-time-seed)."
+                "--run-id",
+                help="Run directory name under --out (default: time-stamped); an existing "
+                "run of that name is continued, as with --resume.",
             ),
         ] = None,
         pods: Annotated[
@@ -278,6 +284,11 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
+        if resume is None and run_id is not None and (out / run_id / "run.json").is_file():
+            # A fixed run id continues its run (e.g. a retried Kubernetes job).
+            console.print(f"continuing run {out / run_id}", highlight=False)
+            resume = str(out / run_id)
+            run_id = None
         if _is_tournament(strategy, data, out, pods, budget, address, resume):
             from finpod.cli.tournament_cmd import train_tournament
 
@@ -296,6 +307,7 @@ def register(app: typer.Typer) -> None:
                 out=out,
                 device=device,
                 seed=seed,
+                run_id=run_id,
             )
             # The run directory on stdout, alone, so scripts can capture it.
             typer.echo(str(run_dir))

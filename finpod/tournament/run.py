@@ -57,7 +57,9 @@ def resolve(
         config = replace(config, pods=parse_pods(pods))
     if budget is not None:
         config = replace(config, budget=parse_budget(budget))
-    space = parse_search(strategy.search, strategy.algorithm, strategy.hparams)
+    space = parse_search(
+        strategy.search, strategy.algorithm, strategy.hparams, env_base=dict(strategy.env)
+    )
     return config.validate(), space, int(strategy.train.seed if seed is None else seed)
 
 
@@ -154,7 +156,9 @@ def run_tournament(
 
     started = _connect(address, num_cpus)
     try:
-        pod_device, gpus = _resolve_device(device or strategy.train.device, config)
+        pod_device, gpus = _resolve_device(
+            device or strategy.train.device, config, autoscaling=address is not None
+        )
         setup = Setup(
             config=config,
             space=space,
@@ -221,8 +225,16 @@ def _connect(address: str | None, num_cpus: int | None) -> bool:
     return True
 
 
-def _resolve_device(device: str, config: TournamentConfig) -> tuple[str, float]:
-    """(torch device inside the pods, GPUs per pod) from the device setting and the cluster."""
+def _resolve_device(
+    device: str, config: TournamentConfig, autoscaling: bool = False
+) -> tuple[str, float]:
+    """(torch device inside the pods, GPUs per pod) from the device setting and the cluster.
+
+    On a cluster (``autoscaling``: ``--address``) that has no GPU now, a strategy that asks
+    for GPUs (``device = "cuda"`` or ``gpus_per_pod > 0``) is kept: the orchestrator asks
+    the autoscaler for them (a GPU worker group that scales from zero). A local Ray
+    instance cannot grow, so there it is one error line.
+    """
     import ray
 
     cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
@@ -237,7 +249,7 @@ def _resolve_device(device: str, config: TournamentConfig) -> tuple[str, float]:
         )
     if device == "cpu":
         gpus = 0.0
-    if gpus > 0 and cluster_gpus <= 0:
+    if gpus > 0 and cluster_gpus <= 0 and not autoscaling:
         raise FinpodError(
             "pods ask for GPUs but the Ray cluster has none", "use --device cpu or add GPU nodes"
         )

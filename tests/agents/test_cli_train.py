@@ -50,6 +50,8 @@ def test_train_writes_run_directory(dataset, tmp_path):
     assert info["strategy"]["agent"]["algorithm"] == "ppo"
     board = json.loads((run / "leaderboard.json").read_text())
     assert board["score_name"] == "sharpe"
+    # selection chose among two validation checkpoints: both count as candidates
+    assert board["candidates_evaluated"] == 2
     (entry,) = board["entries"]
     assert entry["score"] == max(h["score"] for h in entry["history"])
     assert len(entry["history"]) == 2
@@ -61,6 +63,21 @@ def test_train_writes_run_directory(dataset, tmp_path):
     assert agent.algorithm == "ppo" and agent.env_steps == entry["env_steps"]
     for name in ("strategy.toml", "metrics.csv", "learning_curves.png", "train.log"):
         assert (run / name).is_file()
+    # The checkpoint records the env settings it was trained and scored with.
+    from finpod.agents import read_checkpoint
+
+    meta, _ = read_checkpoint(run / entry["checkpoint"])
+    assert json.loads(meta["env"])["action_mode"] == "weights"
+
+    # The same --run-id again continues that run (a retried job) instead of failing.
+    again = CliRunner().invoke(
+        app,
+        ["train", "--out", str(tmp_path / "runs"), "--run-id", "r1", "--steps", "512"],
+    )
+    assert again.exit_code == 0, again.output
+    assert "continuing run" in again.output
+    board = json.loads((run / "leaderboard.json").read_text())
+    assert board["candidates_evaluated"] == 4
 
 
 def test_train_reports_bad_strategy_in_one_line(tmp_path, dataset):
