@@ -24,6 +24,7 @@ Cases (all short; run by hand)::
     python bench/costs.py alpha-1min [--budget 8m]     # synthetic 1-minute alpha, 0.2 % costs
     python bench/costs.py null-5min [--budget 6m]      # synthetic 5-minute null, 0.2 % costs
     python bench/costs.py all
+    python bench/costs.py alpha-1min-persistent --strategy my.toml   # another strategy
 
 Work files go under ``--work`` (default ``/tmp/finpod-costs``): datasets, runs, reports.
 """
@@ -270,9 +271,12 @@ def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
     }
 
 
-def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
+def run_case(
+    name: str, budget: str | None, work: Path, seed: int, strategy: str | None = None
+) -> None:
     case = CASES[name]
     budget = budget or case["budget"]
+    strategy = strategy or case["strategy"]
     data_dir = work / "data" / name
     log = work / f"{name}.log"
     work.mkdir(parents=True, exist_ok=True)
@@ -288,7 +292,7 @@ def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
         [
             "train",
             "--strategy",
-            case["strategy"],
+            strategy,
             "--data",
             str(data_dir),
             "--budget",
@@ -314,7 +318,13 @@ def run_case(name: str, budget: str | None, work: Path, seed: int) -> None:
     ref = reference_line(data_dir, report)
     if ref is not None:
         lines["reference"] = ref
-    head = {"case": name, "budget": budget, "seed": seed, "run": str(run_dir)}
+    head = {
+        "case": name,
+        "strategy": strategy,
+        "budget": budget,
+        "seed": seed,
+        "run": str(run_dir),
+    }
     for policy, values in lines.items():
         print(json.dumps({**head, "policy": policy, **values}), flush=True)
 
@@ -385,10 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("case", choices=[*CASES, "all"])
     ap.add_argument("--budget", default=None, help="tournament budget (default: the case's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--strategy", default=None, help="strategy TOML (default: the case's)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/finpod-costs"))
     args = ap.parse_args(argv)
     for name in CASES if args.case == "all" else [args.case]:
-        run_case(name, args.budget, args.work, args.seed)
+        run_case(name, args.budget, args.work, args.seed, args.strategy)
     return 0
 
 
