@@ -125,6 +125,7 @@ def test_tearsheet_is_self_contained_with_decodable_images(result, tmp_path):
     assert f"{result.metrics.loc['sharpe', 'agent']:.2f}" in page
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_backtest_on_cuda_matches_cpu(market):
     def policy(obs):

@@ -218,6 +218,7 @@ def test_cleaning_report_saved(sample_dir):
     assert load_manifest(sample_dir)["cleaning"]["listed_late"] == len(rep["listed_late"])
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_load_split_on_cuda_matches_cpu(sample_dir):
     cpu = load_split(sample_dir, "backtest")

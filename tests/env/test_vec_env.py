@@ -169,6 +169,7 @@ def test_env_config_round_trips_through_a_dict():
     assert EnvConfig.from_dict(config.to_dict()) == config
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("action_mode", ["shares", "weights"])
 def test_cpu_and_cuda_give_identical_results(action_mode):
