@@ -211,6 +211,12 @@ def _connect(address: str | None, num_cpus: int | None) -> bool:
         "log_to_driver": False,
         "logging_level": logging.WARNING,
     }
+    # A new local cluster turns on Ray's token authentication (unless RAY_AUTH_MODE says
+    # otherwise) and logs a warning about it on every run; authentication stays on, the
+    # notice is noise for a local run.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
     try:
         if address is None:
             # "local" never attaches to someone else's cluster found on this machine.
