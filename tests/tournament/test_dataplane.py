@@ -7,6 +7,7 @@ import shutil
 import numpy as np
 import pytest
 
+from finpod.candidates import load_candidates
 from finpod.data import load_split
 from finpod.tournament import Leaderboard, run_tournament
 from finpod.tournament.dataplane import DataPlane, market_from_payload, market_to_payload
@@ -55,7 +56,9 @@ def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the
         initialize_head=True,
         head_node_args={"num_cpus": 1, "temp_dir": str(ray_tmp / "d"), "include_dashboard": False},
     )
-    strategy = write_strategy(tmp_path / "s.toml", pod_steps=256, epochs=1, top_k=50)
+    # A board wide enough that every scored pod stays on it: the head node may finish many
+    # short pods before the new node has joined.
+    strategy = write_strategy(tmp_path / "s.toml", pod_steps=256, epochs=1, top_k=1000)
     joined: list[str] = []
     on_new_node: list[str] = []
 
@@ -87,6 +90,7 @@ def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the
     assert result.summary.pods_failed == 0
     board = Leaderboard.load(result.run_dir)
     assert set(on_new_node) <= {e.pod_id for e in board.entries}
+    assert set(on_new_node) <= set(load_candidates(result.run_dir).ids)
     assert board.candidates_evaluated == result.summary.pods_trained
 
 
