@@ -121,6 +121,18 @@ def download(
     ] = None,
     regime: Annotated[str | None, Opt("--regime", help="synthetic: null or alpha.")] = None,
     seed: Annotated[int | None, Opt("--seed", help="synthetic: random seed.")] = None,
+    alpha_strength: Annotated[
+        float | None,
+        Opt("--alpha-strength", help="synthetic alpha: strength of the planted signal (0.1)."),
+    ] = None,
+    signal_persistence: Annotated[
+        float | None,
+        Opt(
+            "--signal-persistence",
+            help="synthetic alpha: AR(1) persistence of the signal per bar (0.9; 0.99 for "
+            "a signal that outlives 0.2 % costs on minute bars).",
+        ),
+    ] = None,
     adjust: Annotated[
         str | None, Opt("--adjust", help="sample: split (default) or total (dividends reinvested).")
     ] = None,
@@ -157,6 +169,8 @@ def download(
         "years": years,
         "regime": regime,
         "seed": seed,
+        "alpha_strength": alpha_strength,
+        "signal_persistence": signal_persistence,
         "adjust": adjust,
         "point_in_time": point_in_time or None,
     }

@@ -85,6 +85,38 @@ def test_download_synthetic_then_info(tmp_path):
     assert info.returncode == 0 and "alpha_signal" in info.stdout and "validation" in info.stdout
 
 
+def test_synthetic_signal_persistence_reaches_the_generator(tmp_path):
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    def lag1(persistence: str) -> float:
+        out = tmp_path / f"syn{persistence}"
+        res = _run(
+            "download",
+            "--source",
+            "synthetic",
+            "--n-tickers",
+            "2",
+            "--regime",
+            "alpha",
+            "--signal-persistence",
+            persistence,
+            "--out",
+            str(out),
+        )
+        assert res.returncode == 0, res.stderr
+        options = json.loads((out / "manifest.json").read_text())["source_options"]
+        assert options["signal_persistence"] == float(persistence)
+        bars = pd.read_parquet(out / "bars.parquet", columns=["tic", "alpha_signal"])
+        signal = bars[bars["tic"] == bars["tic"].iloc[0]]["alpha_signal"].to_numpy()
+        return float(np.corrcoef(signal[:-1], signal[1:])[0, 1])
+
+    # The planted signal's lag-1 autocorrelation follows the option.
+    assert lag1("0.99") > 0.95 > 0.5 > lag1("0.3")
+
+
 def test_help_on_every_data_command(capsys):
     from finpod.cli import main
 

@@ -22,6 +22,7 @@ def load_synthetic(
     seed: int = 0,
     late_listings: int = 0,
     alpha_strength: float = 0.1,
+    signal_persistence: float = 0.9,
     min_coverage: float = 0.8,
     calendar: str = "XNYS",
     progress: Any = None,
@@ -48,6 +49,7 @@ def load_synthetic(
         start=start or "2015-01-02",
         late_listings=late_listings,
         alpha_strength=alpha_strength,
+        signal_persistence=signal_persistence,
         progress=None if progress is None else progress_advance(progress, "generate bars"),
     )
     report = {
@@ -68,6 +70,7 @@ def load_synthetic(
             "seed": seed,
             "late_listings": late_listings,
             "alpha_strength": alpha_strength,
+            "signal_persistence": signal_persistence,
             "bar": bar,
         },
         universe=f"synthetic ({regime}), {n_tickers} tickers",
