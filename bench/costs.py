@@ -26,7 +26,7 @@ Cases (all short; run by hand)::
     python bench/costs.py all
     python bench/costs.py alpha-1min-persistent --strategy my.toml   # another strategy
 
-Work files go under ``--work`` (default ``/tmp/finpod-costs``): datasets, runs, reports.
+Work files go under ``--work`` (default ``finpod-costs`` in the system temp folder): datasets, runs, reports.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", default=None, help="tournament budget (default: the case's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--strategy", default=None, help="strategy TOML (default: the case's)")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/finpod-costs"))
+    ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "finpod-costs")
     args = ap.parse_args(argv)
     for name in CASES if args.case == "all" else [args.case]:
         run_case(name, args.budget, args.work, args.seed, args.strategy)

@@ -5,7 +5,7 @@ Builds (or reuses) a dataset and prints one JSON line per (split, slice) with th
 statistics of :func:`finpod.env.diagnostics.observation_stats`, plus the old split-anchored
 ``log(close / first close of the split)`` as ``prices_anchored`` for comparison.
 
-    python bench/obs_distribution.py [--data-dir /tmp/finpod-sample] [--source sample]
+    python bench/obs_distribution.py [--data-dir DIR] [--source sample]
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -37,7 +38,7 @@ def anchored(market) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--data-dir", default="/tmp/finpod-sample")
+    ap.add_argument("--data-dir", default=str(Path(tempfile.gettempdir()) / "finpod-sample"))
     ap.add_argument("--source", default="sample")
     args = ap.parse_args(argv)
     path = ensure_dataset(args.data_dir, source=args.source)

@@ -37,8 +37,8 @@ Each group's systems alternate within the run (finpod, peer, finpod, peer, …) 
 ``foreign_cpu_frac`` is the share of the machine's CPU other processes used during the
 timed section (0.5 = one of two cores busy elsewhere).
 
-    python bench/train_throughput.py --peers-python /work/.peers/venv/bin/python \\
-        [--data ../.peers/data/gbm_n30_t2500_s0.csv] [--peers-dir ../shared/peers] [--reps 3]
+    python bench/train_throughput.py --peers-python "$FINPOD_PEERS_PYTHON" \\
+        [--data PEERS_DATA/gbm_n30_t2500_s0.csv] [--peers-dir PEERS_HARNESS] [--reps 3]
 """
 
 from __future__ import annotations
