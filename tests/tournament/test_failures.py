@@ -68,7 +68,9 @@ def test_a_node_lost_mid_pod_is_one_event_and_its_pods_are_requeued(
 
     cluster = _cluster(ray_tmp, "n")
     worker = cluster.add_node(num_cpus=2, temp_dir=str(ray_tmp / "n"))
-    strategy = write_strategy(tmp_path / "s.toml", pod_steps=4096, epochs=8, top_k=20)
+    # Pods long enough (8 epochs of several seconds in all) that two of them are sure to
+    # overlap on the worker even when actors start seconds apart on a loaded machine.
+    strategy = write_strategy(tmp_path / "s.toml", pod_steps=32768, epochs=8, top_k=20)
     running: dict[str, object] = {}  # pod id → actor, pods on the worker right now
     lost: list[str] = []
     removed = threading.Event()
@@ -83,8 +85,8 @@ def test_a_node_lost_mid_pod_is_one_event_and_its_pods_are_requeued(
                     infos = ray.get([a.progress.remote() for a in pods.values()], timeout=10)
                 except Exception:  # noqa: BLE001 - an actor still starting
                     infos = []
-                # Both mid-training, far from their end (8 epochs): none can report first.
-                if infos and all(i.get("pod_id") in pods and i["epoch"] <= 3 for i in infos):
+                # Both mid-training, well before their end (8 epochs): none can report first.
+                if infos and all(i.get("pod_id") in pods and i["epoch"] <= 5 for i in infos):
                     lost.extend(sorted(running))
                     cluster.remove_node(worker)
                     removed.set()
