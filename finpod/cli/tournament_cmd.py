@@ -63,6 +63,15 @@ def train_tournament(
             else "no pod scored"
         )
     )
+    if summary.throughput:
+        tp = summary.throughput
+        line = (
+            f"throughput: {tp['env_steps']:,} env steps in {tp['wall_s']:.0f}s = "
+            f"[bold]{tp['env_steps_per_s']:,.0f}[/] env steps/s"
+        )
+        if best is not None:
+            line += f"; the best pod has trained {best.env_steps:,} env steps (with its ancestors)"
+        console.print(line)
     if summary.node_events or summary.quarantined:
         console.print(
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "

@@ -155,15 +155,25 @@ def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> floa
     annualized (compound) return. Undefined values (no variance, no drawdown) score 0.0;
     infinite ones are clipped to ±SCORE_LIMIT.
     """
-    import empyrical
-
-    if name not in SCORES:
-        raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
     if bar is not None or not result.annualization:
         ann = periods_per_year(bar or result.bar)
     else:
         ann = float(result.annualization)
-    r = result.returns
+    return score_returns(result.returns, name, ann)
+
+
+def score_returns(
+    returns: pd.Series, name: str = "sharpe", annualization: float | None = None, bar: str = "1d"
+) -> float:
+    """:func:`score` of a per-bar simple returns series: ``annualization`` bars per year
+    (``None``: ``periods_per_year(bar)``). Undefined values score 0.0; infinite ones are
+    clipped to ±SCORE_LIMIT."""
+    import empyrical
+
+    if name not in SCORES:
+        raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
+    ann = float(annualization) if annualization else periods_per_year(bar)
+    r = returns
     if isinstance(r.index, pd.DatetimeIndex) and r.index.tz is not None:
         # empyrical reads .values of the index; tz-naive UTC avoids pandas' deprecation path.
         r = r.set_axis(r.index.tz_convert(None))

@@ -147,6 +147,12 @@ class TournamentConfig:
     """W: vectorized envs per learner; ``None`` = the strategy's ``[train] num_envs``."""
     num_learners: int = 1
     """L: learners per pod, each on its own shard of env seeds and start windows."""
+    population: int = 1
+    """K: pods (members) one pod actor trains at once as one batched model: their networks
+    stacked on a member axis, one env of K × W envs, per-member hyperparameters and Adam.
+    The K members of a population share the algorithm, the network architecture and the
+    execution controls; each is still a pod (own id, score, checkpoint, leaderboard entry).
+    1 = one pod per actor."""
     cpus_per_pod: float = 1.0
     """Ray CPUs reserved by one pod (fractional allowed)."""
     gpus_per_pod: float | None = None
@@ -187,7 +193,15 @@ class TournamentConfig:
             raise bad(
                 "score", f"must be one of {', '.join(SCORES)}, got {self.score!r}", "e.g. sharpe"
             )
-        for name in ("top_k", "pod_steps", "epochs", "num_learners", "fresh_pods", "max_failures"):
+        for name in (
+            "top_k",
+            "pod_steps",
+            "epochs",
+            "num_learners",
+            "population",
+            "fresh_pods",
+            "max_failures",
+        ):
             value = getattr(self, name)
             if (
                 not isinstance(value, int)
@@ -205,6 +219,13 @@ class TournamentConfig:
             raise bad("gpus_per_pod", f"must be ≥ 0, got {self.gpus_per_pod}", "e.g. 0.25")
         if self.gpus_per_pod is not None and self.gpus_per_pod > 1 and self.gpus_per_pod % 1:
             raise bad("gpus_per_pod", "above 1 must be a whole number", "e.g. 2 or 0.5")
+        if self.population > 1 and self.num_learners > 1:
+            raise bad(
+                "population",
+                f"({self.population}) > 1 needs num_learners = 1 (got {self.num_learners}): "
+                "a population is one batched learner",
+                "set num_learners = 1, or population = 1 for fused learners",
+            )
         if self.cpus_per_pod < self.num_learners:
             raise bad(
                 "cpus_per_pod",

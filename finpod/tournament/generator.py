@@ -93,6 +93,48 @@ class Generator:
             return self.fresh(index, rng, steps)
         return self.child(board.sample_parent(rng), index, rng, steps)
 
+    def next_group(self, board: Leaderboard, index: int, size: int) -> list[PodSpec]:
+        """Pods ``index … index + size − 1`` for one population: the first drawn as by
+        :meth:`next`, the others sharing its algorithm, network architecture (the
+        algorithm's frozen fields) and execution controls, each from scratch or a child of a
+        compatible leaderboard entry (same rules: early or with probability ε from scratch,
+        else rank-weighted). Every pod keeps its own seed and hyperparameters."""
+        leader = self.next(board, index)
+        group = [leader]
+        frozen = self.frozen_of(leader.algorithm, leader.hparams)
+        for i in range(1, size):
+            group.append(self.member_like(leader, frozen, board, index + i))
+        return group
+
+    def frozen_of(self, algorithm: str, hparams: dict[str, Any]) -> dict[str, Any]:
+        """The hyperparameters of ``algorithm`` that fix network or storage shapes."""
+        space = self.space.algorithms.get(algorithm)
+        names = space.frozen if space is not None else ()
+        return {k: hparams[k] for k in names if k in hparams}
+
+    def member_like(
+        self, leader: PodSpec, frozen: dict[str, Any], board: Leaderboard, index: int
+    ) -> PodSpec:
+        """Pod ``index`` fit to train beside ``leader`` in one population."""
+        rng = self.rng(index)
+        compatible = [
+            e
+            for e in board.entries
+            if e.algorithm == leader.algorithm and self.frozen_of(e.algorithm, e.hparams) == frozen
+        ]
+        warm = len(board) >= max(1, self.config.fresh_pods)
+        if warm and compatible and rng.random() >= self.config.epsilon:
+            weights = np.arange(len(compatible), 0, -1, dtype=float)
+            parent = compatible[int(rng.choice(len(compatible), p=weights / weights.sum()))]
+            spec = self.child(parent, index, rng)
+        else:
+            space = self.space.algorithms.get(leader.algorithm)
+            hparams = space.sample(rng) if space is not None else dict(leader.hparams)
+            spec = self._spec(index, leader.algorithm, {**hparams, **frozen}, rng, None)
+        spec.env = dict(leader.env)
+        spec.steps, spec.max_seconds = leader.steps, leader.max_seconds
+        return spec
+
     def fresh(
         self, index: int, rng: np.random.Generator | None = None, steps: int | None = None
     ) -> PodSpec:

@@ -104,14 +104,32 @@ class Setup:
 
 @dataclass
 class _Inflight:
-    spec: PodSpec
-    parent: bytes | None
+    """What one slot is training: one pod, or the members of one population."""
+
+    specs: list[PodSpec]
+    parents: list[bytes | None]
     parent_buffer: Any
     dispatched: float
     ref: Any = None
     buffer_ref: Any = None
     attempt: int = 0
     retry_at: float | None = None
+    group: bool = False
+    """Trained by ``train_group`` (a population), one result per spec."""
+
+    @property
+    def spec(self) -> PodSpec:
+        """The first (or only) pod."""
+        return self.specs[0]
+
+    @property
+    def parent(self) -> bytes | None:
+        return self.parents[0]
+
+    @property
+    def steps(self) -> int:
+        """Env steps planned for every pod of the job."""
+        return sum(s.steps for s in self.specs)
 
 
 @dataclass
@@ -202,9 +220,10 @@ class Orchestrator:
             return budget.amount - self.elapsed()
         pending = self._inflight()
         if budget.kind == "steps":
-            planned = sum(f.spec.steps for f in pending) + sum(s.steps for s, _, _ in self._retry)
+            planned = sum(f.steps for f in pending) + sum(s.steps for s, _, _ in self._retry)
             return budget.amount - self.board.progress.env_steps - planned
-        return budget.amount - self.board.candidates_evaluated - len(pending) - len(self._retry)
+        running = sum(len(f.specs) for f in pending)
+        return budget.amount - self.board.candidates_evaluated - running - len(self._retry)
 
     def can_dispatch(self) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""
@@ -221,11 +240,12 @@ class Orchestrator:
             return False
         return self.config.budget.kind != "time" or self._budget_left() > 0.5
 
-    def _fit(self, spec: PodSpec) -> PodSpec:
-        """Shrink the spec so it ends with the budget (steps left, or seconds left)."""
+    def _fit(self, spec: PodSpec, share: int = 1) -> PodSpec:
+        """Shrink the spec so it ends with the budget (steps left, or seconds left);
+        ``share``: pods dispatched together that split the steps left."""
         budget = self.config.budget
         if budget.kind == "steps":
-            spec.steps = int(max(1, min(spec.steps, self._budget_left())))
+            spec.steps = int(max(1, min(spec.steps, self._budget_left() // share)))
         elif budget.kind == "time":
             left = max(0.5, self._budget_left())
             spec.max_seconds = left if spec.max_seconds is None else min(spec.max_seconds, left)
@@ -328,6 +348,75 @@ class Orchestrator:
         buffer = self.updater.buffers.get(spec.parent) if spec.parent else None
         return self._fit(spec), data, buffer
 
+    def _next_group(self) -> tuple[list[PodSpec], list[bytes | None], Any] | None:
+        """The next job of a slot: one pod (``population = 1``), or up to K pods that can
+        train as one population (same algorithm, architecture, controls and shape)."""
+        size = self.config.population
+        if size == 1:
+            nxt = self._next_spec()
+            return None if nxt is None else ([nxt[0]], [nxt[1]], nxt[2])
+        if self._retry:
+            first = self._retry.pop(0)
+            group = [first]
+            key = self._group_key(first[0])
+            for item in list(self._retry):
+                if len(group) < size and self._group_key(item[0]) == key:
+                    self._retry.remove(item)
+                    group.append(item)
+            return [g[0] for g in group], [g[1] for g in group], None
+        if self.config.budget.kind == "pods":
+            size = int(max(1, min(size, self._budget_left())))
+        board = self.board
+        if self.config.mode == "generational":
+            specs = self._pop_queue_group(size)
+            if not specs:
+                return None
+        else:
+            index = board.progress.next_pod
+            specs = self.generator.next_group(board, index, size)
+            board.progress.next_pod = index + len(specs)
+        parents: list[bytes | None] = []
+        for spec in specs:
+            data = self._parent_bytes(spec.parent)
+            if spec.parent and data is None:
+                # The parent is gone (evicted, or lost with a crashed generation): the
+                # member starts from scratch with its drawn settings.
+                spec.parent, spec.lineage, spec.base_history = None, [], []
+            parents.append(data)
+        specs = [self._fit(spec, len(specs)) for spec in specs]
+        return specs, parents, None
+
+    def _pop_queue_group(self, size: int) -> list[PodSpec]:
+        """Generational mode: the next queued pod and up to ``size − 1`` queued pods that
+        can train beside it, each given the next pod id."""
+        if not self._queue:
+            if self._inflight() or self._retry:
+                return []
+            self._new_generation()
+        if not self._queue:
+            return []
+        lead, _ = self._queue.pop(0)
+        picked = [lead]
+        key = self._group_key(lead)
+        for item in list(self._queue):
+            if len(picked) < size and self._group_key(item[0]) == key:
+                self._queue.remove(item)
+                picked.append(item[0])
+        out = []
+        for spec in picked:
+            index = self.board.progress.next_pod
+            self.board.progress.next_pod = index + 1
+            out.append(replace(spec, pod_id=pod_id(index)))
+        return out
+
+    def _group_key(self, spec: PodSpec) -> str:
+        """Pods with equal keys can train in one population."""
+        frozen = self.generator.frozen_of(spec.algorithm, spec.hparams)
+        return repr(
+            (spec.algorithm, sorted(frozen.items()), sorted(spec.env.items()), spec.num_envs)
+            + (spec.epochs, spec.score_name, spec.num_learners)
+        )
+
     def _parent_bytes(self, parent_id: str | None) -> bytes | None:
         if not parent_id:
             return None
@@ -338,7 +427,7 @@ class Orchestrator:
 
     def _new_generation(self) -> None:
         """Fill the queue with the next generation (first: from scratch or the leaderboard)."""
-        size = self.config.generation_size or max(1, self._target)
+        size = self.config.generation_size or max(1, self._target) * self.config.population
         base = self.board.progress.next_pod
         results = sorted(self._generation, key=lambda rs: -_score_key(rs[0].score))
         self._generation = []
@@ -378,39 +467,50 @@ class Orchestrator:
                 continue
             if not (self._retry and self._may_retry()) and not self.can_dispatch():
                 return
-            nxt = self._next_spec()
+            nxt = self._next_group()
             if nxt is None:
                 return
-            spec, parent, buffer = nxt
+            specs, parents, buffer = nxt
             now = time.monotonic()
             if slot.idle_since is not None:
                 self.summary.dispatch_gap_s += now - slot.idle_since
                 slot.idle_since = None
-            slot.busy = _Inflight(spec, parent, buffer, now)
+            group = self.config.population > 1
+            slot.busy = _Inflight(specs, parents, buffer, now, group=group)
             self._submit(slot)
-            origin = f"child of {spec.parent}" if spec.parent else "from scratch"
-            self.run_dir.log(
-                f"start {spec.pod_id} {spec.algorithm} {origin} on slot {slot.index} "
-                f"node {slot.node_id[:8]} ({spec.steps} steps, hparams {spec.hparams})"
-            )
-            self._emit(
-                "start",
-                {
-                    "pod_id": spec.pod_id,
-                    "slot": slot.index,
-                    "spec": spec,
-                    "actor": slot.actor,
-                    "node_id": slot.node_id,
-                },
-            )
+            if group:
+                self.run_dir.log(
+                    f"start population of {len(specs)} {specs[0].algorithm} pod(s) "
+                    f"{specs[0].pod_id}…{specs[-1].pod_id} on slot {slot.index} node "
+                    f"{slot.node_id[:8]} ({specs[0].steps} steps each, controls {specs[0].env})"
+                )
+            for spec in specs:
+                origin = f"child of {spec.parent}" if spec.parent else "from scratch"
+                self.run_dir.log(
+                    f"start {spec.pod_id} {spec.algorithm} {origin} on slot {slot.index} "
+                    f"node {slot.node_id[:8]} ({spec.steps} steps, hparams {spec.hparams})"
+                )
+                self._emit(
+                    "start",
+                    {
+                        "pod_id": spec.pod_id,
+                        "slot": slot.index,
+                        "spec": spec,
+                        "actor": slot.actor,
+                        "node_id": slot.node_id,
+                    },
+                )
 
     def _submit(self, slot: _Slot) -> None:
         job = slot.busy
         assert job is not None
-        buffer_arg = [job.parent_buffer] if job.parent_buffer is not None else None
-        job.ref, job.buffer_ref = slot.actor.train.remote(
-            job.spec, job.parent, buffer_arg, self._inherit
-        )
+        if job.group:
+            job.ref, job.buffer_ref = slot.actor.train_group.remote(job.specs, job.parents), None
+        else:
+            buffer_arg = [job.parent_buffer] if job.parent_buffer is not None else None
+            job.ref, job.buffer_ref = slot.actor.train.remote(
+                job.spec, job.parent, buffer_arg, self._inherit
+            )
         job.retry_at = None
 
     # ----- results ----------------------------------------------------------------------
@@ -471,7 +571,7 @@ class Orchestrator:
         assert job is not None
         now = time.monotonic()
         try:
-            result: PodResult = self.ray.get(job.ref)
+            got = self.ray.get(job.ref)
         except self.ray.exceptions.ActorUnavailableError as err:
             job.attempt += 1
             delay = self.policy.transient(job.attempt)
@@ -491,10 +591,14 @@ class Orchestrator:
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
             slot.busy, slot.idle_since = None, now
-            self._pod_failed(job, f"pod {job.spec.pod_id} failed: {_short(err)}")
+            self._pod_failed(job, f"pod {_ids(job)} failed: {_short(err)}")
             return
         slot.busy, slot.idle_since = None, now
-        self._record(slot, job, result, now)
+        results: list[PodResult] = list(got) if job.group else [got]
+        self.summary.pod_s += now - job.dispatched
+        self.summary.inside_s += max((r.train_s for r in results), default=0.0)
+        for spec, result in zip(job.specs, results, strict=True):
+            self._record(slot, job, spec, result)
 
     def _actor_died(self, slot: _Slot, err: BaseException) -> None:
         job = slot.busy
@@ -502,7 +606,7 @@ class Orchestrator:
         slot.busy = None
         self._drop_slot(slot)
         text = str(err)
-        message = f"pod {job.spec.pod_id} died on node {slot.node_id[:8]}: {_short(err)}"
+        message = f"pod {_ids(job)} died on node {slot.node_id[:8]}: {_short(err)}"
         node_gone = getattr(err, "preempted", False) or "node has died" in text
         if node_gone or not self._node_alive(slot.node_id):
             self._node_lost(slot.node_id, [job])
@@ -533,13 +637,16 @@ class Orchestrator:
         """One event per node; its pods are requeued with the same spec."""
         first = self.policy.node_lost(node)
         self.summary.node_events = self.policy.node_events
+        requeued = []
         for job in jobs:
-            self._retry.append((job.spec, job.parent, job.parent_buffer))
-            self.summary.pods_requeued += 1
-        ids = ", ".join(j.spec.pod_id for j in jobs)
+            for i, (spec, parent) in enumerate(zip(job.specs, job.parents, strict=True)):
+                self._retry.append((spec, parent, job.parent_buffer if i == 0 else None))
+                self.summary.pods_requeued += 1
+                requeued.append(spec.pod_id)
+        ids = ", ".join(requeued)
         if first:
             self.run_dir.log(f"node {node[:8]} lost" + (f"; requeued {ids}" if ids else ""))
-            self._emit("node_lost", {"node_id": node, "requeued": [j.spec.pod_id for j in jobs]})
+            self._emit("node_lost", {"node_id": node, "requeued": requeued})
         elif ids:
             self.run_dir.log(f"requeued {ids} (lost with node {node[:8]})")
         self._replan = True  # re-plan the pool
@@ -547,8 +654,10 @@ class Orchestrator:
     def _pod_failed(self, job: _Inflight, message: str) -> None:
         if self.config.mode == "generational":
             # Generational mode re-runs a lost member of its generation under a new id.
-            self._queue.insert(0, (job.spec, None))
-        self._count_failed(message)
+            for spec in reversed(job.specs):
+                self._queue.insert(0, (spec, None))
+        for _ in job.specs:
+            self._count_failed(message)
         self.policy.pod_failed(message)
         self.policy.check(str(self.run_dir.path / "train.log"))
 
@@ -556,13 +665,11 @@ class Orchestrator:
         self.updater.failed(message, self.elapsed())
         self._emit("failed", {"message": message})
 
-    def _record(self, slot: _Slot, job: _Inflight, result: PodResult, now: float) -> None:
+    def _record(self, slot: _Slot, job: _Inflight, spec: PodSpec, result: PodResult) -> None:
         """A pod reported: once per pod id, into the run's records (see :class:`Updater`)."""
         if not self.updater.first_report(result.pod_id):
             return
         self._progress.pop(result.pod_id, None)
-        self.summary.pod_s += now - job.dispatched
-        self.summary.inside_s += result.train_s
         self.board.progress.env_steps += result.steps_done
         if result.failure:
             self.summary.pods_non_finite += 1
@@ -574,14 +681,14 @@ class Orchestrator:
         started = job.dispatched - self._t0 + self._wall_before
         rank = self.updater.scored(
             result,
-            job.spec,
+            spec,
             node,
             started_s=started,
             wall_s=self.elapsed(),
             buffer_ref=job.buffer_ref if self._inherit else None,
         )
         if self.config.mode == "generational":
-            self._generation.append((result, job.spec))
+            self._generation.append((result, spec))
         self._emit(
             "finish", {"pod_id": result.pod_id, "result": result, "rank": rank, "node_id": node}
         )
@@ -604,6 +711,9 @@ class Orchestrator:
             self.summary.quarantined = dict(self.policy.quarantined)
             self.board.progress.wall_s = self.elapsed()
             self.board.save()
+            self.summary.throughput = self.run_dir.record_throughput(
+                self.board.progress.env_steps, self.board.progress.wall_s
+            )
             for slot in list(self.slots.values()):
                 self._drop_slot(slot)
             self._request(0)
@@ -790,20 +900,21 @@ class Orchestrator:
         for slot in sorted(self.slots.values(), key=lambda s: s.index):
             if slot.busy is None:
                 continue
-            spec = slot.busy.spec
-            info = self._progress.get(spec.pod_id, {})
-            running.append(
-                {
-                    "pod_id": spec.pod_id,
-                    "algorithm": spec.algorithm,
-                    "parent": spec.parent,
-                    "node": slot.node_id[:8],
-                    "epoch": info.get("epoch", 0),
-                    "epochs": spec.epochs,
-                    "score": info.get("score"),
-                    "elapsed_s": now - slot.busy.dispatched,
-                }
-            )
+            lead = slot.busy.spec
+            info = self._progress.get(lead.pod_id, {})
+            for spec in slot.busy.specs:
+                running.append(
+                    {
+                        "pod_id": spec.pod_id,
+                        "algorithm": spec.algorithm,
+                        "parent": spec.parent,
+                        "node": slot.node_id[:8],
+                        "epoch": info.get("epoch", 0),
+                        "epochs": spec.epochs,
+                        "score": info.get("score") if spec is lead else None,
+                        "elapsed_s": now - slot.busy.dispatched,
+                    }
+                )
         budget = self.config.budget
         used = {
             "time": self.elapsed(),
@@ -826,6 +937,13 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
+
+
+def _ids(job: _Inflight) -> str:
+    """The pod id of a job, or the first…last ids of a population."""
+    if len(job.specs) == 1:
+        return job.spec.pod_id
+    return f"{job.specs[0].pod_id}…{job.specs[-1].pod_id}"
 
 
 def _score_key(score: float) -> float:

@@ -390,6 +390,7 @@ class PodWorker:
         self._node = _node_id()
         self._error = ""
         self.pod: Pod | None = None
+        self._members: Any = None
         try:
             self._setup(data_refs, env_config, device, cpus, num_learners)
         except Exception as err:  # noqa: BLE001 - reported by ready() with this node's id
@@ -453,6 +454,18 @@ class PodWorker:
             except ray.exceptions.RayError:
                 buffer = None
         return self.pod.train_with_buffer(spec, parent, buffer, export_buffer=export_buffer)
+
+    @ray.method(concurrency_group="train")
+    def train_group(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
+        """One population: ``specs`` trained as one batched model (see
+        :mod:`finpod.tournament.members`), one result per spec, in order."""
+        if self.pod is None:
+            raise RuntimeError(f"pod worker did not start: {self._error}")
+        if self._members is None:
+            from finpod.tournament.members import PopulationTrainer
+
+            self._members = PopulationTrainer(self.pod)
+        return self._members.train(list(specs), list(parents))
 
     @ray.method(concurrency_group="control")
     def progress(self) -> dict[str, Any]:

@@ -163,6 +163,18 @@ class RunDir:
         info["nodes"] = {**info.get("nodes", {}), **nodes}
         atomic_write_json(self.path / RUN_FILE, info)
 
+    def record_throughput(self, env_steps: int, wall_s: float) -> dict[str, float]:
+        """Store ``run.json``'s ``throughput``: env steps trained by every pod (members of
+        populations included, each counted once) over the run's wall seconds (earlier
+        sessions of a resumed run included). Returns the record."""
+        rate = env_steps / wall_s if wall_s > 0 else 0.0
+        record = {"env_steps": int(env_steps), "wall_s": round(float(wall_s), 3)}
+        record["env_steps_per_s"] = round(rate, 1)
+        info = self.info()
+        info["throughput"] = record
+        atomic_write_json(self.path / RUN_FILE, info)
+        return record
+
     def write_metrics(self) -> None:
         """Rewrite ``metrics.csv`` with every row held (atomically)."""
         buf = io.StringIO()

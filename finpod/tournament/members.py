@@ -1,0 +1,256 @@
+"""Populations inside a pod actor: K pods trained as one batched model, scored together.
+
+A *population* is the unit one pod actor trains at a time when ``tournament.population``
+is K > 1. Its K members share the algorithm, the network architecture and the execution
+controls, and differ in everything else: seed, hyperparameters, parent. Each member is
+still a pod to the rest of the tournament (own id, result, score, checkpoint, leaderboard
+entry, candidates record).
+
+One round = build (or reuse) one train env of K × W envs → a batched population
+(:func:`finpod.agents.population.make_population`) whose member k starts from scratch
+with the spec's seed or from its parent's weights and optimizer state (copied into its
+slice) → ``epochs`` rounds of ``learn`` on every member at once → after each epoch, every
+member scored on the validation split in one env of K accounts (:func:`member_returns`).
+
+The env tables are built once per actor and reused by every round that trains with the
+same settings; the validation env is built once per round. Algorithms without a batched
+engine (and rounds of one pod) train their members one after another on the usual path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from finpod.tournament.generator import PodSpec
+from finpod.tournament.pod import (
+    NON_FINITE,
+    Pod,
+    PodResult,
+    _checkpoint_bytes,
+    _node_id,
+    _state_from_checkpoint_bytes,
+)
+
+#: Offset of a population's train-env seed from its first member's seed.
+ENV_SEED_OFFSET = 1
+
+
+def batched_algorithms() -> frozenset[str]:
+    """Algorithms with a batched population engine (others train member by member)."""
+    try:
+        from finpod.agents.population import BATCHED_ALGORITHMS
+    except ImportError:  # an install without the engine trains members one by one
+        return frozenset()
+    return frozenset(BATCHED_ALGORITHMS)
+
+
+@torch.no_grad()
+def member_returns(
+    act: Any, market: Any, config: Any, members: int, device: torch.device
+) -> np.ndarray:
+    """Per-bar simple returns ``(members, T − 1) float64`` of ``members`` accounts, each
+    traded deterministically over the whole of ``market`` by its own member.
+
+    ``act`` maps obs ``(members, obs_dim)`` to actions ``(members, num_stocks)``; row k is
+    member k. The same env as :func:`finpod.env.rollout` (whole split, float64
+    accounting, next-bar fills, the config's execution controls), with one account per
+    member instead of one: account k's returns equal a single-account rollout of member
+    k's policy.
+    """
+    from finpod.env import VecTradingEnv
+
+    config = replace(config, episode_length=None, dtype="float64")
+    env = VecTradingEnv(market, config, num_envs=members, seed=0, random_start=False, device=device)
+    obs = env.reset()
+    values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
+    for _ in range(env.episode_length):
+        action = act(obs).to(env.device, torch.float32)
+        obs, _, _, _, info = env.step(action)
+        values.append(info["account_value"].to("cpu", torch.float64))
+    v = torch.stack(values, dim=1).numpy()  # (members, T)
+    return v[:, 1:] / v[:, :-1] - 1.0
+
+
+class PopulationTrainer:
+    """Trains populations on one :class:`Pod`'s splits (the pod actor's train env cache)."""
+
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+        self._env: Any = None
+        self._env_key: str | None = None
+
+    def train_env(self, spec: PodSpec, members: int) -> Any:
+        """The train env of ``members × W`` envs for ``spec``'s settings: built once, reused
+        while the settings stay the same (its episodes are re-seeded by each round)."""
+        from finpod.env import VecTradingEnv
+
+        config = self.pod.env_config_for(spec)
+        key = json.dumps([config.to_dict(), members * spec.num_envs], sort_keys=True, default=str)
+        if self._env_key != key:
+            self._env = None  # free the old tables first
+            self._env = VecTradingEnv(
+                self.pod.train_market,
+                config,
+                num_envs=members * spec.num_envs,
+                seed=spec.seed + ENV_SEED_OFFSET,
+                random_start=True,
+                device=self.pod.device,
+            )
+            self._env_key = key
+        self._env.reset(seed=spec.seed + ENV_SEED_OFFSET)
+        return self._env
+
+    def train(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
+        """Train ``specs`` (one population) and return one result per spec, in order."""
+        if len(specs) == 1 or specs[0].algorithm not in batched_algorithms():
+            return [
+                self.pod.train_with_buffer(spec, parent, None, export_buffer=False)[0]
+                for spec, parent in zip(specs, parents, strict=True)
+            ]
+        return self._train_batched(specs, parents)
+
+    def _train_batched(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
+        from finpod.agents import ALGORITHMS, make_agent
+        from finpod.agents.base import build_hparams
+        from finpod.agents.population import make_population
+        from finpod.env.rollout import score_returns
+
+        t0 = time.perf_counter()
+        lead = specs[0]
+        k_members = len(specs)
+        torch.manual_seed(lead.seed)
+        env = self.train_env(lead, k_members)
+        device = self.pod.device
+        params_cls = ALGORITHMS[lead.algorithm][0]
+        hparams = [
+            build_hparams(params_cls, s.hparams, where=f"{s.algorithm} hparams") for s in specs
+        ]
+        population = make_population(
+            lead.algorithm,
+            hparams,
+            env.obs_dim,
+            env.action_dim,
+            device,
+            [s.seed for s in specs],
+        )
+        for k, (spec, parent) in enumerate(zip(specs, parents, strict=True)):
+            if parent is None:
+                continue
+            agent = make_agent(
+                spec.algorithm, spec.hparams, env.obs_dim, env.action_dim, device, spec.seed
+            )
+            agent.load_state_dict(_state_from_checkpoint_bytes(parent))
+            # The parent's RNG stream is not inherited: siblings must explore differently.
+            agent.generator.manual_seed(spec.seed)
+            population.import_member(k, agent)
+        start = population.env_steps().cpu().numpy().astype(np.int64)
+        per_member = max(1, math.ceil(lead.steps / lead.epochs))
+        config = self.pod.env_config_for(lead)
+        valid = self.pod.valid_market
+        ann = float(valid.annualization) or None
+        index = pd.DatetimeIndex(valid.timestamps[1:])
+        history = [[dict(h) for h in s.base_history] for s in specs]
+        metrics: list[list[tuple[int, float, str, str, float]]] = [[] for _ in specs]
+        failure = [""] * k_members
+        scores = [float("nan")] * k_members
+        returns: list[np.ndarray | None] = [None] * k_members
+        epochs_done = [0] * k_members
+        self.pod._set_progress(lead, 0, int(start.max()), None, t0)
+        for epoch in range(lead.epochs):
+            stats = population.learn(env, per_member)
+            steps = population.env_steps().cpu().numpy().astype(np.int64)
+            wall = time.perf_counter() - t0
+            host = {
+                key: value.detach().to("cpu", torch.float64).numpy() for key, value in stats.items()
+            }
+            alive = [k for k in range(k_members) if not failure[k]]
+            for k in alive:
+                for key, value in host.items():
+                    metrics[k].append((int(steps[k]), wall, "train", key, float(value[k])))
+                    if key not in ("episode_return", "episodes") and not math.isfinite(value[k]):
+                        failure[k] = f"{NON_FINITE}: loss {key} = {value[k]} at epoch {epoch + 1}"
+                        break
+            finite_weights = _finite_members(population, k_members)
+            for k in alive:
+                if not failure[k] and not finite_weights[k]:
+                    failure[k] = f"{NON_FINITE}: weights at epoch {epoch + 1}"
+            rets = member_returns(
+                lambda obs: population.act(obs, deterministic=True),
+                valid,
+                config,
+                k_members,
+                device,
+            )
+            wall = time.perf_counter() - t0
+            for k in range(k_members):
+                if failure[k]:
+                    continue
+                r = rets[k]
+                value = score_returns(pd.Series(r, index=index), lead.score_name, ann, valid.bar)
+                if not bool(np.isfinite(r).all()) or not math.isfinite(value):
+                    failure[k] = f"{NON_FINITE}: validation returns at epoch {epoch + 1}"
+                    continue
+                scores[k], returns[k] = value, r.astype(np.float32)
+                epochs_done[k] = epoch + 1
+                history[k].append({"env_steps": int(steps[k]), "score": value})
+                metrics[k].append((int(steps[k]), wall, "validation", lead.score_name, value))
+                if lead.score_name != "return":
+                    annual = score_returns(pd.Series(r, index=index), "return", ann, valid.bar)
+                    metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
+            best = max((s for s in scores if math.isfinite(s)), default=None)
+            self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
+            if all(failure) or (lead.max_seconds is not None and wall >= lead.max_seconds):
+                break
+        steps = population.env_steps().cpu().numpy().astype(np.int64)
+        train_s = time.perf_counter() - t0
+        node = _node_id()
+        results = []
+        for k, spec in enumerate(specs):
+            agent = population.export_member(k)
+            results.append(
+                PodResult(
+                    pod_id=spec.pod_id,
+                    algorithm=spec.algorithm,
+                    hparams=json.loads(json.dumps(dataclasses.asdict(agent.hparams))),
+                    score=scores[k] if not failure[k] else float("nan"),
+                    history=history[k],
+                    env_steps=int(steps[k]),
+                    steps_done=int(steps[k] - start[k]),
+                    checkpoint=b""
+                    if failure[k]
+                    else _checkpoint_bytes(agent, self.pod.env_config_for(spec).to_dict()),
+                    metrics=metrics[k],
+                    node_id=node,
+                    train_s=train_s,
+                    epochs_done=epochs_done[k],
+                    returns=None if failure[k] else returns[k],
+                    failure=failure[k],
+                    env=dict(spec.env),
+                )
+            )
+        return results
+
+
+def _finite_members(population: Any, members: int) -> list[bool]:
+    """Whether every network weight of each member is finite."""
+    if hasattr(population, "finite_members"):
+        return [bool(x) for x in population.finite_members().cpu().tolist()]
+    from finpod.tournament.pod import NonFiniteError, check_finite_weights
+
+    out = []
+    for k in range(members):
+        try:
+            check_finite_weights(population.export_member(k))
+            out.append(True)
+        except NonFiniteError:
+            out.append(False)
+    return out
