@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from finpod.errors import FinpodError
 
@@ -181,3 +182,21 @@ def version_mismatch(driver: dict[str, str], node: dict[str, str]) -> tuple[str,
         if node.get(k) != driver.get(k)
     ]
     return fatal, differ
+
+
+def death_verdicts(
+    deaths: list[Any], alive: set[str], now: float
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """Sort jobs whose actor died on a node that still looked alive into ``(lost, failed,
+    waiting)``: lost with their node (it has gone since), failed (the node stayed alive
+    past the grace period: the pod itself died), or still waiting for the cluster to say.
+    Each item has ``node_id`` and ``deadline`` (see ``slots.Death``)."""
+    lost, failed, waiting = [], [], []
+    for death in deaths:
+        if death.node_id not in alive:
+            lost.append(death)
+        elif now >= death.deadline:
+            failed.append(death)
+        else:
+            waiting.append(death)
+    return lost, failed, waiting

@@ -100,11 +100,20 @@ class Generator:
         compatible leaderboard entry (same rules: early or with probability ε from scratch,
         else rank-weighted). Every pod keeps its own seed and hyperparameters."""
         leader = self.next(board, index)
+        if leader.parent is None and len(board) < max(1, self.config.fresh_pods):
+            # Before the board is warm, populations take the listed algorithms in turn,
+            # so every algorithm of the search is tried, whatever the draws.
+            leader = self.fresh(index, forced=self.algorithm_in_turn(index // size))
         group = [leader]
         frozen = self.frozen_of(leader.algorithm, leader.hparams)
         for i in range(1, size):
             group.append(self.member_like(leader, frozen, board, index + i))
         return group
+
+    def algorithm_in_turn(self, turn: int) -> str:
+        """The ``turn``-th algorithm of the search, cycling in declaration order."""
+        names = list(self.space.algorithms)
+        return names[turn % len(names)]
 
     def frozen_of(self, algorithm: str, hparams: dict[str, Any]) -> dict[str, Any]:
         """The hyperparameters of ``algorithm`` that fix network or storage shapes."""
@@ -136,12 +145,18 @@ class Generator:
         return spec
 
     def fresh(
-        self, index: int, rng: np.random.Generator | None = None, steps: int | None = None
+        self,
+        index: int,
+        rng: np.random.Generator | None = None,
+        steps: int | None = None,
+        forced: str | None = None,
     ) -> PodSpec:
         """A pod whose algorithm, hyperparameters and execution controls (``[search.env]``)
-        are drawn from the search space."""
+        are drawn from the search space (``forced``: this algorithm instead of a draw)."""
         rng = rng if rng is not None else self.rng(index)
         algorithm, hparams = self.space.sample(rng)
+        if forced is not None and forced != algorithm:
+            algorithm, hparams = forced, self.space.algorithms[forced].sample(rng)
         env = self.space.sample_env(rng)
         return self._spec(index, algorithm, hparams, rng, steps, env)
 

@@ -42,11 +42,12 @@ from typing import Any
 
 from finpod.errors import FinpodError
 from finpod.tournament import failures as fp
+from finpod.tournament.budget import BudgetClock
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy, version_mismatch
-from finpod.tournament.generator import Generator, PodSpec, pod_id
-from finpod.tournament.leaderboard import Entry, Leaderboard
+from finpod.tournament.generator import Generator, PodSpec
+from finpod.tournament.leaderboard import Leaderboard
 from finpod.tournament.pod import PodResult, PodWorker
 from finpod.tournament.pool import (
     PodResources,
@@ -57,8 +58,11 @@ from finpod.tournament.pool import (
     pod_memory_bytes,
     request_pods,
 )
+from finpod.tournament.progress import ProgressPoller
 from finpod.tournament.rundir import RunDir, package_versions
-from finpod.tournament.updater import Summary, Updater, entry_of
+from finpod.tournament.schedulers import group_key, make_scheduler
+from finpod.tournament.slots import Death, Inflight, Slot
+from finpod.tournament.updater import Summary, Updater
 
 #: Seconds between two checks of the cluster's size while pods are running.
 RESIZE_EVERY_S = 2.0
@@ -102,57 +106,6 @@ class Setup:
     """Hash the run expects; the driver's check of the files must give it."""
 
 
-@dataclass
-class _Inflight:
-    """What one slot is training: one pod, or the members of one population."""
-
-    specs: list[PodSpec]
-    parents: list[bytes | None]
-    parent_buffer: Any
-    dispatched: float
-    ref: Any = None
-    buffer_ref: Any = None
-    attempt: int = 0
-    retry_at: float | None = None
-    group: bool = False
-    """Trained by ``train_group`` (a population), one result per spec."""
-
-    @property
-    def spec(self) -> PodSpec:
-        """The first (or only) pod."""
-        return self.specs[0]
-
-    @property
-    def parent(self) -> bytes | None:
-        return self.parents[0]
-
-    @property
-    def steps(self) -> int:
-        """Env steps planned for every pod of the job."""
-        return sum(s.steps for s in self.specs)
-
-
-@dataclass
-class _Slot:
-    index: int
-    actor: Any
-    ready_ref: Any
-    created: float
-    node_id: str
-    busy: _Inflight | None = None
-    idle_since: float | None = None
-
-
-@dataclass
-class _Death:
-    """A pod whose actor died on a node that still looked alive: classified later."""
-
-    inflight: _Inflight
-    node_id: str
-    message: str
-    deadline: float
-
-
 Event = Callable[[str, dict[str, Any]], None]
 
 
@@ -180,7 +133,7 @@ class Orchestrator:
         self.stop = stop
         self.generator = Generator(setup.space, setup.config, setup.seed, setup.num_envs)
         self.policy = FailurePolicy(self.config.max_failures)
-        self.slots: dict[int, _Slot] = {}
+        self.slots: dict[int, Slot] = {}
         self.summary = Summary()
         self.updater = Updater(board, run, self.summary)
         self.data: DataPlane | None = None
@@ -190,17 +143,15 @@ class Orchestrator:
         self._replan = False
         self._capacity: dict[str, int] = {}
         self._retry: list[tuple[PodSpec, bytes | None, Any]] = []
-        self._deaths: list[_Death] = []
-        self._queue: list[tuple[PodSpec, Entry | None]] = []
-        self._generation: list[tuple[PodResult, PodSpec]] = []
-        self._memory: dict[str, bytes] = {}
-        self._progress: dict[str, dict[str, Any]] = {}
-        self._progress_refs: dict[Any, int] = {}
+        self._deaths: list[Death] = []
+        self.clock = BudgetClock(self.config.budget, board, stop)
+        self.scheduler = make_scheduler(
+            self.config, self.generator, board, run.log, lambda: self._target
+        )
+        self.progress = ProgressPoller(ray)
         self._node_versions: dict[str, dict[str, str]] = {}
         self._driver_versions = package_versions()
         self._worker_cls = ray.remote(concurrency_groups={"train": 1, "control": 2})(PodWorker)
-        self._t0 = 0.0
-        self._wall_before = board.progress.wall_s
         #: Children of off-policy pods inherit their parent's replay buffer (decided at
         #: start from ``tournament.inherit_buffer`` and the buffers' size).
         self._inherit = False
@@ -208,48 +159,24 @@ class Orchestrator:
     # ----- budget -----------------------------------------------------------------------
     def elapsed(self) -> float:
         """Wall seconds of the whole run, earlier sessions included."""
-        return self._wall_before + (time.monotonic() - self._t0)
+        return self.clock.elapsed()
 
-    def _inflight(self) -> list[_Inflight]:
+    def _inflight(self) -> list[Inflight]:
         busy = [s.busy for s in self.slots.values() if s.busy is not None]
         return busy + [d.inflight for d in self._deaths]
 
     def _budget_left(self) -> float:
-        budget = self.config.budget
-        if budget.kind == "time":
-            return budget.amount - self.elapsed()
         pending = self._inflight()
-        if budget.kind == "steps":
-            planned = sum(f.steps for f in pending) + sum(s.steps for s, _, _ in self._retry)
-            return budget.amount - self.board.progress.env_steps - planned
-        running = sum(len(f.specs) for f in pending)
-        return budget.amount - self.board.candidates_evaluated - running - len(self._retry)
+        steps = sum(f.steps for f in pending) + sum(s.steps for s, _, _ in self._retry)
+        pods = sum(len(f.specs) for f in pending) + len(self._retry)
+        return self.clock.left(steps, pods)
 
     def can_dispatch(self) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""
-        if self.stop is not None and self.stop():
-            return False
-        left = self._budget_left()
-        # A time budget keeps a sliver for the pod's first epoch and evaluation.
-        return left > (0.5 if self.config.budget.kind == "time" else 0)
+        return self.clock.allows_more(self._budget_left())
 
     def _may_retry(self) -> bool:
-        """May requeued pods still start? (Not once a stop was asked for or time is up;
-        their share of a step or pod budget was already counted.)"""
-        if self.stop is not None and self.stop():
-            return False
-        return self.config.budget.kind != "time" or self._budget_left() > 0.5
-
-    def _fit(self, spec: PodSpec, share: int = 1) -> PodSpec:
-        """Shrink the spec so it ends with the budget (steps left, or seconds left);
-        ``share``: pods dispatched together that split the steps left."""
-        budget = self.config.budget
-        if budget.kind == "steps":
-            spec.steps = int(max(1, min(spec.steps, self._budget_left() // share)))
-        elif budget.kind == "time":
-            left = max(0.5, self._budget_left())
-            spec.max_seconds = left if spec.max_seconds is None else min(spec.max_seconds, left)
-        return spec
+        return self.clock.allows_retry(self._budget_left())
 
     # ----- pool -------------------------------------------------------------------------
     def pool_target(self) -> int:
@@ -309,10 +236,10 @@ class Orchestrator:
         )
         index = self._next_slot
         self._next_slot += 1
-        self.slots[index] = _Slot(index, actor, actor.ready.remote(), time.monotonic(), node)
+        self.slots[index] = Slot(index, actor, actor.ready.remote(), time.monotonic(), node)
         return True
 
-    def _drop_slot(self, slot: _Slot, kill: bool = True) -> None:
+    def _drop_slot(self, slot: Slot, kill: bool = True) -> None:
         self.slots.pop(slot.index, None)
         if kill:
             # An actor that is already gone needs no killing.
@@ -323,140 +250,42 @@ class Orchestrator:
         return any(n.get("NodeID") == node_id and n.get("Alive") for n in self.ray.nodes())
 
     # ----- dispatch ---------------------------------------------------------------------
-    def _next_spec(self) -> tuple[PodSpec, bytes | None, Any] | None:
-        if self._retry:
-            return self._retry.pop(0)
-        board = self.board
-        if self.config.mode == "generational":
-            if not self._queue:
-                if self._inflight() or self._retry:
-                    return None
-                self._new_generation()
-            if not self._queue:
-                return None
-            spec, _ = self._queue.pop(0)
-            index = board.progress.next_pod
-            spec = replace(spec, pod_id=pod_id(index))
-        else:
-            index = board.progress.next_pod
-            spec = self.generator.next(board, index)
-        board.progress.next_pod = index + 1
-        data = self._parent_bytes(spec.parent)
-        if spec.parent and data is None:
-            # The parent is gone (evicted, or lost with a crashed generation): start fresh.
-            spec = self.generator.fresh(index)
-        buffer = self.updater.buffers.get(spec.parent) if spec.parent else None
-        return self._fit(spec), data, buffer
-
-    def _next_group(self) -> tuple[list[PodSpec], list[bytes | None], Any] | None:
+    def _next_job(self) -> tuple[list[PodSpec], list[bytes | None], Any] | None:
         """The next job of a slot: one pod (``population = 1``), or up to K pods that can
-        train as one population (same algorithm, architecture, controls and shape)."""
+        train as one population (same algorithm, architecture, controls and shape).
+        Requeued pods go first."""
         size = self.config.population
-        if size == 1:
-            nxt = self._next_spec()
-            return None if nxt is None else ([nxt[0]], [nxt[1]], nxt[2])
         if self._retry:
             first = self._retry.pop(0)
-            group = [first]
-            key = self._group_key(first[0])
+            if size == 1:
+                return [first[0]], [first[1]], first[2]
+            group, key = [first], group_key(self.generator, first[0])
             for item in list(self._retry):
-                if len(group) < size and self._group_key(item[0]) == key:
+                if len(group) < size and group_key(self.generator, item[0]) == key:
                     self._retry.remove(item)
                     group.append(item)
             return [g[0] for g in group], [g[1] for g in group], None
         if self.config.budget.kind == "pods":
             size = int(max(1, min(size, self._budget_left())))
-        board = self.board
-        if self.config.mode == "generational":
-            specs = self._pop_queue_group(size)
-            if not specs:
-                return None
-        else:
-            index = board.progress.next_pod
-            specs = self.generator.next_group(board, index, size)
-            board.progress.next_pod = index + len(specs)
-        parents: list[bytes | None] = []
-        for spec in specs:
-            data = self._parent_bytes(spec.parent)
-            if spec.parent and data is None:
-                # The parent is gone (evicted, or lost with a crashed generation): the
-                # member starts from scratch with its drawn settings.
-                spec.parent, spec.lineage, spec.base_history = None, [], []
-            parents.append(data)
-        specs = [self._fit(spec, len(specs)) for spec in specs]
-        return specs, parents, None
-
-    def _pop_queue_group(self, size: int) -> list[PodSpec]:
-        """Generational mode: the next queued pod and up to ``size − 1`` queued pods that
-        can train beside it, each given the next pod id."""
-        if not self._queue:
-            if self._inflight() or self._retry:
-                return []
-            self._new_generation()
-        if not self._queue:
-            return []
-        lead, _ = self._queue.pop(0)
-        picked = [lead]
-        key = self._group_key(lead)
-        for item in list(self._queue):
-            if len(picked) < size and self._group_key(item[0]) == key:
-                self._queue.remove(item)
-                picked.append(item[0])
-        out = []
-        for spec in picked:
-            index = self.board.progress.next_pod
-            self.board.progress.next_pod = index + 1
-            out.append(replace(spec, pod_id=pod_id(index)))
-        return out
-
-    def _group_key(self, spec: PodSpec) -> str:
-        """Pods with equal keys can train in one population."""
-        frozen = self.generator.frozen_of(spec.algorithm, spec.hparams)
-        return repr(
-            (spec.algorithm, sorted(frozen.items()), sorted(spec.env.items()), spec.num_envs)
-            + (spec.epochs, spec.score_name, spec.num_learners)
-        )
-
-    def _parent_bytes(self, parent_id: str | None) -> bytes | None:
-        if not parent_id:
+        specs = self.scheduler.next_specs(size, busy=bool(self._inflight() or self._retry))
+        if not specs:
             return None
-        if parent_id in self._memory:
-            return self._memory[parent_id]
-        entry = self.board.get(parent_id)
-        return None if entry is None else self.board.checkpoint_path(entry).read_bytes()
-
-    def _new_generation(self) -> None:
-        """Fill the queue with the next generation (first: from scratch or the leaderboard)."""
-        size = self.config.generation_size or max(1, self._target) * self.config.population
-        base = self.board.progress.next_pod
-        results = sorted(self._generation, key=lambda rs: -_score_key(rs[0].score))
-        self._generation = []
-        if results:
-            population = [entry_of(r, spec) for r, spec in results]
-            self.board.progress.generation += 1
-        else:
-            # A resumed run restarts its population from the leaderboard.
-            population = list(self.board.entries)
-        keep = max(1, math.ceil(self.config.keep_fraction * size)) if population else 0
-        elites = population[:keep]
-        elite_ids = {e.pod_id for e in elites}
-        self._memory = {r.pod_id: r.checkpoint for r, _ in results if r.pod_id in elite_ids}
-        queue: list[tuple[PodSpec, Entry | None]] = []
-        for i in range(size):
-            index = base + i
-            if not elites:
-                queue.append((self.generator.fresh(index), None))
-            elif i < len(elites):
-                parent = elites[i]
-                queue.append((self.generator.child(parent, index, perturb=False), parent))
-            else:
-                rng = self.generator.rng(index)
-                parent = elites[int(rng.integers(len(elites)))]
-                queue.append((self.generator.child(parent, index, rng=rng), parent))
-        self._queue = queue
-        self.run_dir.log(
-            f"generation {self.board.progress.generation}: {len(queue)} pod(s), {len(elites)} elite(s)"
-        )
+        parents: list[bytes | None] = []
+        for i, spec in enumerate(specs):
+            data = self.scheduler.parent_bytes(spec.parent)
+            if spec.parent and data is None:
+                # The parent is gone (evicted, or lost with a crashed generation).
+                if size == 1:
+                    spec = specs[i] = self.generator.fresh(int(spec.pod_id[1:]))
+                else:  # the member keeps its drawn settings and starts from scratch
+                    spec.parent, spec.lineage, spec.base_history = None, [], []
+            parents.append(data)
+        buffer = None
+        if size == 1 and specs[0].parent:
+            buffer = self.updater.buffers.get(specs[0].parent)
+        left = self._budget_left()
+        specs = [self.clock.fit(spec, left, len(specs)) for spec in specs]
+        return specs, parents, buffer
 
     def _dispatch(self) -> None:
         for slot in sorted(self.slots.values(), key=lambda s: s.index):
@@ -467,7 +296,7 @@ class Orchestrator:
                 continue
             if not (self._retry and self._may_retry()) and not self.can_dispatch():
                 return
-            nxt = self._next_group()
+            nxt = self._next_job()
             if nxt is None:
                 return
             specs, parents, buffer = nxt
@@ -476,7 +305,7 @@ class Orchestrator:
                 self.summary.dispatch_gap_s += now - slot.idle_since
                 slot.idle_since = None
             group = self.config.population > 1
-            slot.busy = _Inflight(specs, parents, buffer, now, group=group)
+            slot.busy = Inflight(specs, parents, buffer, now, group=group)
             self._submit(slot)
             if group:
                 self.run_dir.log(
@@ -501,7 +330,7 @@ class Orchestrator:
                     },
                 )
 
-    def _submit(self, slot: _Slot) -> None:
+    def _submit(self, slot: Slot) -> None:
         job = slot.busy
         assert job is not None
         if job.group:
@@ -514,7 +343,7 @@ class Orchestrator:
         job.retry_at = None
 
     # ----- results ----------------------------------------------------------------------
-    def _on_ready(self, slot: _Slot) -> None:
+    def _on_ready(self, slot: Slot) -> None:
         ref, slot.ready_ref = slot.ready_ref, None
         try:
             info = self.ray.get(ref)
@@ -535,7 +364,7 @@ class Orchestrator:
         slot.idle_since = time.monotonic()
         self._emit("slot", {"slot": slot.index, "node_id": slot.node_id})
 
-    def _start_failed(self, slot: _Slot, message: str) -> None:
+    def _start_failed(self, slot: Slot, message: str) -> None:
         node = slot.node_id
         self.run_dir.log(
             f"pod actor on slot {slot.index} failed to start on node {node[:8]}: {message}",
@@ -566,7 +395,7 @@ class Orchestrator:
         compact = {k: versions[k] for k in ("finpod", "ray", "torch", "python") if k in versions}
         self.run_dir.record_nodes({node: compact})
 
-    def _on_result(self, slot: _Slot) -> None:
+    def _on_result(self, slot: Slot) -> None:
         job = slot.busy
         assert job is not None
         now = time.monotonic()
@@ -591,7 +420,7 @@ class Orchestrator:
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
             slot.busy, slot.idle_since = None, now
-            self._pod_failed(job, f"pod {_ids(job)} failed: {_short(err)}")
+            self._pod_failed(job, f"pod {job.ids} failed: {_short(err)}")
             return
         slot.busy, slot.idle_since = None, now
         results: list[PodResult] = list(got) if job.group else [got]
@@ -600,13 +429,13 @@ class Orchestrator:
         for spec, result in zip(job.specs, results, strict=True):
             self._record(slot, job, spec, result)
 
-    def _actor_died(self, slot: _Slot, err: BaseException) -> None:
+    def _actor_died(self, slot: Slot, err: BaseException) -> None:
         job = slot.busy
         assert job is not None
         slot.busy = None
         self._drop_slot(slot)
         text = str(err)
-        message = f"pod {_ids(job)} died on node {slot.node_id[:8]}: {_short(err)}"
+        message = f"pod {job.ids} died on node {slot.node_id[:8]}: {_short(err)}"
         node_gone = getattr(err, "preempted", False) or "node has died" in text
         if node_gone or not self._node_alive(slot.node_id):
             self._node_lost(slot.node_id, [job])
@@ -615,25 +444,20 @@ class Orchestrator:
         else:
             # The node may be on its way out: give the cluster a moment to say so.
             self._deaths.append(
-                _Death(job, slot.node_id, message, time.monotonic() + fp.NODE_DEATH_GRACE_S)
+                Death(job, slot.node_id, message, time.monotonic() + fp.NODE_DEATH_GRACE_S)
             )
 
     def _classify_deaths(self) -> None:
         if not self._deaths:
             return
-        now = time.monotonic()
         alive = {n.get("NodeID") for n in self.ray.nodes() if n.get("Alive")}
-        keep: list[_Death] = []
-        for death in self._deaths:
-            if death.node_id not in alive:
-                self._node_lost(death.node_id, [death.inflight])
-            elif now >= death.deadline:
-                self._pod_failed(death.inflight, death.message)
-            else:
-                keep.append(death)
-        self._deaths = keep
+        lost, failed, self._deaths = fp.death_verdicts(self._deaths, alive, time.monotonic())
+        for death in lost:
+            self._node_lost(death.node_id, [death.inflight])
+        for death in failed:
+            self._pod_failed(death.inflight, death.message)
 
-    def _node_lost(self, node: str, jobs: list[_Inflight]) -> None:
+    def _node_lost(self, node: str, jobs: list[Inflight]) -> None:
         """One event per node; its pods are requeued with the same spec."""
         first = self.policy.node_lost(node)
         self.summary.node_events = self.policy.node_events
@@ -651,11 +475,8 @@ class Orchestrator:
             self.run_dir.log(f"requeued {ids} (lost with node {node[:8]})")
         self._replan = True  # re-plan the pool
 
-    def _pod_failed(self, job: _Inflight, message: str) -> None:
-        if self.config.mode == "generational":
-            # Generational mode re-runs a lost member of its generation under a new id.
-            for spec in reversed(job.specs):
-                self._queue.insert(0, (spec, None))
+    def _pod_failed(self, job: Inflight, message: str) -> None:
+        self.scheduler.failed(job.specs)
         for _ in job.specs:
             self._count_failed(message)
         self.policy.pod_failed(message)
@@ -665,11 +486,11 @@ class Orchestrator:
         self.updater.failed(message, self.elapsed())
         self._emit("failed", {"message": message})
 
-    def _record(self, slot: _Slot, job: _Inflight, spec: PodSpec, result: PodResult) -> None:
+    def _record(self, slot: Slot, job: Inflight, spec: PodSpec, result: PodResult) -> None:
         """A pod reported: once per pod id, into the run's records (see :class:`Updater`)."""
         if not self.updater.first_report(result.pod_id):
             return
-        self._progress.pop(result.pod_id, None)
+        self.progress.forget(result.pod_id)
         self.board.progress.env_steps += result.steps_done
         if result.failure:
             self.summary.pods_non_finite += 1
@@ -678,7 +499,7 @@ class Orchestrator:
             return
         self.policy.succeeded()
         node = result.node_id or slot.node_id
-        started = job.dispatched - self._t0 + self._wall_before
+        started = self.clock.run_time_at(job.dispatched)
         rank = self.updater.scored(
             result,
             spec,
@@ -687,8 +508,7 @@ class Orchestrator:
             wall_s=self.elapsed(),
             buffer_ref=job.buffer_ref if self._inherit else None,
         )
-        if self.config.mode == "generational":
-            self._generation.append((result, spec))
+        self.scheduler.scored(result, spec)
         self._emit(
             "finish", {"pod_id": result.pod_id, "result": result, "rank": rank, "node_id": node}
         )
@@ -696,7 +516,7 @@ class Orchestrator:
     # ----- main loop --------------------------------------------------------------------
     def run(self) -> Summary:
         """Train until the budget is spent and every running pod has reported."""
-        self._t0 = time.monotonic()
+        self.clock.start()
         self.run_dir.log(
             f"tournament {self.config.mode} budget {self.config.budget} "
             f"({self.board.candidates_evaluated} candidates so far)"
@@ -707,7 +527,7 @@ class Orchestrator:
         try:
             self._loop()
         finally:
-            self.summary.wall_s = time.monotonic() - self._t0
+            self.summary.wall_s = self.clock.session_s()
             self.summary.quarantined = dict(self.policy.quarantined)
             self.board.progress.wall_s = self.elapsed()
             self.board.save()
@@ -809,9 +629,9 @@ class Orchestrator:
             now = time.monotonic()
             if self.display is not None:
                 if now - last_poll >= POLL_EVERY_S:
-                    self._ask_progress()
+                    self.progress.ask(self.slots)
                     last_poll = now
-                self._collect_progress()
+                self.progress.collect()
                 self.display(self.snapshot())
             if now - last_plot >= PLOT_EVERY_S:
                 self._plot()
@@ -873,54 +693,11 @@ class Orchestrator:
         except Exception as err:  # noqa: BLE001 - a plot must never stop a run
             self.run_dir.log(f"learning-curve plot failed: {err}", logging.WARNING)
 
-    def _ask_progress(self) -> None:
-        """Issue a progress call to every busy pod that has none outstanding."""
-        asked = set(self._progress_refs.values())
-        for slot in self.slots.values():
-            if slot.busy is not None and slot.index not in asked:
-                self._progress_refs[slot.actor.progress.remote()] = slot.index
-
-    def _collect_progress(self) -> None:
-        """Read the progress replies that have arrived (never waits)."""
-        if not self._progress_refs:
-            return
-        refs = list(self._progress_refs)
-        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0, fetch_local=True)
-        for ref in ready:
-            self._progress_refs.pop(ref, None)
-            with contextlib.suppress(Exception):  # a dying pod is handled elsewhere
-                info = self.ray.get(ref, timeout=0)
-                if info.get("pod_id"):
-                    self._progress[info["pod_id"]] = info
-
     def snapshot(self) -> dict[str, Any]:
         """What a live display shows: running pods, leaderboard, counters."""
-        running = []
-        now = time.monotonic()
-        for slot in sorted(self.slots.values(), key=lambda s: s.index):
-            if slot.busy is None:
-                continue
-            lead = slot.busy.spec
-            info = self._progress.get(lead.pod_id, {})
-            for spec in slot.busy.specs:
-                running.append(
-                    {
-                        "pod_id": spec.pod_id,
-                        "algorithm": spec.algorithm,
-                        "parent": spec.parent,
-                        "node": slot.node_id[:8],
-                        "epoch": info.get("epoch", 0),
-                        "epochs": spec.epochs,
-                        "score": info.get("score") if spec is lead else None,
-                        "elapsed_s": now - slot.busy.dispatched,
-                    }
-                )
+        running = self.progress.running(self.slots, time.monotonic())
         budget = self.config.budget
-        used = {
-            "time": self.elapsed(),
-            "steps": float(self.board.progress.env_steps),
-            "pods": float(self.board.candidates_evaluated),
-        }[budget.kind]
+        used = self.clock.used()
         return {
             "running": running,
             "entries": self.board.entries,
@@ -937,17 +714,6 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
-
-
-def _ids(job: _Inflight) -> str:
-    """The pod id of a job, or the first…last ids of a population."""
-    if len(job.specs) == 1:
-        return job.spec.pod_id
-    return f"{job.specs[0].pod_id}…{job.specs[-1].pod_id}"
-
-
-def _score_key(score: float) -> float:
-    return score if math.isfinite(score) else -math.inf
 
 
 def _short(err: BaseException) -> str:

@@ -1,0 +1,86 @@
+"""The run's budget as a clock: what is left, and fitting a pod into it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from finpod.tournament.config import Budget
+from finpod.tournament.generator import PodSpec
+from finpod.tournament.leaderboard import Leaderboard
+
+#: Seconds a time budget keeps for a pod's first epoch and evaluation.
+TIME_SLIVER_S = 0.5
+
+
+class BudgetClock:
+    """Wall time, env steps or pods trained, counted over the whole run (earlier sessions
+    of a resumed run included), minus what is already planned."""
+
+    def __init__(
+        self, budget: Budget, board: Leaderboard, stop: Callable[[], bool] | None = None
+    ) -> None:
+        self.budget = budget
+        self.board = board
+        self.stop = stop
+        self.wall_before = board.progress.wall_s
+        self._t0 = time.monotonic()
+
+    def start(self) -> None:
+        """Start counting this session's wall time."""
+        self._t0 = time.monotonic()
+
+    def session_s(self) -> float:
+        """Wall seconds of this session."""
+        return time.monotonic() - self._t0
+
+    def run_time_at(self, monotonic: float) -> float:
+        """Seconds into the run (earlier sessions included) of a ``time.monotonic()``."""
+        return self.wall_before + (monotonic - self._t0)
+
+    def elapsed(self) -> float:
+        """Wall seconds of the whole run, earlier sessions included."""
+        return self.wall_before + self.session_s()
+
+    def left(self, planned_steps: int, planned_pods: int) -> float:
+        """Budget left after what runs or waits to run: seconds, env steps or pods."""
+        if self.budget.kind == "time":
+            return self.budget.amount - self.elapsed()
+        if self.budget.kind == "steps":
+            return self.budget.amount - self.board.progress.env_steps - planned_steps
+        return self.budget.amount - self.board.candidates_evaluated - planned_pods
+
+    def stopped(self) -> bool:
+        """Was a stop asked for?"""
+        return self.stop is not None and bool(self.stop())
+
+    def allows_more(self, left: float) -> bool:
+        """Is there budget for one more pod (and no stop asked for)?"""
+        if self.stopped():
+            return False
+        return left > (TIME_SLIVER_S if self.budget.kind == "time" else 0)
+
+    def allows_retry(self, left: float) -> bool:
+        """May requeued pods still start? (Not once a stop was asked for or time is up;
+        their share of a step or pod budget was already counted.)"""
+        if self.stopped():
+            return False
+        return self.budget.kind != "time" or left > TIME_SLIVER_S
+
+    def fit(self, spec: PodSpec, left: float, share: int = 1) -> PodSpec:
+        """Shrink ``spec`` so it ends with the budget (steps or seconds left); ``share``:
+        pods dispatched together that split the steps left."""
+        if self.budget.kind == "steps":
+            spec.steps = int(max(1, min(spec.steps, left // share)))
+        elif self.budget.kind == "time":
+            cap = max(TIME_SLIVER_S, left)
+            spec.max_seconds = cap if spec.max_seconds is None else min(spec.max_seconds, cap)
+        return spec
+
+    def used(self) -> float:
+        """What the budget counts so far: seconds, env steps or pods."""
+        return {
+            "time": self.elapsed(),
+            "steps": float(self.board.progress.env_steps),
+            "pods": float(self.board.candidates_evaluated),
+        }[self.budget.kind]
