@@ -1,32 +1,38 @@
 """The orchestrator: the dispatch loop that keeps a pool of pod actors on Ray busy until the
 budget is spent.
 
-Its parts live in their own modules; this one wires them:
+Its parts live in their own modules, each owning its state; this one wires them:
 
 - **Data plane** (:mod:`~finpod.tournament.dataplane`) — at start the driver verifies the
   dataset's hash and puts the train and validation splits in the object store; pod actors
   get the refs, never a path.
-- **Pool** (:mod:`~finpod.tournament.pool`) — each slot is a
-  :class:`~finpod.tournament.pod.PodWorker` actor placed on a chosen node (hard node
+- **Pool** (:mod:`~finpod.tournament.pool`, :mod:`~finpod.tournament.slots`) — each slot
+  is a :class:`~finpod.tournament.pod.PodWorker` actor placed on a chosen node (hard node
   affinity) with ``cpus_per_pod`` CPUs, ``gpus_per_pod`` GPUs and the memory its tables
-  and buffers need. The target size is how many pods the alive, non-quarantined nodes
-  fit, capped by ``pods``; it is re-checked when a pod finishes and every few seconds.
+  and buffers need. The target size is how many actors the alive, non-quarantined nodes
+  fit, capped by ``pods``; it is re-checked when a job finishes and every few seconds.
+  A job is one pod, or with ``population = K`` the K members of one population, trained
+  as one batched model by the actor (:mod:`~finpod.tournament.members`); every member
+  is still a pod to everything below.
+- **Schedulers** (:mod:`~finpod.tournament.schedulers`) — asynchronous (default): as
+  soon as a job finishes its slot gets the generator's next pods; generational: a
+  generation is dispatched and awaited as a whole.
+- **Budget** (:mod:`~finpod.tournament.budget`) — wall time, env steps or pods trained,
+  counted over the whole run.
 - **Failures** (:mod:`~finpod.tournament.failures`) — a node lost is one event and its
   pods are requeued; an unavailable actor is retried; a node whose actors cannot start is
   quarantined; the run stops only on repeated failures with the same cause.
-- **Asynchronous** (default) — as soon as a pod finishes, its result (scored inside the
-  pod on validation) is recorded: leaderboard, candidates record, metrics; its slot gets
-  the generator's next pod. **Generational** — a generation is dispatched and awaited as
-  a whole; the top ``keep_fraction`` continue and the rest are perturbed copies.
-- **Budget** — wall time, env steps or pods trained, counted over the whole run.
+- **Updater** (:mod:`~finpod.tournament.updater`) — each pod's result (scored inside the
+  actor on validation) goes to the leaderboard, candidates record and metrics.
 
-The loop never blocks on cosmetic work: progress polls are ``ray.wait(..., timeout=0)``
-on refs already issued, learning curves are drawn at the end (and at most every
-:data:`PLOT_EVERY_S`), metrics are appended, not rewritten.
+The loop never blocks on cosmetic work: progress polls (:mod:`~finpod.tournament.progress`)
+are ``ray.wait(..., timeout=0)`` on refs already issued, learning curves are drawn at the
+end (and at most every :data:`PLOT_EVERY_S`), metrics are appended, not rewritten.
 
-Timing: per pod, the round trip from dispatch to result and the time inside ``train``;
+Timing: per job, the round trip from dispatch to result and the time inside ``train``;
 their difference plus the idle time between a result and the slot's next dispatch is the
-orchestration overhead of :class:`Summary`.
+orchestration overhead of :class:`Summary`. ``run.json``'s ``throughput`` is every pod's
+env steps over the run's wall time.
 """
 
 from __future__ import annotations
