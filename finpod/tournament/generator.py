@@ -65,6 +65,16 @@ class PodSpec:
     ``buffer_nbytes()`` and the run's ``top_k``). Set for off-policy pods."""
 
 
+def population_class(algorithm: str) -> Any:
+    """The batched population engine of ``algorithm`` (``None``: members train one by
+    one)."""
+    try:
+        from finpod.agents.population import population_class as engine_of
+    except ImportError:
+        return None
+    return engine_of(algorithm)
+
+
 def pod_id(index: int) -> str:
     """Pod id of the ``index``-th pod of a run."""
     return f"p{index:05d}"
@@ -116,10 +126,22 @@ class Generator:
         return names[turn % len(names)]
 
     def frozen_of(self, algorithm: str, hparams: dict[str, Any]) -> dict[str, Any]:
-        """The hyperparameters of ``algorithm`` that fix network or storage shapes."""
-        space = self.space.algorithms.get(algorithm)
-        names = space.frozen if space is not None else ()
-        return {k: hparams[k] for k in names if k in hparams}
+        """The hyperparameters that members of one population must share: with a batched
+        engine for ``algorithm``, every field but its per-member ones
+        (``Population.member_fields``); otherwise those that fix network or storage
+        shapes (the algorithm's frozen fields)."""
+        import dataclasses
+
+        from finpod.agents import ALGORITHMS
+        from finpod.agents.base import build_hparams
+
+        engine = population_class(algorithm)
+        if engine is None or algorithm not in ALGORITHMS:
+            space = self.space.algorithms.get(algorithm)
+            names = space.frozen if space is not None else ()
+            return {k: hparams[k] for k in names if k in hparams}
+        full = dataclasses.asdict(build_hparams(ALGORITHMS[algorithm][0], hparams, where=algorithm))
+        return {k: v for k, v in full.items() if k not in engine.member_fields}
 
     def member_like(
         self, leader: PodSpec, frozen: dict[str, Any], board: Leaderboard, index: int
@@ -140,6 +162,7 @@ class Generator:
             space = self.space.algorithms.get(leader.algorithm)
             hparams = space.sample(rng) if space is not None else dict(leader.hparams)
             spec = self._spec(index, leader.algorithm, {**hparams, **frozen}, rng, None)
+        spec.hparams = {**spec.hparams, **frozen}
         spec.env = dict(leader.env)
         spec.steps, spec.max_seconds = leader.steps, leader.max_seconds
         return spec

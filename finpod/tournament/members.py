@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from finpod.tournament.generator import PodSpec
+from finpod.tournament.generator import PodSpec, population_class
 from finpod.tournament.pod import (
     NON_FINITE,
     Pod,
@@ -42,15 +42,6 @@ from finpod.tournament.pod import (
 
 #: Offset of a population's train-env seed from its first member's seed.
 ENV_SEED_OFFSET = 1
-
-
-def batched_algorithms() -> frozenset[str]:
-    """Algorithms with a batched population engine (others train member by member)."""
-    try:
-        from finpod.agents.population import BATCHED_ALGORITHMS
-    except ImportError:  # an install without the engine trains members one by one
-        return frozenset()
-    return frozenset(BATCHED_ALGORITHMS)
 
 
 @torch.no_grad()
@@ -111,7 +102,7 @@ class PopulationTrainer:
 
     def train(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
         """Train ``specs`` (one population) and return one result per spec, in order."""
-        if len(specs) == 1 or specs[0].algorithm not in batched_algorithms():
+        if len(specs) == 1 or population_class(specs[0].algorithm) is None:
             return [
                 self.pod.train_with_buffer(spec, parent, None, export_buffer=False)[0]
                 for spec, parent in zip(specs, parents, strict=True)
