@@ -45,6 +45,18 @@ Usage::
     python bench/tournament.py --scaling 1,2 --loopback --skip-single --skip-tournament
     python bench/tournament.py --short-pods 200 --pods 2 --skip-single --skip-tournament
     python bench/tournament.py --memory 1,2,4 --data DATASET --skip-single --skip-tournament
+    python bench/tournament.py --population 1,4,16,64 --skip-single --skip-tournament
+
+``--population K1,K2,…`` (the population table): for each K, in one run, alternating,
+``--repeat`` times (medians reported, each repetition listed): ``population`` — one pod
+actor trains K pods as one batched population (``tournament.population = K``, one round,
+``--pod-steps`` env steps per member); ``separate_pods`` — the same K pods, same
+per-member settings, trained one after another by one pod actor (``population = 1``);
+``single`` — one PPO learner with the same per-member settings (W envs), no scoring.
+Keys: ``members`` (K), ``env_steps``, ``env_steps_per_s`` (whole wall time, Ray and actor
+start-up included), ``training_env_steps_per_s`` (first pod start to last pod end),
+``updates_per_env_step`` (gradient steps per env step per member) and
+``samples_per_env_step`` (transitions trained on per env step), ``load_avg``.
 
 The dataset is built into a temporary directory (``--data`` reuses one).
 """
@@ -198,6 +210,129 @@ def run_single(
         "env_steps_per_s": agent.env_steps / wall,
         "wall_s": wall,
     }
+
+
+def updates_per_env_step(strategy) -> tuple[float, float]:
+    """(gradient steps, transitions trained on) per env step of one PPO learner."""
+    hp = strategy.hparams
+    rollout = int(hp.get("horizon", 128)) * strategy.train.num_envs
+    per_epoch = hp.get("minibatches_per_epoch")
+    mb = int(hp.get("minibatch_size", 64))
+    steps = int(per_epoch) if per_epoch else max(1, rollout // mb)
+    updates = int(hp.get("update_epochs", 10)) * steps
+    return updates / rollout, updates * mb / rollout
+
+
+def run_single_plain(strategy, data: Path, steps: int, device: str) -> dict:
+    """One PPO learner with the strategy's settings and W envs, ``steps`` env steps, 1
+    torch thread, no scoring: the learner's own rate."""
+    import torch
+
+    from finpod.data import load_split
+    from finpod.tournament.generator import PodSpec
+    from finpod.tournament.pod import Pod
+
+    torch.set_num_threads(1)
+    pod = Pod(
+        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
+    )
+    spec = PodSpec(
+        pod_id="single",
+        algorithm="ppo",
+        hparams=dict(strategy.hparams),
+        seed=strategy.train.seed,
+        steps=steps,
+        epochs=1,
+        num_envs=strategy.train.num_envs,
+        num_learners=1,
+    )
+    envs = pod.make_envs(spec)
+    (agent,) = pod.make_learners(spec, envs[0].obs_dim, envs[0].action_dim, None)
+    t0 = time.perf_counter()
+    pod.run_epoch([agent], envs, steps, 0)
+    wall = time.perf_counter() - t0
+    return {"env_steps": agent.env_steps, "env_steps_per_s": agent.env_steps / wall, "wall_s": wall}
+
+
+def run_population_table(args, data: Path, tmp_path: Path) -> None:
+    """The population table (see the module docstring)."""
+    import statistics
+
+    from finpod.strategy import load_strategy
+
+    sizes = [int(x) for x in args.population.split(",") if x.strip()]
+    rows: dict[tuple[int, str], list[dict]] = {}
+    for rep in range(args.repeat):
+        for k in sizes:
+            for system in ("population", "separate_pods", "single"):
+                path = tmp_path / f"pop_{k}_{system}_{rep}.toml"
+                text = STRATEGY.format(
+                    num_envs=args.num_envs,
+                    seed=args.seed + rep,
+                    device=args.device,
+                    pod_steps=args.pod_steps,
+                    epochs=args.epochs,
+                    pods=k,
+                )
+                population = k if system == "population" else 1
+                path.write_text(
+                    text.replace(
+                        "cpus_per_pod = 1.0", f"cpus_per_pod = 1.0\npopulation = {population}"
+                    )
+                )
+                strategy = load_strategy(path)
+                if system == "single":
+                    rec = run_single_plain(strategy, data, args.pod_steps, args.device)
+                    rec["training_env_steps_per_s"] = rec["env_steps_per_s"]
+                else:
+                    rec = run_pool(
+                        path,
+                        data,
+                        1,
+                        None,
+                        args.minutes,
+                        args.device,
+                        tmp_path / f"runs_pop_{k}_{system}_{rep}",
+                        budget=f"{k} pods",
+                    )
+                updates, samples = updates_per_env_step(strategy)
+                rec = {
+                    "system": f"population_table_{system}",
+                    "device": args.device,
+                    "members": k if system != "single" else 1,
+                    "num_envs": args.num_envs,
+                    "pod_steps": args.pod_steps,
+                    "updates_per_env_step": updates,
+                    "samples_per_env_step": samples,
+                    "repetition": rep,
+                    "load_avg": os.getloadavg()[0],
+                    **{
+                        key: rec.get(key)
+                        for key in (
+                            "env_steps",
+                            "env_steps_per_s",
+                            "training_env_steps_per_s",
+                            "wall_s",
+                        )
+                    },
+                }
+                emit(rec)
+                rows.setdefault((k, system), []).append(rec)
+    for (k, system), recs in rows.items():
+        rates = [r["training_env_steps_per_s"] or 0.0 for r in recs]
+        emit(
+            {
+                "system": f"population_table_{system}_median",
+                "device": args.device,
+                "members": recs[0]["members"],
+                "num_envs": args.num_envs,
+                "updates_per_env_step": recs[0]["updates_per_env_step"],
+                "samples_per_env_step": recs[0]["samples_per_env_step"],
+                "training_env_steps_per_s": statistics.median(rates),
+                "each": rates,
+                "for_k": k,
+            }
+        )
 
 
 def run_pool(
@@ -438,6 +573,8 @@ def main() -> None:
     ap.add_argument("--short-pod-steps", type=int, default=512, help="env steps per short pod")
     ap.add_argument("--memory", default="", help="e.g. 1,2,4: node memory with P pods (--data)")
     ap.add_argument("--memory-pod-steps", type=int, default=2048, help="env steps per pod")
+    ap.add_argument("--population", default="", help="e.g. 1,4,16,64: the population table")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions of the population table")
     args = ap.parse_args()
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -563,6 +700,8 @@ def main() -> None:
                     "actor_startup_s": rec["actor_startup_s"],
                 }
             )
+        if args.population:
+            run_population_table(args, data, tmp_path)
         for n in [int(x) for x in args.memory.split(",") if x.strip()]:
             mem_path = tmp_path / f"memory{n}.toml"
             mem_path.write_text(
