@@ -89,10 +89,10 @@ class SquashedGaussianActor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.act(self.body(obs))
-        # float(): under autocast the layers run in lower precision, the density math not.
-        log_std = torch.tanh(self.log_std(h).float())
+        # Under autocast the layers run in lower precision, the density math does not.
+        log_std = torch.tanh(self.log_std(h).to(obs.dtype))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
-        return self.mean(h).float(), log_std
+        return self.mean(h).to(obs.dtype), log_std
 
     def sample(
         self, obs: torch.Tensor, generator: torch.Generator | None = None
@@ -116,7 +116,7 @@ class DeterministicActor(nn.Module):
         self.net = mlp(obs_dim, hidden, action_dim, activation=nn.ReLU, out_gain=0.01)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs).float())
+        return torch.tanh(self.net(obs).to(obs.dtype))
 
 
 class QCritic(nn.Module):
@@ -142,7 +142,7 @@ class QCritic(nn.Module):
         for i, layer in enumerate(self.net):
             if i:
                 h = layer(h)
-        return h.squeeze(-1).float()
+        return h.squeeze(-1).to(obs.dtype)
 
 
 class VCritic(nn.Module):
