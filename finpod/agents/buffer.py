@@ -71,11 +71,15 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self.device = torch.device(device)
         check_buffer_fits(self.capacity, obs_dim, action_dim, self.device)
-        self.obs = torch.zeros((self.capacity, obs_dim), device=self.device)
-        self.action = torch.zeros((self.capacity, action_dim), device=self.device)
-        self.reward = torch.zeros(self.capacity, device=self.device)
-        self.next_obs = torch.zeros((self.capacity, obs_dim), device=self.device)
-        self.terminated = torch.zeros(self.capacity, device=self.device)
+        # Uninitialised: rows at or past ``size`` are never read (sampling and export stop
+        # at ``size``), and not writing them keeps allocation instant (a 100,000-row
+        # buffer at ~1,150 observation floats is ~0.9 GB that zero-filling took ~1 s to
+        # write) and host pages untouched until transitions arrive.
+        self.obs = torch.empty((self.capacity, obs_dim), device=self.device)
+        self.action = torch.empty((self.capacity, action_dim), device=self.device)
+        self.reward = torch.empty(self.capacity, device=self.device)
+        self.next_obs = torch.empty((self.capacity, obs_dim), device=self.device)
+        self.terminated = torch.empty(self.capacity, device=self.device)
         self.pos = 0
         self.size = 0
 
