@@ -89,9 +89,10 @@ class SquashedGaussianActor(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.act(self.body(obs))
-        log_std = torch.tanh(self.log_std(h))
+        # Under autocast the layers run in lower precision, the density math does not.
+        log_std = torch.tanh(self.log_std(h).to(obs.dtype))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
-        return self.mean(h), log_std
+        return self.mean(h).to(obs.dtype), log_std
 
     def sample(
         self, obs: torch.Tensor, generator: torch.Generator | None = None
@@ -115,18 +116,33 @@ class DeterministicActor(nn.Module):
         self.net = mlp(obs_dim, hidden, action_dim, activation=nn.ReLU, out_gain=0.01)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs))
+        return torch.tanh(self.net(obs).to(obs.dtype))
 
 
 class QCritic(nn.Module):
-    """``Q(obs, action) -> (B,)``."""
+    """``Q(obs, action) -> (B,)``: an MLP on ``[obs, action]``.
+
+    The first layer is applied as ``W_obs · obs + W_action · action + b`` (the two column
+    blocks of one ``(hidden[0], obs_dim + action_dim)`` weight), which is the same function
+    as the layer on the concatenation without copying ``obs`` into a new tensor, and whose
+    backward computes the input gradient only for what needs one: the actor's loss needs
+    ∂Q/∂action ``(B, action_dim)``, never ∂Q/∂obs ``(B, obs_dim)``.
+    """
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
+        self.obs_dim = int(obs_dim)
         self.net = mlp(obs_dim + action_dim, hidden, 1, activation=nn.ReLU)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+        first = self.net[0]
+        w = first.weight
+        h = nn.functional.linear(obs, w[:, : self.obs_dim], first.bias)
+        h = h + nn.functional.linear(action, w[:, self.obs_dim :])
+        for i, layer in enumerate(self.net):
+            if i:
+                h = layer(h)
+        return h.squeeze(-1).to(obs.dtype)
 
 
 class VCritic(nn.Module):

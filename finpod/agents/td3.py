@@ -19,7 +19,7 @@ import torch
 
 from finpod.agents.base import check_positive, check_unit, make_adam
 from finpod.agents.nets import DeterministicActor, QCritic
-from finpod.agents.offpolicy import OffPolicyAgent, polyak
+from finpod.agents.offpolicy import OffPolicyAgent, frozen, soft_update
 
 
 @dataclass
@@ -173,13 +173,14 @@ class TD3(OffPolicyAgent):
         # self.updates counts gradient steps already taken (host int: no sync).
         delay = hp.policy_delay if self.twin else 1
         if self.updates % delay == 0:
-            actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
+            with frozen(self.critics[0]):  # backward through the critic, not into it
+                actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
             self.optims["actor"].zero_grad(set_to_none=True)
             actor_loss.backward()
             self.optims["actor"].step()
-            polyak(self.actor_target, self.actor, hp.tau)
-            for target_net, q in zip(self.critic_targets, self.critics, strict=True):
-                polyak(target_net, q, hp.tau)
+            soft_update(
+                (self.actor_target, *self.critic_targets), (self.actor, *self.critics), hp.tau
+            )
             return {"q_loss": q_loss.detach(), "actor_loss": actor_loss.detach()}
         return {"q_loss": q_loss.detach()}
 
