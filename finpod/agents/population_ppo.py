@@ -107,9 +107,7 @@ class PPOPopulation(Population):
                     self.done_buf[t] = done
                     mean, log_std = self._policy(obs.reshape(K, w, self.obs_dim))
                     noise = self._draw(
-                        lambda g: torch.randn(
-                            (w, self.action_dim), device=self.device, generator=g
-                        )
+                        lambda g: torch.randn((w, self.action_dim), device=self.device, generator=g)
                     )
                     action = (mean + noise * log_std.exp()).reshape(n_envs, self.action_dim)
                     self.act_buf[t] = action
@@ -207,6 +205,7 @@ class PPOPopulation(Population):
         opt = self.optims["model"]
         clip = self._hp32("clip_coef")
         max_norm = self._hp32("max_grad_norm")
+        shape = (hp.minibatches_per_epoch or 1, mb)
         active = [True] * K
         stats: dict[str, torch.Tensor] = {}
         for _ in range(hp.update_epochs):
@@ -221,7 +220,6 @@ class PPOPopulation(Population):
                 )
                 batches = [perm[:, i : i + mb] for i in range(0, n - mb + 1, mb)]
             else:
-                shape = (hp.minibatches_per_epoch, mb)
                 idx = self._draw(
                     lambda g: torch.randint(0, n, shape, device=self.device, generator=g),
                     active,

@@ -62,9 +62,7 @@ class SACPopulation(Population):
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
         return linear(h, p["actor.mean.weight"], p["actor.mean.bias"]), log_std
 
-    def _sample(
-        self, obs: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action ``(K, B, A)`` and log-probability ``(K, B)`` given
         standard normal ``noise (K, B, A)`` (``SquashedGaussianActor.sample``)."""
         mean, log_std = self._actor(obs)

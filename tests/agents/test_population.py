@@ -63,7 +63,19 @@ def _sac(i: int) -> SACParams:
     )
 
 
-MAKE = {"ppo": _ppo, "a2c": _a2c, "sac": _sac}
+def _ppo_kl(i: int) -> PPOParams:
+    """Random minibatches and a KL stop that members reach at different epochs."""
+    return dataclasses.replace(
+        _ppo(i),
+        update_epochs=4,
+        minibatches_per_epoch=3,
+        target_kl=1e-3,
+        learning_rate=1e-4 * 10**i,
+    )
+
+
+MAKE = {"ppo": _ppo, "ppo_kl": _ppo_kl, "a2c": _a2c, "sac": _sac}
+ALGO = {"ppo_kl": "ppo"}
 
 
 @pytest.fixture()
@@ -103,7 +115,7 @@ class SliceView:
 
 def _population(algo: str, env: VecTradingEnv):
     hps = [MAKE[algo](i) for i in range(K)]
-    return make_population(algo, hps, env.obs_dim, env.action_dim, "cpu", SEEDS)
+    return make_population(ALGO.get(algo, algo), hps, env.obs_dim, env.action_dim, "cpu", SEEDS)
 
 
 def _assert_state_close(got: dict, want: dict) -> None:
@@ -116,14 +128,13 @@ def _assert_state_close(got: dict, want: dict) -> None:
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=key)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo_kl", "a2c", "sac"])
 @pytest.mark.parametrize("k", [1, 2])
 def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
     env = full_env()
     pop = _population(algo, env)
-    single = make_agent(
-        algo, dataclasses.asdict(MAKE[algo](k)), env.obs_dim, env.action_dim, "cpu", SEEDS[k]
-    )
+    hp = dataclasses.asdict(MAKE[algo](k))
+    single = make_agent(ALGO.get(algo, algo), hp, env.obs_dim, env.action_dim, "cpu", SEEDS[k])
     view = SliceView(full_env(), k, W)
     _assert_state_close(pop.member_state_dict(k), single.state_dict())  # same init
     for steps in (48, 40):  # two calls: episodes and the rollout go on between calls
