@@ -113,15 +113,16 @@ class BatchedAdam:
             bc1 = 1.0 - beta1**s64
             step_size = _bcast((self.lr / bc1).to(p.dtype), p)
             bc2_sqrt = _bcast((1.0 - beta2**s64).sqrt().to(p.dtype), p)
-            exp_avg = self.exp_avg[i].lerp(grad, 1.0 - beta1)
-            exp_avg_sq = self.exp_avg_sq[i].mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-            denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
-            new_p = p - step_size * (exp_avg / denom)
-            if mask is None:
-                self.exp_avg[i].copy_(exp_avg)
-                self.exp_avg_sq[i].copy_(exp_avg_sq)
-                p.copy_(new_p)
+            if mask is None:  # every member steps: update in place
+                exp_avg = self.exp_avg[i].lerp_(grad, 1.0 - beta1)
+                exp_avg_sq = self.exp_avg_sq[i].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
+                p.sub_(exp_avg.div(denom).mul_(step_size))
             else:
+                exp_avg = self.exp_avg[i].lerp(grad, 1.0 - beta1)
+                exp_avg_sq = self.exp_avg_sq[i].mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
+                new_p = p - step_size * (exp_avg / denom)
                 m = _bcast(mask, p)
                 self.exp_avg[i].copy_(torch.where(m, exp_avg, self.exp_avg[i]))
                 self.exp_avg_sq[i].copy_(torch.where(m, exp_avg_sq, self.exp_avg_sq[i]))
