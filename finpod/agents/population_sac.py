@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
+from finpod.agents.base import Agent
 from finpod.agents.batched import gather_rows, linear, mlp, polyak_
 from finpod.agents.buffer import check_buffer_fits
 from finpod.agents.nets import LOG_STD_MAX, LOG_STD_MIN, gaussian_log_prob
@@ -119,6 +121,31 @@ class SACPopulation(Population):
             self.buffer[name][:, idx] = rows[name]
         self.buffer_pos = (self.buffer_pos + w) % capacity
         self.buffer_size = min(self.buffer_size + w, capacity)
+
+    def export_buffer(self, k: int) -> dict[str, np.ndarray]:
+        """Member ``k``'s replay rows, oldest first, in the format of
+        :meth:`~finpod.agents.offpolicy.OffPolicyAgent.export_buffer` (host arrays)."""
+        k = self._member(k)
+        if self.buffer is None:
+            return self.export_member(k).export_buffer()
+        capacity = self.buffer["reward"].shape[1]
+        start = (self.buffer_pos - self.buffer_size) % capacity
+        idx = (torch.arange(self.buffer_size, device=self.device) + start) % capacity
+        out = {}
+        for name in BUFFER_FIELDS:
+            rows = self.buffer[name][k, idx]
+            if name == "terminated":
+                rows = rows > 0.5
+            out[name] = np.ascontiguousarray(rows.cpu().numpy())
+        return out
+
+    def export_member(self, k: int, *, include_buffer: bool = False) -> Agent:
+        """Member ``k`` as a single SAC agent (see :meth:`Population.export_member`); with
+        ``include_buffer`` the agent also gets member k's replay rows."""
+        agent = super().export_member(k)
+        if include_buffer and self.buffer is not None:
+            agent.import_buffer(self.export_buffer(k))
+        return agent
 
     def clear_buffer(self) -> None:
         """Drop the replay buffer of every member (the next ``learn`` starts empty ones)."""

@@ -198,6 +198,11 @@ def test_export_and_import_round_trip_through_a_checkpoint(algo, full_env, tmp_p
     assert pop.hparams[0] == loaded.hparams
     pop.import_member(1, loaded, copy_rng=True)
     _assert_state_close(pop.member_state_dict(1), loaded.state_dict())
+    if algo == "sac":  # member 2's replay rows travel with it on request
+        rows = pop.export_member(2, include_buffer=True).export_buffer()
+        assert rows["reward"].shape == (48,) and torch.equal(
+            torch.from_numpy(rows["reward"]), pop.buffer["reward"][2, :48]
+        )
     stats = pop.learn(env, 16)  # a population with imported members trains on
     assert all(bool(torch.isfinite(v[:2]).all()) for k, v in stats.items() if "episode" not in k)
 
@@ -213,3 +218,27 @@ def test_members_must_share_the_architecture(market):
         pop.import_member(1, other)
     with pytest.raises(FinpodError, match="multiple"):
         pop.act(torch.zeros(3, 10))
+
+
+def test_sac_members_in_different_phases_each_match_their_single_agent(full_env):
+    """Member 0 (imported, past its warm-up) updates while members 1 and 2 still collect
+    random actions: the masked steps leave 1 and 2 exactly as their single agents."""
+    env = full_env()
+    pop = _population("sac", env)
+    ahead = make_agent("sac", dataclasses.asdict(_sac(0)), env.obs_dim, env.action_dim, "cpu", 7)
+    ahead.env_steps = _sac(0).learning_starts  # as if it had finished its warm-up elsewhere
+    pop.import_member(0, ahead, copy_rng=True)
+    fresh = make_agent(
+        "sac", dataclasses.asdict(_sac(2)), env.obs_dim, env.action_dim, "cpu", SEEDS[2]
+    )
+    singles = {0: (ahead, SliceView(full_env(), 0, W)), 2: (fresh, SliceView(full_env(), 2, W))}
+    got = pop.learn(env, 28)  # 7 vector steps: member 0 updates from the 4th, 1 and 2 from the 6th
+    updates = pop.updates().tolist()
+    assert updates[0] > updates[1] == updates[2] > 0
+    for k, (agent, view) in singles.items():
+        want = agent.learn(view, 28)
+        for key, value in want.items():
+            torch.testing.assert_close(
+                got[key][k], torch.tensor(value), rtol=1e-4, atol=1e-5, equal_nan=True, msg=key
+            )
+        _assert_state_close(pop.member_state_dict(k), agent.state_dict())
