@@ -380,16 +380,19 @@ def make_population(
     seeds: Sequence[int],
 ) -> Population:
     """A population of ``len(hparams)`` members of ``algorithm`` (``"ppo"``, ``"a2c"``,
-    ``"sac"``); ``hparams[k]`` is member k's params dataclass (``PPOParams`` …) and
+    ``"sac"``, ``"td3"``, ``"ddpg"``); ``hparams[k]`` is member k's params dataclass (``PPOParams`` …) and
     ``seeds[k]`` its seed. Members must share every field but the algorithm's
     ``member_fields`` (FinpodError naming the field otherwise)."""
     from finpod.agents.population_ppo import A2CPopulation, PPOPopulation
     from finpod.agents.population_sac import SACPopulation
+    from finpod.agents.population_td3 import DDPGPopulation, TD3Population
 
     kinds: dict[str, type[Population]] = {
         "ppo": PPOPopulation,
         "a2c": A2CPopulation,
         "sac": SACPopulation,
+        "td3": TD3Population,
+        "ddpg": DDPGPopulation,
     }
     if algorithm not in kinds:
         raise FinpodError(

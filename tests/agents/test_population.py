@@ -12,6 +12,7 @@ from finpod.agents.a2c import A2CParams
 from finpod.agents.population import make_population
 from finpod.agents.ppo import PPOParams
 from finpod.agents.sac import SACParams
+from finpod.agents.td3 import DDPGParams, TD3Params
 from finpod.env import EnvConfig, VecTradingEnv
 from finpod.errors import FinpodError
 
@@ -74,7 +75,39 @@ def _ppo_kl(i: int) -> PPOParams:
     )
 
 
-MAKE = {"ppo": _ppo, "ppo_kl": _ppo_kl, "a2c": _a2c, "sac": _sac}
+def _td3(i: int) -> TD3Params:
+    return TD3Params(
+        batch_size=16,
+        buffer_size=256,
+        learning_starts=24,
+        actor_hidden=(16,),
+        critic_hidden=(16,),
+        actor_lr=3e-4 * (i + 1),
+        critic_lr=1e-3 * (i + 1),
+        gamma=0.9 + 0.03 * i,
+        tau=0.01 * (i + 1),
+        exploration_noise=0.1 + 0.1 * i,
+        policy_noise=0.1 + 0.1 * i,
+        noise_clip=0.2 + 0.1 * i,
+    )
+
+
+def _ddpg(i: int) -> DDPGParams:
+    return DDPGParams(
+        batch_size=16,
+        buffer_size=256,
+        learning_starts=24,
+        actor_hidden=(16,),
+        critic_hidden=(16,),
+        actor_lr=3e-4 * (i + 1),
+        critic_lr=1e-3 * (i + 1),
+        gamma=0.9 + 0.03 * i,
+        tau=0.01 * (i + 1),
+        exploration_noise=0.1 + 0.1 * i,
+    )
+
+
+MAKE = {"ppo": _ppo, "ppo_kl": _ppo_kl, "a2c": _a2c, "sac": _sac, "td3": _td3, "ddpg": _ddpg}
 ALGO = {"ppo_kl": "ppo"}
 
 
@@ -128,7 +161,7 @@ def _assert_state_close(got: dict, want: dict) -> None:
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=key)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "ppo_kl", "a2c", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "ppo_kl", "a2c", "sac", "td3", "ddpg"])
 @pytest.mark.parametrize("k", [1, 2])
 def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
     env = full_env()
@@ -220,23 +253,25 @@ def test_members_must_share_the_architecture(market):
         pop.act(torch.zeros(3, 10))
 
 
-def test_sac_members_in_different_phases_each_match_their_single_agent(full_env):
-    """Member 0 (imported, past its warm-up) updates while members 1 and 2 still collect
-    random actions: the masked steps leave 1 and 2 exactly as their single agents."""
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_members_in_different_phases_each_match_their_single_agent(algo, full_env):
+    """Member 0 (imported, past its warm-up, TD3: on the other side of its policy delay)
+    updates while members 1 and 2 still collect random actions: the masked steps leave
+    every member exactly as its single agent."""
     env = full_env()
-    pop = _population("sac", env)
-    ahead = make_agent("sac", dataclasses.asdict(_sac(0)), env.obs_dim, env.action_dim, "cpu", 7)
-    ahead.env_steps = _sac(0).learning_starts  # as if it had finished its warm-up elsewhere
+    pop = _population(algo, env)
+    hp0, hp2 = dataclasses.asdict(MAKE[algo](0)), dataclasses.asdict(MAKE[algo](2))
+    ahead = make_agent(algo, hp0, env.obs_dim, env.action_dim, "cpu", 7)
+    ahead.env_steps = MAKE[algo](0).learning_starts  # as if warmed up elsewhere
+    ahead.updates = 1  # TD3: its next actor step comes one update later than the others'
     pop.import_member(0, ahead, copy_rng=True)
-    fresh = make_agent(
-        "sac", dataclasses.asdict(_sac(2)), env.obs_dim, env.action_dim, "cpu", SEEDS[2]
-    )
+    fresh = make_agent(algo, hp2, env.obs_dim, env.action_dim, "cpu", SEEDS[2])
     singles = {0: (ahead, SliceView(full_env(), 0, W)), 2: (fresh, SliceView(full_env(), 2, W))}
-    got = pop.learn(env, 28)  # 7 vector steps: member 0 updates from the 4th, 1 and 2 from the 6th
+    got = pop.learn(env, 32)  # 8 vector steps: member 0 updates from the 4th, 1 and 2 from the 6th
     updates = pop.updates().tolist()
-    assert updates[0] > updates[1] == updates[2] > 0
+    assert updates[0] - 1 > updates[1] == updates[2] > 0
     for k, (agent, view) in singles.items():
-        want = agent.learn(view, 28)
+        want = agent.learn(view, 32)
         for key, value in want.items():
             torch.testing.assert_close(
                 got[key][k], torch.tensor(value), rtol=1e-4, atol=1e-5, equal_nan=True, msg=key
