@@ -161,8 +161,11 @@ def _assert_state_close(got: dict, want: dict) -> None:
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=key)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "ppo_kl", "a2c", "sac", "td3", "ddpg"])
-@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize(
+    ("algo", "k"),
+    [("ppo", 1), ("ppo", 2), ("ppo_kl", 1), ("a2c", 2), ("sac", 1), ("sac", 2), ("td3", 2)]
+    + [("ddpg", 1)],
+)
 def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
     env = full_env()
     pop = _population(algo, env)
