@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--device", default="cpu")
     p.add_argument(
+        "--rng",
+        choices=["member", "shared"],
+        default="member",
+        help="population random numbers: per-member generators or one shared generator",
+    )
+    p.add_argument(
         "--systems",
         nargs="+",
         default=["population", "sequential", "single", "single_wide"],
@@ -80,7 +86,9 @@ def run_population(a, market, config, hp: PPOParams, k: int) -> tuple[float, int
     """Seconds, env steps trained (all members), gradient updates per env step per member."""
     w = a.envs_per_member
     env = VecTradingEnv(market, config, num_envs=k * w, seed=0, device=a.device)
-    pop = make_population("ppo", [hp] * k, env.obs_dim, env.action_dim, a.device, range(k))
+    pop = make_population(
+        "ppo", [hp] * k, env.obs_dim, env.action_dim, a.device, range(k), rng=a.rng
+    )
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else lambda: None
     wall = _timed(lambda: (pop.learn(env, a.steps_per_member), sync()))
     steps = int(pop.env_steps().sum())
@@ -152,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
                 "widths": a.widths,
                 "tickers": a.tickers,
                 "device": a.device,
+                "rng": a.rng,
                 "torch_threads": a.threads,
                 "loadavg_before": [round(x, 2) for x in load_before],
                 "loadavg_after": [round(x, 2) for x in load_after],

@@ -23,6 +23,8 @@ seed=seeds[k])`` trained on the env slice ``[k·W, (k+1)·W)``:
 - one ``torch.Generator`` per member, seeded as the single agent's, consumed in the same
   order. Drawing those random numbers is the only loop over members in the hot path
   (``torch.randn``/``randperm`` take one generator per call); all compute is batched.
+  ``rng="shared"`` draws for all members at once from one generator instead (no loop;
+  members then no longer reproduce their single agents, see :func:`make_population`).
 
 The env belongs to the caller: the population resets it with ``env.reset()`` (no seed),
 so the env's start windows come from the generator it was built with. Each member still
@@ -77,6 +79,7 @@ class Population:
         action_dim: int,
         device: torch.device,
         seeds: Sequence[int],
+        rng: str = "member",
     ) -> None:
         from finpod.agents import ALGORITHMS, make_agent
 
@@ -143,6 +146,14 @@ class Population:
                 [self.params[k] for k in self.optim_keys[name]], lr, eps
             )
         self.generators = [a.generator for a in agents]
+        if rng not in ("member", "shared"):
+            raise FinpodError(f"unknown rng mode {rng!r}", 'use "member" or "shared"')
+        #: With ``rng="shared"``: the one generator every draw of the hot path uses.
+        self.shared_rng: torch.Generator | None = None
+        if rng == "shared":
+            self.shared_rng = torch.Generator(device=self.device)
+            entropy = np.random.SeedSequence([s & 0xFFFFFFFF for s in seeds])
+            self.shared_rng.manual_seed(int(entropy.generate_state(1, np.uint64)[0] >> 1))
         self._env_steps = np.zeros(self.size, dtype=np.int64)
         self._updates = np.zeros(self.size, dtype=np.int64)
         self.collected_steps = 0
@@ -326,28 +337,73 @@ class Population:
         if self._obs is None or env is not self._env:
             # Each member draws the reset seed its single agent would draw (keeps the
             # streams aligned); the env's own generator picks the start windows.
-            for g in self.generators:
-                torch.randint(0, 2**31 - 1, (1,), generator=g, device=self.device)
+            if self.shared_rng is None:
+                for g in self.generators:
+                    torch.randint(0, 2**31 - 1, (1,), generator=g, device=self.device)
             self._env = env
             self._obs = env.reset().to(self.device, torch.float32)
         return self._obs
 
+    # ----- random numbers: the one loop over members ------------------------------------
     def _draw(
         self,
         fn: Callable[[torch.Generator], torch.Tensor],
-        active: Sequence[bool] | None = None,
-        fill: Callable[[], torch.Tensor] | None = None,
+        active: Sequence[bool] | None,
+        fill: Callable[[], torch.Tensor],
     ) -> torch.Tensor:
-        """``fn(generator_k)`` stacked over members ``(K, …)``: the one per-member loop.
-
-        Members with ``active[k]`` False draw nothing (their single agent would not) and
-        get ``fill()`` instead.
-        """
+        """``fn(generator_k)`` stacked over members ``(K, …)``; members with ``active[k]``
+        False draw nothing (their single agent would not) and get ``fill()``."""
         if active is None:
             return torch.stack([fn(g) for g in self.generators])
-        assert fill is not None
         return torch.stack(
             [fn(g) if a else fill() for g, a in zip(self.generators, active, strict=True)]
+        )
+
+    def _randn(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
+        """Standard normal ``(K, *shape)``, member k's rows from member k's stream."""
+        d = self.device
+        if self.shared_rng is not None:
+            return torch.randn((self.size, *shape), device=d, generator=self.shared_rng)
+        return self._draw(
+            lambda g: torch.randn(shape, device=d, generator=g),
+            active,
+            lambda: torch.zeros(shape, device=d),
+        )
+
+    def _rand(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
+        """Uniform on [0, 1) ``(K, *shape)``."""
+        d = self.device
+        if self.shared_rng is not None:
+            return torch.rand((self.size, *shape), device=d, generator=self.shared_rng)
+        return self._draw(
+            lambda g: torch.rand(shape, device=d, generator=g),
+            active,
+            lambda: torch.zeros(shape, device=d),
+        )
+
+    def _randint(
+        self, high: int, shape: tuple[int, ...], active: Sequence[bool] | None = None
+    ) -> torch.Tensor:
+        """Integers uniform on ``[0, high)`` ``(K, *shape)`` int64."""
+        d = self.device
+        if self.shared_rng is not None:
+            return torch.randint(0, high, (self.size, *shape), device=d, generator=self.shared_rng)
+        return self._draw(
+            lambda g: torch.randint(0, high, shape, device=d, generator=g),
+            active,
+            lambda: torch.zeros(shape, dtype=torch.int64, device=d),
+        )
+
+    def _randperm(self, n: int, active: Sequence[bool] | None = None) -> torch.Tensor:
+        """A random permutation of ``0 … n−1`` per member, ``(K, n)`` int64."""
+        d = self.device
+        if self.shared_rng is not None:
+            keys = torch.rand((self.size, n), device=d, generator=self.shared_rng)
+            return keys.argsort(dim=1)
+        return self._draw(
+            lambda g: torch.randperm(n, device=d, generator=g),
+            active,
+            lambda: torch.arange(n, device=d),
         )
 
     def _episodes_begin(self, num_envs: int) -> None:
@@ -378,11 +434,21 @@ def make_population(
     action_dim: int,
     device: torch.device | str,
     seeds: Sequence[int],
+    *,
+    rng: str = "member",
 ) -> Population:
     """A population of ``len(hparams)`` members of ``algorithm`` (``"ppo"``, ``"a2c"``,
     ``"sac"``, ``"td3"``, ``"ddpg"``); ``hparams[k]`` is member k's params dataclass (``PPOParams`` …) and
     ``seeds[k]`` its seed. Members must share every field but the algorithm's
-    ``member_fields`` (FinpodError naming the field otherwise)."""
+    ``member_fields`` (FinpodError naming the field otherwise).
+
+    ``rng="member"`` (default): member k draws from its own generator, in its single
+    agent's order, so it reproduces that agent; this takes one torch call per member per
+    draw (the one loop over members in the hot path). ``rng="shared"``: every draw is one
+    call for all members from one population generator (seeded from ``seeds``): no loop
+    over members, a reproducible population, but member k no longer reproduces the single
+    agent with seed ``seeds[k]``. Worth it where kernel launches cost (large K on a GPU).
+    """
     from finpod.agents.population_ppo import A2CPopulation, PPOPopulation
     from finpod.agents.population_sac import SACPopulation
     from finpod.agents.population_td3 import DDPGPopulation, TD3Population
@@ -399,4 +465,4 @@ def make_population(
             f"no batched population for algorithm {algorithm!r}",
             f"choose one of {', '.join(sorted(kinds))}",
         )
-    return kinds[algorithm](hparams, obs_dim, action_dim, torch.device(device), seeds)
+    return kinds[algorithm](hparams, obs_dim, action_dim, torch.device(device), seeds, rng=rng)

@@ -52,25 +52,23 @@ class OffPolicyPopulation(Population):
         only some of those members produced (TD3's delayed actor loss), their masks."""
         raise NotImplementedError
 
-    def _randn(self, rows: int, active: list[bool] | None = None) -> torch.Tensor:
-        """Standard normal ``(K, rows, A)`` from each (active) member's generator."""
-        shape = (rows, self.action_dim)
-        return self._draw(
-            lambda g: torch.randn(shape, device=self.device, generator=g),
-            active,
-            lambda: torch.zeros(shape, device=self.device),
+    def _draw_exploration(self, shape: tuple[int, ...], warmup: list[bool]) -> torch.Tensor:
+        """Member k's uniform draw if it is in its warm-up, else its standard normal one."""
+        d = self.device
+        return torch.stack(
+            [
+                torch.rand(shape, device=d, generator=g)
+                if r
+                else torch.randn(shape, device=d, generator=g)
+                for g, r in zip(self.generators, warmup, strict=True)
+            ]
         )
 
     def _sample_batch(self, active: list[bool]) -> tuple[torch.Tensor, ...]:
         """``batch_size`` transitions per member, drawn as its single agent's buffer does:
         ``(obs, action, reward, next_obs, terminated)``, each ``(K, batch, …)``."""
         assert self.buffer is not None
-        size, batch = self.buffer_size, self.hparams[0].batch_size
-        idx = self._draw(
-            lambda g: torch.randint(0, size, (batch,), device=self.device, generator=g),
-            active,
-            lambda: torch.zeros(batch, dtype=torch.int64, device=self.device),
-        )
+        idx = self._randint(self.buffer_size, (self.hparams[0].batch_size,), active)
         rows = torch.arange(self.size, device=self.device).unsqueeze(1)
         return tuple(self.buffer[name][rows, idx] for name in BUFFER_FIELDS)
 
@@ -147,21 +145,19 @@ class OffPolicyPopulation(Population):
         for _ in range(vector_steps):
             with torch.no_grad():
                 warmup = (self._env_steps < hp.learning_starts).tolist()
-                noise = torch.stack(
-                    [
-                        torch.rand(shape, device=self.device, generator=g)
-                        if r
-                        else torch.randn(shape, device=self.device, generator=g)
-                        for g, r in zip(self.generators, warmup, strict=True)
-                    ]
-                )
                 x = obs.reshape(K, w, self.obs_dim)
+                if self.shared_rng is not None:
+                    uniform = self._rand(shape)
+                    noise = uniform if all(warmup) else self._randn(shape)
+                else:  # each member draws what its single agent draws
+                    noise = self._draw_exploration(shape, warmup)
+                    uniform = noise
                 if all(warmup):
-                    action = noise * 2.0 - 1.0
+                    action = uniform * 2.0 - 1.0
                 else:
                     policy = self._policy_action(x, noise)
                     random = torch.tensor(warmup, device=self.device).reshape(K, 1, 1)
-                    action = torch.where(random, noise * 2.0 - 1.0, policy)
+                    action = torch.where(random, uniform * 2.0 - 1.0, policy)
                 action = action.reshape(n_envs, self.action_dim)
                 next_obs, reward, terminated, truncated, info = env.step(action)
                 next_obs = next_obs.to(self.device, torch.float32)

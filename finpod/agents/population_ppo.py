@@ -58,9 +58,7 @@ class PPOPopulation(Population):
         x = self._batch(obs)
         mean, log_std = self._policy(x)
         if not deterministic:
-            noise = self._draw(
-                lambda g: torch.randn(mean.shape[1:], device=self.device, generator=g)
-            )
+            noise = self._randn(tuple(mean.shape[1:]))
             mean = mean + noise * log_std.exp()
         return mean.clamp(-1.0, 1.0).reshape(-1, self.action_dim)
 
@@ -106,9 +104,7 @@ class PPOPopulation(Population):
                     self.obs_buf[t] = obs
                     self.done_buf[t] = done
                     mean, log_std = self._policy(obs.reshape(K, w, self.obs_dim))
-                    noise = self._draw(
-                        lambda g: torch.randn((w, self.action_dim), device=self.device, generator=g)
-                    )
+                    noise = self._randn((w, self.action_dim))
                     action = (mean + noise * log_std.exp()).reshape(n_envs, self.action_dim)
                     self.act_buf[t] = action
                     self.logp_buf[t] = (
@@ -213,18 +209,10 @@ class PPOPopulation(Population):
                 break
             mask = None if all(active) else torch.tensor(active, device=self.device)
             if hp.minibatches_per_epoch is None:
-                perm = self._draw(
-                    lambda g: torch.randperm(n, device=self.device, generator=g),
-                    active,
-                    lambda: torch.arange(n, device=self.device),
-                )
+                perm = self._randperm(n, active)
                 batches = [perm[:, i : i + mb] for i in range(0, n - mb + 1, mb)]
             else:
-                idx = self._draw(
-                    lambda g: torch.randint(0, n, shape, device=self.device, generator=g),
-                    active,
-                    lambda: torch.zeros(shape, dtype=torch.int64, device=self.device),
-                )
+                idx = self._randint(n, shape, active)
                 batches = list(idx.unbind(1))
             for ids in batches:
                 loss, step_stats = self._losses(

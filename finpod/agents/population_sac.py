@@ -66,7 +66,7 @@ class SACPopulation(OffPolicyPopulation):
         if deterministic:
             action = torch.tanh(self._actor(x)[0])
         else:
-            action = self._sample(x, self._randn(x.shape[1]))[0]
+            action = self._sample(x, self._randn((x.shape[1], self.action_dim)))[0]
         return action.reshape(-1, self.action_dim)
 
     def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
@@ -84,7 +84,9 @@ class SACPopulation(OffPolicyPopulation):
 
         # ---- critic: soft Bellman target with clipped double Q --------------------------
         with torch.no_grad():
-            next_action, next_logp = self._sample(next_obs, self._randn(batch, active))
+            next_action, next_logp = self._sample(
+                next_obs, self._randn((batch, self.action_dim), active)
+            )
             q_next = torch.min(
                 self._q("q1_target", next_obs, next_action),
                 self._q("q2_target", next_obs, next_action),
@@ -97,7 +99,7 @@ class SACPopulation(OffPolicyPopulation):
         self.optims["critic"].step(mask)
 
         # ---- actor: maximise min Q − α log π ---------------------------------------------
-        new_action, logp = self._sample(obs, self._randn(batch, active))
+        new_action, logp = self._sample(obs, self._randn((batch, self.action_dim), active))
         q_pi = torch.min(self._q("q1", obs, new_action), self._q("q2", obs, new_action))
         actor_loss = (alpha.unsqueeze(1) * logp - q_pi).mean(1)
         self.optims["actor"].zero_grad()

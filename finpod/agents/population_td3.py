@@ -67,7 +67,7 @@ class TD3Population(OffPolicyPopulation):
         if deterministic:
             action = self._actor("actor", x)
         else:
-            action = self._policy_action(x, self._randn(x.shape[1]))
+            action = self._policy_action(x, self._randn((x.shape[1], self.action_dim)))
         return action.reshape(-1, self.action_dim)
 
     def _update(
@@ -80,7 +80,7 @@ class TD3Population(OffPolicyPopulation):
         with torch.no_grad():
             next_action = self._actor("actor_target", next_obs)
             if self.twin:
-                eps = self._randn(hp.batch_size, active)
+                eps = self._randn((hp.batch_size, self.action_dim), active)
                 clip = self._hp32("noise_clip").reshape(-1, 1, 1)
                 eps = torch.clamp(eps * self._hp32("policy_noise").reshape(-1, 1, 1), -clip, clip)
                 next_action = (next_action + eps).clamp(-1.0, 1.0)

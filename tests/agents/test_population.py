@@ -280,3 +280,22 @@ def test_members_in_different_phases_each_match_their_single_agent(algo, full_en
                 got[key][k], torch.tensor(value), rtol=1e-4, atol=1e-5, equal_nan=True, msg=key
             )
         _assert_state_close(pop.member_state_dict(k), agent.state_dict())
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
+def test_shared_rng_draws_once_for_all_members_and_reproduces_itself(algo, full_env):
+    def run():
+        env = full_env()
+        hps = [MAKE[algo](i) for i in range(K)]
+        pop = make_population(algo, hps, env.obs_dim, env.action_dim, "cpu", SEEDS, rng="shared")
+        member_rng = [g.get_state().clone() for g in pop.generators]
+        stats = pop.learn(env, 48)
+        assert all(
+            torch.equal(g.get_state(), s) for g, s in zip(pop.generators, member_rng, strict=True)
+        )
+        return stats, [pop.member_state_dict(k) for k in range(K)]
+
+    (s1, sd1), (s2, sd2) = run(), run()
+    torch.testing.assert_close(s1, s2, rtol=0, atol=0, equal_nan=True)
+    assert all(torch.equal(a[key], b[key]) for a, b in zip(sd1, sd2, strict=True) for key in a)
+    assert all(bool(torch.isfinite(v).all()) for key, v in s1.items() if key != "episode_return")
