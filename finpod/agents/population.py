@@ -160,6 +160,7 @@ class Population:
         self._env: Any = None
         self._obs: torch.Tensor | None = None
         self._ep_ret: torch.Tensor | None = None
+        self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
 
     # ----- hyperparameters --------------------------------------------------------------
     def _check_shared(self, hp: Any) -> None:
@@ -343,6 +344,17 @@ class Population:
             self._env = env
             self._obs = env.reset().to(self.device, torch.float32)
         return self._obs
+
+    def _mask(self, flags: Sequence[bool]) -> torch.Tensor:
+        """``(K,)`` bool device tensor of host ``flags``, cached: copying a host list to a
+        GPU waits for the device, so each distinct pattern is copied once."""
+        key = tuple(bool(f) for f in flags)
+        mask = self._masks.get(key)
+        if mask is None:
+            if len(self._masks) > 256:
+                self._masks.clear()
+            mask = self._masks[key] = torch.tensor(key, device=self.device)
+        return mask
 
     # ----- random numbers: the one loop over members ------------------------------------
     def _draw(

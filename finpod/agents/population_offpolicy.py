@@ -156,7 +156,7 @@ class OffPolicyPopulation(Population):
                     action = uniform * 2.0 - 1.0
                 else:
                     policy = self._policy_action(x, noise)
-                    random = torch.tensor(warmup, device=self.device).reshape(K, 1, 1)
+                    random = self._mask(warmup).reshape(K, 1, 1)
                     action = torch.where(random, uniform * 2.0 - 1.0, policy)
                 action = action.reshape(n_envs, self.action_dim)
                 next_obs, reward, terminated, truncated, info = env.step(action)
@@ -181,7 +181,7 @@ class OffPolicyPopulation(Population):
             can = self.buffer_size >= hp.batch_size
             active = [can and bool(s >= hp.learning_starts) for s in self._env_steps]
             if any(active):
-                mask = torch.tensor(active, device=self.device)
+                mask = self._mask(active)
                 for _ in range(hp.gradient_steps):
                     step_stats, masks = self._update(active, None if all(active) else mask)
                     for name, value in step_stats.items():

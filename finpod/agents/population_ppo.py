@@ -207,7 +207,7 @@ class PPOPopulation(Population):
         for _ in range(hp.update_epochs):
             if not any(active):
                 break
-            mask = None if all(active) else torch.tensor(active, device=self.device)
+            mask = None if all(active) else self._mask(active)
             if hp.minibatches_per_epoch is None:
                 perm = self._randperm(n, active)
                 batches = [perm[:, i : i + mb] for i in range(0, n - mb + 1, mb)]

@@ -101,7 +101,7 @@ class TD3Population(OffPolicyPopulation):
         stats = {"q_loss": q_loss.detach()}
         if not any(due):
             return stats, {}
-        due_mask = torch.tensor(due, device=self.device)
+        due_mask = self._mask(due)
         actor_loss = -self._q(self.critics[0], obs, self._actor("actor", obs)).mean(1)
         self.optims["actor"].zero_grad()
         actor_loss.sum().backward()

@@ -185,7 +185,7 @@ def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
     assert single.updates > 0 and int(pop.env_steps()[k]) == single.env_steps
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
 @pytest.mark.parametrize("perturb", ["hparams", "weights"])
 def test_perturbing_member_k_changes_only_member_k(algo, perturb, full_env):
     k = 1
@@ -206,7 +206,7 @@ def test_perturbing_member_k_changes_only_member_k(algo, perturb, full_env):
         assert same == (j != k), f"member {j}"
 
 
-@pytest.mark.parametrize("algo", ["ppo", "sac"])
+@pytest.mark.parametrize("algo", ["ppo", "sac", "td3"])
 def test_export_and_import_round_trip_through_a_checkpoint(algo, full_env, tmp_path):
     env = full_env()
     pop = _population(algo, env)
@@ -234,7 +234,7 @@ def test_export_and_import_round_trip_through_a_checkpoint(algo, full_env, tmp_p
     assert pop.hparams[0] == loaded.hparams
     pop.import_member(1, loaded, copy_rng=True)
     _assert_state_close(pop.member_state_dict(1), loaded.state_dict())
-    if algo == "sac":  # member 2's replay rows travel with it on request
+    if algo != "ppo":  # member 2's replay rows travel with it on request
         rows = pop.export_member(2, include_buffer=True).export_buffer()
         assert rows["reward"].shape == (48,) and torch.equal(
             torch.from_numpy(rows["reward"]), pop.buffer["reward"][2, :48]
