@@ -115,9 +115,9 @@ ALGO = {"ppo_kl": "ppo"}
 def full_env(market):
     """K·W envs with random start windows, as a population trains on."""
 
-    def build() -> VecTradingEnv:
+    def build(device: str = "cpu") -> VecTradingEnv:
         config = EnvConfig(action_mode="weights", episode_length=12)
-        return VecTradingEnv(market.slice(0, 200), config, num_envs=K * W, seed=3)
+        return VecTradingEnv(market.slice(0, 200).to(device), config, num_envs=K * W, seed=3)
 
     return build
 
@@ -138,7 +138,7 @@ class SliceView:
         return self.full.reset()[self.rows]
 
     def step(self, action: torch.Tensor):
-        full_action = torch.zeros(self.full.num_envs, self.action_dim)
+        full_action = torch.zeros(self.full.num_envs, self.action_dim, device=self.device)
         full_action[self.rows] = action
         obs, reward, terminated, truncated, info = self.full.step(full_action)
         out = {} if info["final_obs"] is obs else {"final_obs": info["final_obs"][self.rows]}
@@ -148,13 +148,15 @@ class SliceView:
 
 def _population(algo: str, env: VecTradingEnv):
     hps = [MAKE[algo](i) for i in range(K)]
-    return make_population(ALGO.get(algo, algo), hps, env.obs_dim, env.action_dim, "cpu", SEEDS)
+    return make_population(
+        ALGO.get(algo, algo), hps, env.obs_dim, env.action_dim, env.device, SEEDS
+    )
 
 
 def _assert_state_close(got: dict, want: dict) -> None:
     assert got.keys() == want.keys()
     for key, w in want.items():
-        g = got[key]
+        g, w = got[key].cpu(), w.cpu()
         if key.startswith(("counter.", "rng.")) or key.endswith(".step"):
             assert torch.equal(g, w), key
         else:
@@ -167,11 +169,22 @@ def _assert_state_close(got: dict, want: dict) -> None:
     + [("ddpg", 1)],
 )
 def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
-    env = full_env()
+    _check_member_is_single_agent(algo, k, full_env, "cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize(("algo", "k"), [("ppo_kl", 1), ("sac", 2), ("td3", 1)])
+def test_member_k_is_the_single_agent_on_cuda(algo, k, full_env):
+    _check_member_is_single_agent(algo, k, full_env, "cuda")
+
+
+def _check_member_is_single_agent(algo: str, k: int, full_env, device: str) -> None:
+    env = full_env(device)
     pop = _population(algo, env)
     hp = dataclasses.asdict(MAKE[algo](k))
-    single = make_agent(ALGO.get(algo, algo), hp, env.obs_dim, env.action_dim, "cpu", SEEDS[k])
-    view = SliceView(full_env(), k, W)
+    single = make_agent(ALGO.get(algo, algo), hp, env.obs_dim, env.action_dim, device, SEEDS[k])
+    view = SliceView(full_env(device), k, W)
     _assert_state_close(pop.member_state_dict(k), single.state_dict())  # same init
     for steps in (48, 40):  # two calls: episodes and the rollout go on between calls
         got = pop.learn(env, steps)
@@ -179,7 +192,12 @@ def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
         assert set(got) == set(want)
         for key, value in want.items():
             torch.testing.assert_close(
-                got[key][k], torch.tensor(value), rtol=1e-4, atol=1e-5, equal_nan=True, msg=key
+                got[key][k].cpu(),
+                torch.tensor(value),
+                rtol=1e-4,
+                atol=1e-5,
+                equal_nan=True,
+                msg=key,
             )
         _assert_state_close(pop.member_state_dict(k), single.state_dict())
     assert single.updates > 0 and int(pop.env_steps()[k]) == single.env_steps
