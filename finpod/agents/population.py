@@ -92,6 +92,12 @@ class Population:
             raise FinpodError(
                 f"{len(hparams)} members but {len(seeds)} seeds", "pass one seed per member"
             )
+        hparams = [
+            build_hparams(params_cls, hp, where=f"{self.algorithm} hparams")
+            if isinstance(hp, dict)
+            else hp
+            for hp in hparams
+        ]
         for hp in hparams:
             if not isinstance(hp, params_cls):
                 raise FinpodError(
@@ -450,9 +456,10 @@ def make_population(
     rng: str = "member",
 ) -> Population:
     """A population of ``len(hparams)`` members of ``algorithm`` (``"ppo"``, ``"a2c"``,
-    ``"sac"``, ``"td3"``, ``"ddpg"``); ``hparams[k]`` is member k's params dataclass (``PPOParams`` …) and
-    ``seeds[k]`` its seed. Members must share every field but the algorithm's
-    ``member_fields`` (FinpodError naming the field otherwise).
+    ``"sac"``, ``"td3"``, ``"ddpg"``); ``hparams[k]`` is member k's params dataclass
+    (``PPOParams`` …, or a dict of its fields) and ``seeds[k]`` its seed. Members must
+    share every field but the algorithm's ``member_fields`` (FinpodError naming the
+    field otherwise).
 
     ``rng="member"`` (default): member k draws from its own generator, in its single
     agent's order, so it reproduces that agent; this takes one torch call per member per

@@ -264,7 +264,9 @@ def test_export_and_import_round_trip_through_a_checkpoint(algo, full_env, tmp_p
 def test_members_must_share_the_architecture(market):
     with pytest.raises(FinpodError, match="actor_hidden"):
         make_population("ppo", [PPOParams(), PPOParams(actor_hidden=(8,))], 10, 2, "cpu", [0, 1])
-    pop = make_population("ppo", [PPOParams(), PPOParams()], 10, 2, "cpu", [0, 1])
+    pop = make_population("ppo", [PPOParams(), {"learning_rate": 1e-3}], 10, 2, "cpu", [0, 1])
+    assert pop.hparams[1] == PPOParams(learning_rate=1e-3)
+    assert pop.hp["learning_rate"].tolist() == [3e-4, 1e-3]
     with pytest.raises(FinpodError, match="horizon"):
         pop.set_member_hparams(0, {"horizon": 4})
     other = make_agent("ppo", {"critic_hidden": [8]}, 10, 2, "cpu", 0)
