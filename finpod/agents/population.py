@@ -56,7 +56,7 @@ class Population:
     """Base of the batched populations; subclasses implement ``act`` and ``learn``.
 
     Attributes:
-        algorithm: registry name (``"ppo"``, ``"sac"``).
+        algorithm: registry name (``"ppo"``, ``"a2c"``, ``"sac"``, ``"td3"``, ``"ddpg"``).
         size: number of members K.
         hparams: member k's hyperparameter dataclass at ``hparams[k]``.
         params: ``{state-dict key: (K, …) tensor}`` of every network parameter, named as
