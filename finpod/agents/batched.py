@@ -1,0 +1,150 @@
+"""Batched networks and optimizers: K members' parameters stacked on a leading member axis.
+
+A population of K agents of one architecture keeps each parameter of the single agent as
+one tensor with a leading member axis: a ``nn.Linear(in, out)`` becomes a weight
+``(K, out, in)`` and a bias ``(K, out)``, and a layer is one batched matmul
+(``torch.baddbmm``) over inputs ``(K, B, in)``. Parameters are named exactly as in the
+single agent's flat state dict (``"actor.mean.0.weight"``), so member ``k``'s slice
+``[k]`` *is* that agent's tensor.
+
+:class:`BatchedAdam` is ``torch.optim.Adam`` (no weight decay, no AMSGrad) with a
+learning rate, a step count and a bias correction per member, and
+:func:`clip_grad_norm_` clips each member's global gradient norm on its own. Nothing
+here loops over members; loops run over the (few) parameter tensors only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+#: Adam's moment decay rates (torch.optim.Adam's defaults, as in ``make_adam``).
+BETAS = (0.9, 0.999)
+
+Params = dict[str, torch.Tensor]
+
+
+def _bcast(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A ``(K,)`` tensor shaped ``(K, 1, …, 1)`` to broadcast against ``like`` ``(K, …)``."""
+    return v.reshape(v.shape[0], *([1] * (like.dim() - 1)))
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``x (K, B, in) @ weight (K, out, in)ᵀ + bias (K, out)`` → ``(K, B, out)``."""
+    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+
+def mlp(
+    x: torch.Tensor,
+    params: Params,
+    prefix: str,
+    depth: int,
+    activation: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """K stacked :func:`finpod.agents.nets.mlp` networks on ``x (K, B, in)``.
+
+    ``depth`` = number of linear layers (hidden widths + 1); their parameters are
+    ``params[f"{prefix}.{2 i}.weight"]`` and ``….bias`` (the ``nn.Sequential`` indices of
+    the single network, activations in between).
+    """
+    for i in range(depth):
+        x = linear(x, params[f"{prefix}.{2 * i}.weight"], params[f"{prefix}.{2 * i}.bias"])
+        if i < depth - 1:
+            x = activation(x)
+    return x
+
+
+def clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: torch.Tensor) -> torch.Tensor:
+    """Scale each member's gradients so that their global L2 norm is ≤ ``max_norm[k]``.
+
+    ``grads``: tensors ``(K, …)``; ``max_norm``: ``(K,)``. Same math as
+    ``torch.nn.utils.clip_grad_norm_`` applied to each member alone (coefficient
+    ``max_norm / (norm + 1e-6)`` capped at 1). Returns the norms before clipping ``(K,)``.
+    """
+    k = max_norm.shape[0]
+    norms = torch.stack([g.reshape(k, -1).norm(dim=1) for g in grads])  # (P, K)
+    total = norms.norm(dim=0)
+    coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(_bcast(coef, g))
+    return total
+
+
+class BatchedAdam:
+    """Adam over stacked parameters ``(K, …)``, one learning rate and step count per member.
+
+    Matches ``torch.optim.Adam(params, lr, eps)`` run separately for each member: the
+    same moment updates and bias corrections (computed in float64 from the step count, as
+    the single-tensor Adam does on the host). ``lr`` is a ``(K,)`` float64 tensor held by
+    reference, so changing it in place changes the step size. ``step(mask)`` updates only
+    the members where ``mask (K,) bool`` is True (their parameters, moments and steps; the
+    others are left exactly as they were).
+
+    State per parameter ``i``: ``exp_avg[i]``, ``exp_avg_sq[i]`` (shaped like the
+    parameter) and ``steps[i]`` ``(K,)`` float32 (the single optimizer's ``"step"``).
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], lr: torch.Tensor, eps: float) -> None:
+        self.params = list(params)
+        self.lr = lr
+        self.eps = float(eps)
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+        k = lr.shape[0]
+        self.steps = [torch.zeros(k, device=lr.device) for _ in self.params]
+
+    def zero_grad(self) -> None:
+        """Drop the gradients (``set_to_none``)."""
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, mask: torch.Tensor | None = None) -> None:
+        """One Adam step of every member (or of the members where ``mask`` is True)."""
+        beta1, beta2 = BETAS
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            grad = p.grad
+            step = self.steps[i] + (1.0 if mask is None else mask.to(p.dtype))
+            s64 = step.double()
+            bc1 = 1.0 - beta1**s64
+            step_size = _bcast((self.lr / bc1).to(p.dtype), p)
+            bc2_sqrt = _bcast((1.0 - beta2**s64).sqrt().to(p.dtype), p)
+            if mask is None:  # every member steps: update in place
+                exp_avg = self.exp_avg[i].lerp_(grad, 1.0 - beta1)
+                exp_avg_sq = self.exp_avg_sq[i].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
+                p.sub_(exp_avg.div(denom).mul_(step_size))
+            else:
+                exp_avg = self.exp_avg[i].lerp(grad, 1.0 - beta1)
+                exp_avg_sq = self.exp_avg_sq[i].mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
+                new_p = p - step_size * (exp_avg / denom)
+                m = _bcast(mask, p)
+                self.exp_avg[i].copy_(torch.where(m, exp_avg, self.exp_avg[i]))
+                self.exp_avg_sq[i].copy_(torch.where(m, exp_avg_sq, self.exp_avg_sq[i]))
+                p.copy_(torch.where(m, new_p, p))
+            self.steps[i].copy_(step)
+
+
+def polyak_(target: Params, source: Params, names: Sequence[tuple[str, str]], tau: torch.Tensor):
+    """``target ← (1 − τ_k)·target + τ_k·source`` member-wise for each ``(target, source)``
+    name pair; ``tau`` ``(K,)``."""
+    with torch.no_grad():
+        for t_name, s_name in names:
+            t = target[t_name]
+            t.lerp_(source[s_name], _bcast(tau, t))
+
+
+def gather_rows(data: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``data (K, n, …)`` rows ``ids (K, b)`` of each member → ``(K, b, …)``."""
+    rows = torch.arange(data.shape[0], device=data.device).unsqueeze(1)
+    return data[rows, ids]
+
+
+def log_2pi_half() -> float:
+    """½ log 2π (the Gaussian log-density's constant)."""
+    return 0.5 * math.log(2.0 * math.pi)
