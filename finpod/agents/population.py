@@ -468,20 +468,29 @@ def make_population(
     over members, a reproducible population, but member k no longer reproduces the single
     agent with seed ``seeds[k]``. Worth it where kernel launches cost (large K on a GPU).
     """
+    kind = population_class(algorithm)
+    if kind is None:
+        raise FinpodError(
+            f"no batched population for algorithm {algorithm!r}",
+            f"choose one of {', '.join(sorted(_population_classes()))}",
+        )
+    return kind(hparams, obs_dim, action_dim, torch.device(device), seeds, rng=rng)
+
+
+def _population_classes() -> dict[str, type[Population]]:
     from finpod.agents.population_ppo import A2CPopulation, PPOPopulation
     from finpod.agents.population_sac import SACPopulation
     from finpod.agents.population_td3 import DDPGPopulation, TD3Population
 
-    kinds: dict[str, type[Population]] = {
+    return {
         "ppo": PPOPopulation,
         "a2c": A2CPopulation,
         "sac": SACPopulation,
         "td3": TD3Population,
         "ddpg": DDPGPopulation,
     }
-    if algorithm not in kinds:
-        raise FinpodError(
-            f"no batched population for algorithm {algorithm!r}",
-            f"choose one of {', '.join(sorted(kinds))}",
-        )
-    return kinds[algorithm](hparams, obs_dim, action_dim, torch.device(device), seeds, rng=rng)
+
+
+def population_class(algorithm: str) -> type[Population] | None:
+    """The batched population class of ``algorithm`` (``None``: it has none)."""
+    return _population_classes().get(algorithm)
