@@ -193,6 +193,30 @@ def _worker_spy(log_dir: str):
 
         finpod.data.load_split = load_split
         finpod.env.rollout = rollout
+
+        import finpod.tournament.members as members
+
+        batched = members.member_returns
+
+        def member_returns(act, market, *args, **kwargs):
+            ts = market.timestamps
+            log("score", {"split": market.split, "first": str(ts[0]), "last": str(ts[-1])})
+            return batched(act, market, *args, **kwargs)
+
+        members.member_returns = member_returns
+        if _os.path.exists(_os.path.join(log_dir, "swap")):
+            # The bug for populations: members scored on train (env built on train too).
+            trainer_train = members.PopulationTrainer.train
+
+            def population_on_train(self, *args, **kwargs):
+                valid, self.pod.valid_market = self.pod.valid_market, self.pod.train_market
+                self._scoring_key = None
+                try:
+                    return trainer_train(self, *args, **kwargs)
+                finally:
+                    self.pod.valid_market = valid
+
+            members.PopulationTrainer.train = population_on_train
         if _os.path.exists(_os.path.join(log_dir, "swap")):
             from finpod.tournament.pod import Pod
 
@@ -217,7 +241,9 @@ def _read_log(log_dir: Path, kind: str) -> list[dict]:
     return rows
 
 
-def _tournament(dataset: Path, tmp: Path, swap: bool, monkeypatch) -> tuple[Path, list, list]:
+def _tournament(
+    dataset: Path, tmp: Path, swap: bool, monkeypatch, population: int = 1
+) -> tuple[Path, list, list]:
     """A real tiny local Ray tournament with the spy in the driver and every worker."""
     import ray
 
@@ -255,9 +281,11 @@ def _tournament(dataset: Path, tmp: Path, swap: bool, monkeypatch) -> tuple[Path
         runtime_env={"worker_process_setup_hook": _worker_spy(str(log_dir))},
     )
     strategy = tmp / "t.toml"
-    strategy.write_text(textwrap.dedent(TOURNAMENT), encoding="utf-8")
+    text = textwrap.dedent(TOURNAMENT) + f"population = {population}\n"
+    strategy.write_text(text, encoding="utf-8")
+    budget = "3 pods" if population == 1 else f"{2 * population} pods"
     try:
-        result = run_tournament(strategy, dataset, pods=2, budget="3 pods", out=tmp / "runs")
+        result = run_tournament(strategy, dataset, pods=2, budget=budget, out=tmp / "runs")
     finally:
         ray.shutdown()
         _kill_under(root)
@@ -298,5 +326,29 @@ def test_tournament_pods_are_scored_on_validation_only(dataset, tmp_path, monkey
 @pytest.mark.slow  # a second Ray tournament (~45 s); it shows the check above can fail
 def test_tournament_spy_fails_when_pods_are_scored_on_train(dataset, tmp_path, monkeypatch):
     _, _, scored = _tournament(dataset, tmp_path, swap=True, monkeypatch=monkeypatch)
+    with pytest.raises(AssertionError, match="scored on the train split"):
+        assert_scored_on_validation(scored, _ranges(dataset))
+
+
+def test_population_members_are_scored_on_validation_only(dataset, tmp_path, monkeypatch):
+    """Members of populations are scored together in one env of K accounts: that env is
+    built on the validation split, and their recorded returns are validation returns."""
+    run, loads, scored = _tournament(
+        dataset, tmp_path, swap=False, monkeypatch=monkeypatch, population=3
+    )
+    assert "backtest" not in loads and "validation" in loads
+    assert len(scored) >= 4  # 2 populations × 2 epochs, inside the pods' worker processes
+    assert_scored_on_validation(scored, _ranges(dataset))
+    from finpod.candidates import load_candidates
+
+    candidates = load_candidates(run)
+    valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
+    assert len(candidates) == 6
+    assert candidates.returns.shape[0] == valid["stop_index"] - valid["start_index"] - 1
+
+
+@pytest.mark.slow  # a second Ray tournament; it shows the population check can fail
+def test_population_spy_fails_when_members_are_scored_on_train(dataset, tmp_path, monkeypatch):
+    _, _, scored = _tournament(dataset, tmp_path, swap=True, monkeypatch=monkeypatch, population=3)
     with pytest.raises(AssertionError, match="scored on the train split"):
         assert_scored_on_validation(scored, _ranges(dataset))

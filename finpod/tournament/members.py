@@ -13,7 +13,7 @@ slice) → ``epochs`` rounds of ``learn`` on every member at once → after each
 member scored on the validation split in one env of K accounts (:func:`member_returns`).
 
 The env tables are built once per actor and reused by every round that trains with the
-same settings; the validation env is built once per round. Algorithms without a batched
+same settings, and so is the validation env of K accounts. Algorithms without a batched
 engine (and rounds of one pod) train their members one after another on the usual path.
 """
 
@@ -44,9 +44,24 @@ from finpod.tournament.pod import (
 ENV_SEED_OFFSET = 1
 
 
+def scoring_env(market: Any, config: Any, members: int, device: torch.device) -> Any:
+    """The env :func:`member_returns` trades ``members`` accounts in (build once, reuse)."""
+    from finpod.env import VecTradingEnv
+
+    config = replace(config, episode_length=None, dtype="float64")
+    return VecTradingEnv(
+        market, config, num_envs=members, seed=0, random_start=False, device=device
+    )
+
+
 @torch.no_grad()
 def member_returns(
-    act: Any, market: Any, config: Any, members: int, device: torch.device
+    act: Any,
+    market: Any,
+    config: Any,
+    members: int,
+    device: torch.device,
+    env: Any = None,
 ) -> np.ndarray:
     """Per-bar simple returns ``(members, T − 1) float64`` of ``members`` accounts, each
     traded deterministically over the whole of ``market`` by its own member.
@@ -55,12 +70,10 @@ def member_returns(
     member k. The same env as :func:`finpod.env.rollout` (whole split, float64
     accounting, next-bar fills, the config's execution controls), with one account per
     member instead of one: account k's returns equal a single-account rollout of member
-    k's policy.
+    k's policy. ``env``: a :func:`scoring_env` of the same settings to reuse.
     """
-    from finpod.env import VecTradingEnv
-
-    config = replace(config, episode_length=None, dtype="float64")
-    env = VecTradingEnv(market, config, num_envs=members, seed=0, random_start=False, device=device)
+    if env is None:
+        env = scoring_env(market, config, members, device)
     obs = env.reset()
     values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
     for _ in range(env.episode_length):
@@ -78,6 +91,8 @@ class PopulationTrainer:
         self.pod = pod
         self._env: Any = None
         self._env_key: str | None = None
+        self._scoring: Any = None
+        self._scoring_key: str | None = None
 
     def train_env(self, spec: PodSpec, members: int) -> Any:
         """The train env of ``members × W`` envs for ``spec``'s settings: built once, reused
@@ -99,6 +114,16 @@ class PopulationTrainer:
             self._env_key = key
         self._env.reset(seed=spec.seed + ENV_SEED_OFFSET)
         return self._env
+
+    def scoring_env(self, spec: PodSpec, members: int) -> Any:
+        """The validation env of ``members`` accounts for ``spec``'s settings (cached)."""
+        config = self.pod.env_config_for(spec)
+        key = json.dumps([config.to_dict(), members], sort_keys=True, default=str)
+        if self._scoring_key != key:
+            self._scoring = None
+            self._scoring = scoring_env(self.pod.valid_market, config, members, self.pod.device)
+            self._scoring_key = key
+        return self._scoring
 
     def train(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
         """Train ``specs`` (one population) and return one result per spec, in order."""
@@ -180,6 +205,7 @@ class PopulationTrainer:
                 config,
                 k_members,
                 device,
+                env=self.scoring_env(lead, k_members),
             )
             wall = time.perf_counter() - t0
             for k in range(k_members):
