@@ -109,3 +109,76 @@ def test_a_population_run_records_every_member_as_a_pod(tmp_path, tiny_dataset):
     assert log.count("start population of 4") == 3
     # Later populations breed from the board: some members are children of entries.
     assert any(e.parent for e in board.entries) or "child of" in log
+
+
+def test_a_node_lost_mid_population_requeues_its_members_once(tmp_path, tiny_dataset, ray_tmp):
+    """A population lost with its node is one node event; each of its members runs again
+    under its own id, elsewhere, and is counted once."""
+    import threading
+    import time
+
+    import ray
+
+    from .test_failures import _cluster
+
+    cluster = _cluster(ray_tmp, "pn")
+    worker = cluster.add_node(num_cpus=1, temp_dir=str(ray_tmp / "pn"))
+    strategy = write_strategy(
+        tmp_path / "s.toml", pod_steps=16384, epochs=8, top_k=10, extra="population = 3"
+    )
+    on_worker: dict[str, object] = {}
+    lost: list[str] = []
+    finished: list[str] = []
+    removed = threading.Event()
+
+    def remove_mid_population() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not removed.is_set():
+            actor = next(iter(on_worker.values()), None)
+            if actor is not None:
+                try:
+                    info = ray.get(actor.progress.remote(), timeout=10)
+                except Exception:  # noqa: BLE001 - the actor is still starting
+                    info = {}
+                if info.get("pod_id") and 1 <= info.get("epoch", 0) <= 5:
+                    lost.extend(sorted(on_worker))
+                    cluster.remove_node(worker)
+                    removed.set()
+                    return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=remove_mid_population, daemon=True)
+
+    def on_event(kind, payload):
+        if kind == "start" and payload["node_id"] == worker.node_id and not removed.is_set():
+            on_worker[payload["pod_id"]] = payload["actor"]
+            if not watcher.is_alive():
+                watcher.start()
+        if kind == "finish":
+            finished.append(payload["pod_id"])
+
+    try:
+        result = run_tournament(
+            strategy,
+            tiny_dataset,
+            pods="auto",
+            budget="6 pods",
+            address=cluster.address,
+            out=tmp_path / "runs",
+            on_event=on_event,
+        )
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+    assert removed.is_set() and len(lost) == 3
+    summary = result.summary
+    assert summary.node_events == 1 and summary.pods_failed == 0
+    assert summary.pods_requeued == 3
+    assert set(lost) <= set(finished)
+    assert len(finished) == len(set(finished)) == 6
+    board = Leaderboard.load(result.run_dir)
+    assert board.candidates_evaluated == summary.pods_trained == 6
+    rows = read_metrics(result.run_dir / "metrics.csv")
+    for pod in lost:  # one learning curve per member, not two
+        assert sum(1 for r in rows if r[0] == pod and r[3:5] == ("validation", "sharpe")) == 8
