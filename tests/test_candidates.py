@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from finpod.candidates import CANDIDATES_FILE, load_candidates, record_candidate
+from finpod.runs.candidates import CANDIDATES_FILE, load_candidates, record_candidate
 from finpod.errors import FinpodError
 
 

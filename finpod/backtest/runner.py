@@ -20,10 +20,18 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
 from finpod.backtest.result import INDEX, BacktestResult
-from finpod.candidates import load_candidates
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
+from finpod.runs import (
+    LEADERBOARD_FILE,
+    METRICS_FILE,
+    find_run,
+    load_candidates,
+    metrics_frame,
+    read_json,
+    read_run_info,
+)
 
 #: Entries averaged by ``agent="top-k"`` when no number is given.
 DEFAULT_TOP_K = 3
@@ -32,25 +40,9 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 # ------------------------------------------------------------------------ run directory
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    """Parse a JSON file of the run directory, or say which file is missing or broken."""
-    if not path.is_file():
-        raise FinpodError(f"{what} not found: {path}", "is this a finpod run directory?")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise FinpodError(f"{what} {path} is not valid JSON: {err}", "re-run finpod train") from err
-
-
 def resolve_run_dir(run: str | Path, runs_root: str | Path = "runs") -> Path:
-    """``run`` as a path, or as a run id under ``runs_root``."""
-    path = Path(run)
-    if path.is_dir():
-        return path
-    candidate = Path(runs_root) / str(run)
-    if candidate.is_dir():
-        return candidate
-    raise FinpodError(f"run {run!r} not found", f"give a run directory or an id under {runs_root}/")
+    """``run`` as a run directory, or as a run id under ``runs_root``."""
+    return find_run(run, runs_root)
 
 
 def parse_agent(agent: str) -> int:
@@ -90,13 +82,7 @@ def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | N
 
 
 def _read_curves(run_dir: Path) -> pd.DataFrame | None:
-    path = run_dir / "metrics.csv"
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError):
-        return None
+    return metrics_frame(run_dir / METRICS_FILE)
 
 
 def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
@@ -419,8 +405,8 @@ def run_backtest(
     run_dir = Path(run_dir)
     device = torch.device(device)
     k = parse_agent(agent)
-    run_meta = read_json(run_dir / "run.json", "run.json")
-    board = read_json(run_dir / "leaderboard.json", "leaderboard.json")
+    run_meta = read_run_info(run_dir)
+    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
     entries = board.get("entries") or []
     if not entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.config import SearchSpace, TournamentConfig
-from finpod.tournament.leaderboard import Entry, Leaderboard
 
 
 @dataclass

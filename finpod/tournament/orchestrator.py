@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.runs import Entry, Leaderboard, RunDir, package_versions
 from finpod.tournament import failures as fp
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy, version_mismatch
 from finpod.tournament.generator import Generator, PodSpec, pod_id
-from finpod.tournament.leaderboard import Entry, Leaderboard
 from finpod.tournament.pod import PodResult, PodWorker
 from finpod.tournament.pool import (
     PodResources,
@@ -57,7 +57,6 @@ from finpod.tournament.pool import (
     pod_memory_bytes,
     request_pods,
 )
-from finpod.tournament.rundir import RunDir, package_versions
 from finpod.tournament.updater import Summary, Updater, entry_of
 
 #: Seconds between two checks of the cluster's size while pods are running.

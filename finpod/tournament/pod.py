@@ -430,7 +430,7 @@ class PodWorker:
     def ready(self) -> dict[str, Any]:
         """``{"node_id", "versions", "error"}``: where this worker runs, the packages it
         runs with, and why it could not start ("" when it is ready to train)."""
-        from finpod.tournament.rundir import package_versions
+        from finpod.runs import package_versions
 
         return {"node_id": self._node, "versions": package_versions(), "error": self._error}
 

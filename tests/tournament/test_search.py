@@ -19,7 +19,7 @@ from finpod.tournament.config import (
     parse_tournament,
 )
 from finpod.tournament.generator import Generator
-from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
+from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
 
 
 @dataclass
