@@ -29,10 +29,10 @@ from typing import Any
 
 from finpod.errors import FinpodError
 from finpod.runs.toml_writer import toml_dumps
+from finpod.scores import SCORES
 
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
-SCORES = ("sharpe", "sortino", "calmar", "return")
 
 
 @dataclass

@@ -25,6 +25,7 @@ import numpy as np
 from finpod.agents.checkpoint import save_checkpoint
 from finpod.atomic import atomic_write_text
 from finpod.runs import (
+    CHECKPOINT_DIR,
     CURVES_FILE,
     LOG_FILE,
     METRICS_FILE,
@@ -128,7 +129,7 @@ def train(
         if len(kept) != len(prior_rows):
             write_metrics(metrics_file, kept)
         cut_torn_tail(metrics_file)
-        best_file = run_dir / "checkpoints" / f"{pod_id}.safetensors"
+        best_file = run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors"
         for r_pod, steps, _, split, metric, score in kept:
             if r_pod == pod_id and split == "validation" and metric == score_name:
                 result.history.append({"env_steps": steps, "score": score})
@@ -191,19 +192,19 @@ def train(
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
-                            agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
+                            agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
                         )
                     line += " (best)"
             if run_dir is not None:
                 result.last_checkpoint = save_checkpoint(
                     agent,
-                    run_dir / "checkpoints" / "last.safetensors",
+                    run_dir / CHECKPOINT_DIR / "last.safetensors",
                     include_buffer=resume_buffer,
                     env=env_dict,
                 )
                 if eval_fn is None:
                     result.best_checkpoint = save_checkpoint(
-                        agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
+                        agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
                     )
                 append_metrics(
                     run_dir / METRICS_FILE,

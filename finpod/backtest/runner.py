@@ -20,6 +20,7 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
 from finpod.backtest.result import INDEX, BacktestResult
+from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
@@ -249,70 +250,6 @@ def backtest_market(
 
 
 # -------------------------------------------------------------------------- disclosures
-def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Whether the dataset's universe is point-in-time, and a sentence saying so.
-
-    Reads ``manifest["universe"]`` as ``{"point_in_time": bool, "note": str}``; older
-    manifests hold a description string and say "survivorship" in ``notes`` when the
-    universe is fixed at one date. Returns ``{"point_in_time": bool | None, "note": str,
-    "text": str}``.
-    """
-    universe = manifest.get("universe")
-    notes = [str(n) for n in manifest.get("notes") or []]
-    if isinstance(universe, dict):
-        pit = universe.get("point_in_time")
-        pit = bool(pit) if isinstance(pit, bool) else None
-        note = str(universe.get("note") or "")
-    else:
-        note = str(universe or "")
-        survivorship = [n for n in notes if "survivorship" in n.lower()]
-        if survivorship:
-            pit, note = False, "; ".join([note, *survivorship]) if note else survivorship[0]
-        elif "point-in-time" in note.lower():
-            pit = True
-        else:
-            pit = None
-    if pit is True:
-        text = f"Universe is point-in-time ({note})." if note else "Universe is point-in-time."
-    elif pit is False and "survivorship bias" in note.lower():
-        text = (
-            f"Universe is not point-in-time: {note}. Stocks that left the universe earlier are "
-            "missing, which flatters every strategy in this report."
-        )
-    elif pit is False:
-        dates = re.findall(r"\d{4}-\d{2}-\d{2}", note)
-        as_of = f"members as of {dates[0]}" if dates else "a fixed list of members"
-        text = (
-            f"Universe is not point-in-time: {as_of}: survivorship bias. Stocks that left the "
-            "universe before that date are missing, which flatters every strategy in this "
-            f"report ({note})."
-        )
-    else:
-        text = (
-            "Universe: point-in-time status unknown (the dataset does not say); results may "
-            "carry survivorship bias."
-        )
-    return {"point_in_time": pit, "note": note, "text": text}
-
-
-def benchmark_label(manifest: dict[str, Any] | None) -> str:
-    """What the ``index`` column is: the dataset's index level, without costs."""
-    bench = (manifest or {}).get("benchmark")
-    source = None
-    if isinstance(bench, dict):
-        name = bench.get("name") or bench.get("symbol") or bench.get("ticker")
-        source = bench.get("source")
-    else:
-        name = bench
-    what = f"{name} index level" if name else "index level"
-    if source:
-        what += f" ({source})"
-    return (
-        f"index = {what}, a price series with no costs, fills or cash (not a tradable "
-        "strategy); the other benchmarks trade through the same env as the agent"
-    )
-
-
 def dataset_disclosure(
     run_id: str, run_hash: str | None, data_hash: str | None, dataset: Path
 ) -> str | None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import tempfile
 import threading
 import time
@@ -457,10 +456,6 @@ class PodWorker:
     @ray.method(concurrency_group="control")
     def progress(self) -> dict[str, Any]:
         return {} if self.pod is None else self.pod.progress()
-
-    @ray.method(concurrency_group="control")
-    def pid(self) -> int:
-        return os.getpid()
 
 
 def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finpod.tournament import leaderboard as lb_module
+from finpod.runs import leaderboard as lb_module
 from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
 
 
