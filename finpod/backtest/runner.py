@@ -27,7 +27,6 @@ from finpod.errors import FinpodError
 from finpod.runs import (
     LEADERBOARD_FILE,
     METRICS_FILE,
-    find_run,
     load_candidates,
     metrics_frame,
     read_json,
@@ -41,11 +40,6 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 # ------------------------------------------------------------------------ run directory
-def resolve_run_dir(run: str | Path, runs_root: str | Path = "runs") -> Path:
-    """``run`` as a run directory, or as a run id under ``runs_root``."""
-    return find_run(run, runs_root)
-
-
 def parse_agent(agent: str) -> int:
     """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5."""
     agent = agent.strip().lower()
