@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from finpod.runs.candidates import CandidateSet
 from finpod.data.market import periods_per_year
+from finpod.runs.candidates import CandidateSet
 
 #: Euler–Mascheroni constant, used in the expected maximum of N Gaussian draws.
 EULER_GAMMA = 0.5772156649015329
