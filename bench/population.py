@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from finpod.agents import make_agent  # noqa: E402
-from finpod.agents.population import make_population  # noqa: E402
+from finpod.agents.populations import make_population  # noqa: E402
 from finpod.agents.ppo import PPOParams  # noqa: E402
 from finpod.data import make_synthetic  # noqa: E402
 from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402

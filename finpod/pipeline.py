@@ -1,17 +1,36 @@
-"""The research loop as library calls: dataset → tournament → backtest → tearsheet.
+"""The research loop as library calls: dataset → training → backtest → tearsheet.
 
-``finpod run`` is :func:`run_all` with the CLI's progress displays; notebooks call the
-same functions and get pandas objects back.
+The verbs, each usable alone (the CLI commands and the notebooks call them):
+
+- :func:`ensure_dataset`: a ready dataset directory, built if missing;
+- :func:`train_agent`: one agent, written to a run directory (``kind = "agent"``);
+- :func:`run_tournament`: a Podracer tournament on Ray (``kind = "tournament"``);
+- :func:`train`: either, as the strategy (or the resumed run) says;
+- :func:`backtest_and_report`: a run's agent on the backtest split, and its tearsheet;
+- :func:`run_all`: all of it on the shipped sample data.
+
+Nothing here prints. Progress goes to an optional ``on_event(kind, payload)`` hook
+(:data:`Event`); the CLI turns events into rich displays. Kinds sent from here:
+``"stage"`` (``name``, ``index``, ``total``: a step of :func:`run_all` begins),
+``"dataset"`` (``path``, ``manifest``: a dataset is ready), ``"log"`` (``line``: a
+line of a single agent's training log), ``"tournament"`` (``result``: a tournament
+ended), ``"rollout"`` (``name``: one backtest rollout done) and ``"report"``
+(``path``: the tearsheet is written); a tournament also forwards the orchestrator's
+events (``"waiting"``, ``"node_lost"``, ``"quarantine"``, ...).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+
+#: A progress hook: ``on_event(kind, payload)``.
+Event = Callable[[str, dict[str, Any]], None]
 
 #: Where ``finpod run`` builds the shipped NASDAQ-100 sample dataset.
 SAMPLE_DATASET_DIR = Path("data/datasets/sample")
@@ -49,6 +68,13 @@ class PipelineResult:
     """The :class:`finpod.backtest.BacktestResult`."""
     seconds: dict[str, float]
     """Wall seconds of each stage: dataset, train, backtest, total."""
+    tournament: Any = None
+    """The :class:`finpod.tournament.TournamentRun` (leaderboard, summary)."""
+
+
+def _emit(on_event: Event | None, kind: str, **payload: Any) -> None:
+    if on_event is not None:
+        on_event(kind, payload)
 
 
 def ensure_dataset(
@@ -56,24 +82,31 @@ def ensure_dataset(
     source: str = "sample",
     rebuild: bool = False,
     progress: bool = False,
+    on_event: Event | None = None,
     **opts: Any,
 ) -> Path:
     """Return a ready dataset directory, building it from ``source`` if it is missing.
 
     An existing directory is reused only when its manifest loads and names the same
-    source; otherwise (or with ``rebuild``) it is rebuilt.
+    source; otherwise (or with ``rebuild``) it is rebuilt. ``progress`` shows the
+    builder's progress bars; ``on_event("dataset", path=, manifest=)`` when ready.
     """
     from finpod.data import build_dataset, load_manifest
 
     dataset_dir = Path(dataset_dir)
+    ready = None
     if not rebuild and (dataset_dir / "manifest.json").is_file():
         try:
             manifest = load_manifest(dataset_dir)
         except FinpodError:
             manifest = None
         if manifest is not None and manifest.get("source") == source:
-            return dataset_dir
-    return Path(build_dataset(source, dataset_dir, progress=progress, **opts))
+            ready = dataset_dir
+    if ready is None:
+        ready = Path(build_dataset(source, dataset_dir, progress=progress, **opts))
+    if on_event is not None:
+        _emit(on_event, "dataset", path=ready, manifest=load_manifest(ready))
+    return ready
 
 
 def backtest_and_report(
@@ -82,18 +115,181 @@ def backtest_and_report(
     data_dir: str | Path | None = None,
     reports: str | Path = "reports",
     device: str = "auto",
+    *,
+    runs: str | Path = "runs",
+    on_event: Event | None = None,
 ) -> tuple[Any, Path]:
-    """Backtest ``run_dir``'s agent, save its outputs and tearsheet under ``reports/<run>``.
+    """Backtest a run's agent, save its outputs and tearsheet under ``reports/<run>``.
 
-    Returns the :class:`finpod.backtest.BacktestResult` and the tearsheet path.
+    ``run_dir`` is a run directory or a run id under ``runs``. Events: ``"rollout"``
+    after each of the agent's and the benchmarks' rollouts, ``"report"`` when the
+    tearsheet is written. Returns the :class:`finpod.backtest.BacktestResult` and the
+    tearsheet path.
     """
     from finpod.backtest import run_backtest
     from finpod.device import pick_device
+    from finpod.runs import find_run
 
-    result = run_backtest(run_dir, agent=agent, data_dir=data_dir, device=pick_device(device))
+    result = run_backtest(
+        find_run(run_dir, runs),
+        agent=agent,
+        data_dir=data_dir,
+        device=pick_device(device),
+        on_rollout=lambda name: _emit(on_event, "rollout", name=name),
+    )
     report_dir = Path(reports) / result.run_id
     result.save(report_dir)
-    return result, Path(result.to_html(report_dir / "tearsheet.html"))
+    html = Path(result.to_html(report_dir / "tearsheet.html"))
+    _emit(on_event, "report", path=html)
+    return result, html
+
+
+def run_tournament(
+    strategy: str | Path | None,
+    data: str | Path | None,
+    *,
+    on_event: Event | None = None,
+    **options: Any,
+) -> Any:
+    """Train (or ``resume=``) a tournament; the :class:`finpod.tournament.TournamentRun`.
+
+    ``options`` are those of :func:`finpod.tournament.run_tournament` (``pods``,
+    ``budget``, ``address``, ``resume``, ``out``, ``device``, ``seed``, ``run_id``,
+    ``display``, ``stop``, ...). The orchestrator's events go to ``on_event``, then
+    ``"tournament"`` with the result.
+    """
+    from finpod.tournament import run_tournament as _run
+
+    result = _run(strategy, data, on_event=on_event, **options)
+    _emit(on_event, "tournament", result=result)
+    return result
+
+
+def train_agent(
+    strategy: str | Path | None,
+    data: str | Path | None,
+    out: str | Path = "runs",
+    *,
+    device: str | None = None,
+    seed: int | None = None,
+    total_steps: int | None = None,
+    run_id: str | None = None,
+    resume: str | Path | None = None,
+    progress: bool = False,
+    on_event: Event | None = None,
+) -> Path:
+    """Train the strategy's agent on ``data``'s train split; returns the run directory.
+
+    ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values.
+    With ``resume`` (a run directory, or a run id under ``out``) the run's own strategy,
+    dataset and ``checkpoints/last.safetensors`` are used and training continues where the
+    last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
+    ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``.
+    """
+    from finpod.agent_run import train_single_agent
+
+    return train_single_agent(
+        strategy,
+        data,
+        out,
+        device=device,
+        seed=seed,
+        total_steps=total_steps,
+        run_id=run_id,
+        resume=resume,
+        progress=progress,
+        log=None if on_event is None else (lambda line: _emit(on_event, "log", line=line)),
+    )
+
+
+def wants_tournament(
+    strategy: str | Path | None,
+    data: str | Path | None,
+    out: str | Path = "runs",
+    *,
+    pods: str | None = None,
+    budget: str | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+) -> bool:
+    """Whether ``finpod train``'s arguments ask for a tournament rather than one agent.
+
+    Tournament options (``pods``, ``budget``, ``address``) or a strategy with a
+    ``[tournament]`` table ask for one; a resumed run continues as what it was (its
+    ``run.json`` ``kind``).
+    """
+    from finpod.runs import find_run, read_run_info
+
+    if any(v is not None for v in (pods, budget, address)):
+        return True
+    if resume is not None:
+        return read_run_info(find_run(resume, out))["kind"] != "agent"
+    if strategy is None or data is None:
+        raise FinpodError(
+            "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
+        )
+    from finpod.strategy import load_strategy
+
+    return bool(load_strategy(strategy).tournament)
+
+
+def train(
+    strategy: str | Path | None,
+    data: str | Path | None,
+    out: str | Path = "runs",
+    *,
+    pods: str | None = None,
+    budget: str | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+    device: str | None = None,
+    seed: int | None = None,
+    total_steps: int | None = None,
+    run_id: str | None = None,
+    progress: bool = False,
+    on_event: Event | None = None,
+    display: Any = None,
+) -> Path:
+    """``finpod train`` as a library call: one agent or a tournament; the run directory.
+
+    A tournament runs when :func:`wants_tournament` says so (``total_steps`` is then
+    ignored; ``display`` is the tournament's live-view hook); otherwise
+    :func:`train_agent`.
+    """
+    if wants_tournament(
+        strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
+    ):
+        if resume is None and (strategy is None or data is None):
+            raise FinpodError(
+                "a new tournament needs --strategy and --data", "or --resume RUN to continue one"
+            )
+        result = run_tournament(
+            strategy,
+            data,
+            pods=pods,
+            budget=budget,
+            address=address,
+            resume=resume,
+            out=out,
+            device=device,
+            seed=seed,
+            run_id=run_id,
+            on_event=on_event,
+            display=display,
+        )
+        return Path(result.run_dir)
+    return train_agent(
+        strategy,
+        data,
+        out,
+        device=device,
+        seed=seed,
+        total_steps=total_steps,
+        run_id=run_id,
+        resume=resume,
+        progress=progress,
+        on_event=on_event,
+    )
 
 
 def run_all(
@@ -107,18 +303,22 @@ def run_all(
     seed: int | None = None,
     address: str | None = None,
     rebuild: bool = False,
+    *,
+    progress: bool = False,
+    on_event: Event | None = None,
+    display: Any = None,
 ) -> PipelineResult:
     """Build (or reuse) the sample dataset, run a tournament, backtest the winner.
 
-    Without displays: notebooks call this; ``finpod run`` wraps the same stages with live
-    progress. Selection uses the validation split only; the backtest split is read only by
-    the backtest.
+    Notebooks call this as is; ``finpod run`` passes ``on_event`` (and the tournament's
+    live ``display``) to show progress. Selection uses the validation split only; the
+    backtest split is read only by the backtest.
     """
-    from finpod.tournament import run_tournament
-
     t0 = time.perf_counter()
-    data = ensure_dataset(dataset_dir, rebuild=rebuild)
+    _emit(on_event, "stage", name="dataset", index=1, total=3)
+    data = ensure_dataset(dataset_dir, rebuild=rebuild, progress=progress, on_event=on_event)
     t1 = time.perf_counter()
+    _emit(on_event, "stage", name="tournament", index=2, total=3)
     run = run_tournament(
         resolve_strategy(strategy),
         data,
@@ -128,9 +328,14 @@ def run_all(
         out=runs,
         device=device,
         seed=seed,
+        on_event=on_event,
+        display=display,
     )
     t2 = time.perf_counter()
-    result, html = backtest_and_report(run.run_dir, data_dir=data, reports=reports)
+    _emit(on_event, "stage", name="backtest", index=3, total=3)
+    result, html = backtest_and_report(
+        run.run_dir, data_dir=data, reports=reports, on_event=on_event
+    )
     t3 = time.perf_counter()
     return PipelineResult(
         dataset_dir=data,
@@ -139,4 +344,5 @@ def run_all(
         tearsheet=html,
         backtest=result,
         seconds={"dataset": t1 - t0, "train": t2 - t1, "backtest": t3 - t2, "total": t3 - t0},
+        tournament=run,
     )

@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.runs.toml_writer import toml_dumps
+from finpod.scores import SCORES
 
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
-SCORES = ("sharpe", "sortino", "calmar", "return")
 
 
 @dataclass
@@ -122,7 +123,7 @@ class Strategy:
 
     def to_toml(self) -> str:
         """The resolved strategy as TOML text (``None`` values are left out: they are defaults)."""
-        return dumps_toml(self.to_dict())
+        return toml_dumps(self.to_dict())
 
 
 def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
@@ -146,12 +147,9 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
 
     env = _table(raw, "env", where)
-    try:
-        from finpod.env import EnvConfig
-    except ImportError:  # the env layer is optional for pure agent work (gymnasium)
-        env_resolved = dict(env)
-    else:
-        env_resolved = EnvConfig.from_dict(env).to_dict()
+    from finpod.env import EnvConfig
+
+    env_resolved = EnvConfig.from_dict(env).to_dict()
 
     train_table = _table(raw, "train", where)
     known = [f.name for f in dataclasses.fields(TrainSpec)]
@@ -201,41 +199,3 @@ def _unknown(table: dict[str, Any], known: Any, prefix: str, where: str) -> None
             f"unknown key {prefix}{extra[0]!r}{where}",
             f"valid keys here: {', '.join(sorted(known))}",
         )
-
-
-def dumps_toml(data: dict[str, Any]) -> str:
-    """Minimal TOML writer for strategy data: scalars, lists and nested tables."""
-    lines: list[str] = []
-
-    def emit_table(table: dict[str, Any], prefix: str) -> None:
-        scalars = {k: v for k, v in table.items() if not isinstance(v, dict) and v is not None}
-        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
-        if prefix and (scalars or not tables):
-            lines.append(f"[{prefix}]")
-        for k, v in scalars.items():
-            lines.append(f"{_key(k)} = {_value(v)}")
-        if prefix and (scalars or not tables):
-            lines.append("")
-        for k, v in tables.items():
-            emit_table(v, f"{prefix}.{_key(k)}" if prefix else _key(k))
-
-    emit_table(data, "")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _key(k: str) -> str:
-    return k if k.replace("_", "").replace("-", "").isalnum() else _value(k)
-
-
-def _value(v: Any) -> str:
-    import json
-
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v if x is not None) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")

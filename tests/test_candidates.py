@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from finpod.candidates import CANDIDATES_FILE, load_candidates, record_candidate
 from finpod.errors import FinpodError
+from finpod.runs.candidates import CANDIDATES_FILE, load_candidates, record_candidate
 
 
 def test_recorded_candidates_read_back_as_one_matrix(tmp_path):

@@ -128,7 +128,7 @@ class Spy:
 
 
 def _train_single_agent(dataset: Path, out: Path) -> Path:
-    from finpod.cli.train_cmd import train_run
+    from finpod.pipeline import train_agent as train_run
 
     strategy = out / "s.toml"
     strategy.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +139,7 @@ def _train_single_agent(dataset: Path, out: Path) -> Path:
 def test_single_agent_selection_scores_checkpoints_on_validation_only(
     dataset, tmp_path, monkeypatch
 ):
-    from finpod.candidates import load_candidates
+    from finpod.runs.candidates import load_candidates
 
     spy = Spy(monkeypatch)
     run = _train_single_agent(dataset, tmp_path)
@@ -314,7 +314,7 @@ def test_tournament_pods_are_scored_on_validation_only(dataset, tmp_path, monkey
     assert_scored_on_validation(scored, _ranges(dataset))
     board = json.loads((run / "leaderboard.json").read_text())
     assert board["candidates_evaluated"] == 3
-    from finpod.candidates import load_candidates
+    from finpod.runs.candidates import load_candidates
 
     candidates = load_candidates(run)
     if len(candidates):  # the pods' recorded per-bar returns are validation returns
@@ -339,7 +339,7 @@ def test_population_members_are_scored_on_validation_only(dataset, tmp_path, mon
     assert "backtest" not in loads and "validation" in loads
     assert len(scored) >= 4  # 2 populations × 2 epochs, inside the pods' worker processes
     assert_scored_on_validation(scored, _ranges(dataset))
-    from finpod.candidates import load_candidates
+    from finpod.runs.candidates import load_candidates
 
     candidates = load_candidates(run)
     valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]

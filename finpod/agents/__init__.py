@@ -17,36 +17,24 @@ from typing import Any
 
 import torch
 
+from finpod.agents.a2c import A2C, A2CParams
 from finpod.agents.base import Agent, build_hparams
 from finpod.agents.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from finpod.agents.gym_adapter import GymVecEnv, evaluate_gym
 from finpod.agents.ppo import PPO, PPOParams
+from finpod.agents.sac import SAC, SACParams
+from finpod.agents.td3 import DDPG, TD3, DDPGParams, TD3Params
 from finpod.agents.train import TrainResult, make_trading_eval, train
 from finpod.errors import FinpodError
 
 #: Algorithm name → (hyperparameter dataclass, agent class).
 ALGORITHMS: dict[str, tuple[type, type[Agent]]] = {
     "ppo": (PPOParams, PPO),
+    "a2c": (A2CParams, A2C),
+    "sac": (SACParams, SAC),
+    "td3": (TD3Params, TD3),
+    "ddpg": (DDPGParams, DDPG),
 }
-
-
-def _register_optional() -> None:
-    import importlib
-
-    for name, module, params, cls in (
-        ("a2c", "finpod.agents.a2c", "A2CParams", "A2C"),
-        ("sac", "finpod.agents.sac", "SACParams", "SAC"),
-        ("td3", "finpod.agents.td3", "TD3Params", "TD3"),
-        ("ddpg", "finpod.agents.td3", "DDPGParams", "DDPG"),
-    ):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError:
-            continue
-        ALGORITHMS[name] = (getattr(mod, params), getattr(mod, cls))
-
-
-_register_optional()
 
 
 def make_agent(

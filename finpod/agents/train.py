@@ -6,15 +6,13 @@ training statistics and the score to ``metrics.csv``, saves ``checkpoints/last.s
 and, when the score improved, the best-on-validation checkpoint. Every checkpoint scored
 is a candidate of that best-on-validation selection: when ``eval_fn`` also gives its
 per-bar validation returns, they are appended to the run's candidate record
-(:mod:`finpod.candidates`) for the Deflated Sharpe and the PBO. Each segment starts
+(:mod:`finpod.runs.candidates`) for the Deflated Sharpe and the PBO. Each segment starts
 from an env reset seeded by the agent's own generator, so a run restored from
 ``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections.abc import Callable
@@ -25,11 +23,21 @@ from typing import Any
 import numpy as np
 
 from finpod.agents.checkpoint import save_checkpoint
-from finpod.atomic import atomic_write, atomic_write_text
-from finpod.candidates import load_candidates, record_candidate
-
-#: Columns of ``metrics.csv`` (the run-directory contract).
-METRIC_COLUMNS = ("pod_id", "env_steps", "wall_s", "split", "metric", "value")
+from finpod.atomic import atomic_write_text
+from finpod.runs import (
+    CHECKPOINT_DIR,
+    CURVES_FILE,
+    LOG_FILE,
+    METRICS_FILE,
+    METRICS_HEADER,
+    append_metrics,
+    load_candidates,
+    plot_learning_curves,
+    read_metrics,
+    record_candidate,
+    write_metrics,
+)
+from finpod.runs.metrics import cut_torn_tail
 
 
 @dataclass
@@ -89,7 +97,7 @@ def train(
             from its counter).
         eval_fn: ``agent -> score`` or ``agent -> (score, returns)`` (higher is better),
             called after each segment; ``returns`` (T_val,) are the per-bar validation
-            returns, recorded as a candidate in ``run_dir`` (see :mod:`finpod.candidates`).
+            returns, recorded as a candidate in ``run_dir`` (see :mod:`finpod.runs.candidates`).
             A checkpoint whose returns or score are not finite is never selected.
         eval_every: env steps per segment.
         run_dir: where ``metrics.csv``, ``learning_curves.png``, ``train.log`` and
@@ -107,23 +115,23 @@ def train(
     env_dict = env_config.to_dict() if hasattr(env_config, "to_dict") else None
     result = TrainResult()
     log_lines: list[str] = []
-    prior_rows: list[dict[str, Any]] = []
     if run_dir is not None:
         # Resuming into the same run directory keeps the earlier curves and log.
-        prior_rows = read_metrics(run_dir / "metrics.csv")
-        prior = run_dir / "train.log"
+        metrics_file = run_dir / METRICS_FILE
+        prior_rows = read_metrics(metrics_file)
+        prior = run_dir / LOG_FILE
         if prior.exists():
             log_lines = prior.read_text(encoding="utf-8").splitlines()
         # ... and the best-on-validation checkpoint of before the interruption: a resumed
         # run replaces it only with a better score. Rows past the restored agent's counter
         # (written after its last checkpoint) are dropped; they are trained again.
-        prior_rows = [
-            r for r in prior_rows if r["pod_id"] != pod_id or int(r["env_steps"]) <= agent.env_steps
-        ]
-        best_file = run_dir / "checkpoints" / f"{pod_id}.safetensors"
-        for r in prior_rows:
-            if r["pod_id"] == pod_id and r["split"] == "validation" and r["metric"] == score_name:
-                steps, score = int(r["env_steps"]), float(r["value"])
+        kept = [r for r in prior_rows if r[0] != pod_id or r[1] <= agent.env_steps]
+        if len(kept) != len(prior_rows):
+            write_metrics(metrics_file, kept)
+        cut_torn_tail(metrics_file)
+        best_file = run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors"
+        for r_pod, steps, _, split, metric, score in kept:
+            if r_pod == pod_id and split == "validation" and metric == score_name:
                 result.history.append({"env_steps": steps, "score": score})
                 if score > result.best_score and best_file.exists():
                     result.best_score, result.best_env_steps = score, steps
@@ -135,9 +143,10 @@ def train(
         if log is not None:
             log(line)
         if run_dir is not None:
-            atomic_write_text(run_dir / "train.log", "\n".join(log_lines) + "\n")
+            atomic_write_text(run_dir / LOG_FILE, "\n".join(log_lines) + "\n")
 
     start = time.perf_counter()
+    written = 0  # rows of result.metrics already in metrics.csv
     bar = _Progress(progress, total_steps, agent.env_steps)
     emit(f"{pod_id}: training {agent.algorithm} to {total_steps} env steps on {env.num_envs} envs")
     with bar:
@@ -183,25 +192,35 @@ def train(
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
-                            agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
+                            agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
                         )
                     line += " (best)"
             if run_dir is not None:
                 result.last_checkpoint = save_checkpoint(
                     agent,
-                    run_dir / "checkpoints" / "last.safetensors",
+                    run_dir / CHECKPOINT_DIR / "last.safetensors",
                     include_buffer=resume_buffer,
                     env=env_dict,
                 )
                 if eval_fn is None:
                     result.best_checkpoint = save_checkpoint(
-                        agent, run_dir / "checkpoints" / f"{pod_id}.safetensors", env=env_dict
+                        agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
                     )
-                write_metrics(run_dir / "metrics.csv", prior_rows + result.metrics)
+                append_metrics(
+                    run_dir / METRICS_FILE,
+                    [tuple(r[c] for c in METRICS_HEADER) for r in result.metrics[written:]],
+                )
+                written = len(result.metrics)
             emit(line)
             bar.update(agent.env_steps, result.best_score)
     if run_dir is not None and result.metrics:
-        plot_learning_curves(run_dir / "metrics.csv", run_dir / "learning_curves.png")
+        plot_learning_curves(
+            read_metrics(run_dir / METRICS_FILE),
+            run_dir / CURVES_FILE,
+            score_name,
+            title=f"learning curves — {pod_id}",
+            train_panel=True,
+        )
     recorded = len(load_candidates(run_dir)) if run_dir is not None else 0
     result.candidates_evaluated = max(recorded, len(result.history))
     return result
@@ -227,54 +246,6 @@ def _row(
         "metric": metric,
         "value": float(value),
     }
-
-
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """Rows of an existing ``metrics.csv`` (empty if there is none)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def write_metrics(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Atomically write ``rows`` to ``path`` as ``metrics.csv``."""
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
-
-
-def plot_learning_curves(metrics_csv: Path, out_png: Path) -> Path:
-    """Validation score and training episode return against env steps, one line per pod."""
-    import pandas as pd
-    from matplotlib.figure import Figure
-
-    df = pd.read_csv(metrics_csv)
-    # A bare Figure draws with Agg without switching the process's pyplot backend.
-    fig = Figure(figsize=(11, 4))
-    axes = fig.subplots(1, 2)
-    panels = (
-        (axes[0], df[df["split"] == "validation"], "validation score"),
-        (
-            axes[1],
-            df[(df["split"] == "train") & (df["metric"] == "episode_return")],
-            "train episode return",
-        ),
-    )
-    for ax, part, title in panels:
-        for pod, g in part.groupby("pod_id"):
-            ax.plot(g["env_steps"], g["value"], marker=".", label=str(pod))
-        ax.set_title(title)
-        ax.set_xlabel("env steps")
-        ax.grid(alpha=0.3)
-        if part["pod_id"].nunique() <= 10 and len(part):
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    atomic_write(out_png, lambda p: fig.savefig(p, format="png", dpi=100))
-    return out_png
 
 
 class _Progress:

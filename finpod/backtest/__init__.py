@@ -7,7 +7,10 @@ Entry points::
     result.to_html("reports/<run-id>/tearsheet.html")      # self-contained tearsheet
 """
 
-from finpod.backtest.result import BacktestResult
+from finpod.backtest.result import BacktestResult, set_renderers
 from finpod.backtest.runner import backtest_market, run_backtest
+from finpod.backtest.tearsheet import _metrics_html, render_tearsheet
+
+set_renderers(page=render_tearsheet, table=_metrics_html)
 
 __all__ = ["BacktestResult", "backtest_market", "run_backtest"]

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from finpod.candidates import CandidateSet
 from finpod.data.market import periods_per_year
+from finpod.runs.candidates import CandidateSet
 
 #: Euler–Mascheroni constant, used in the expected maximum of N Gaussian draws.
 EULER_GAMMA = 0.5772156649015329
@@ -433,7 +433,7 @@ def selection_statistics(
 
     Args:
         backtest_returns: (T_bt,) per-bar returns of the agent on the backtest split (PSR).
-        candidates: the run's candidate record (:func:`finpod.candidates.load_candidates`):
+        candidates: the run's candidate record (:func:`finpod.runs.candidates.load_candidates`):
             every candidate and checkpoint selection chose among, with its per-bar
             validation returns. None or empty for runs that predate it.
         num_trials: N when there is no candidate record (the leaderboard's

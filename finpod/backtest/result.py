@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,25 @@ from finpod.errors import FinpodError
 AGENT = "agent"
 #: Column name of the index (e.g. ^NDX) in the benchmark frames.
 INDEX = "index"
+
+#: HTML renderers of a result, installed by :func:`set_renderers` (:mod:`finpod.backtest`
+#: installs :mod:`finpod.backtest.tearsheet`'s): the data object does not import its view.
+_RENDERERS: dict[str, Callable[[BacktestResult], str]] = {}
+
+
+def set_renderers(
+    page: Callable[[BacktestResult], str], table: Callable[[BacktestResult], str]
+) -> None:
+    """Install the renderers of :meth:`BacktestResult.to_html` (the whole tearsheet) and of
+    ``_repr_html_`` (the metrics table, in notebooks)."""
+    _RENDERERS.update(page=page, table=table)
+
+
+def _renderer(kind: str) -> Callable[[BacktestResult], str]:
+    if kind not in _RENDERERS:
+        import finpod.backtest  # noqa: F401  (installs the tearsheet's renderers)
+    return _RENDERERS[kind]
+
 
 _FRAMES = {
     "returns": "returns.parquet",
@@ -156,16 +176,12 @@ class BacktestResult:
         return table
 
     def _repr_html_(self) -> str:
-        from finpod.backtest.tearsheet import _metrics_html
-
-        return f"<b>finpod backtest of {self.run_id}</b>" + _metrics_html(self)
+        return f"<b>finpod backtest of {self.run_id}</b>" + _renderer("table")(self)
 
     # ---------------------------------------------------------------- reports
     def to_html(self, path: str | Path) -> Path:
         """Write the self-contained tearsheet (images embedded) to ``path``; return it."""
-        from finpod.backtest.tearsheet import render_tearsheet
-
-        return atomic_write_text(Path(path), render_tearsheet(self))
+        return atomic_write_text(Path(path), _renderer("page")(self))
 
     def save(self, directory: str | Path) -> Path:
         """Store every frame (parquet), the metrics (CSV) and provenance (JSON) in ``directory``.

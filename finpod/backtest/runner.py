@@ -20,10 +20,18 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
 from finpod.backtest.result import INDEX, BacktestResult
-from finpod.candidates import load_candidates
+from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
+from finpod.runs import (
+    LEADERBOARD_FILE,
+    METRICS_FILE,
+    load_candidates,
+    metrics_frame,
+    read_json,
+    read_run_info,
+)
 
 #: Entries averaged by ``agent="top-k"`` when no number is given.
 DEFAULT_TOP_K = 3
@@ -32,27 +40,6 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 # ------------------------------------------------------------------------ run directory
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    """Parse a JSON file of the run directory, or say which file is missing or broken."""
-    if not path.is_file():
-        raise FinpodError(f"{what} not found: {path}", "is this a finpod run directory?")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise FinpodError(f"{what} {path} is not valid JSON: {err}", "re-run finpod train") from err
-
-
-def resolve_run_dir(run: str | Path, runs_root: str | Path = "runs") -> Path:
-    """``run`` as a path, or as a run id under ``runs_root``."""
-    path = Path(run)
-    if path.is_dir():
-        return path
-    candidate = Path(runs_root) / str(run)
-    if candidate.is_dir():
-        return candidate
-    raise FinpodError(f"run {run!r} not found", f"give a run directory or an id under {runs_root}/")
-
-
 def parse_agent(agent: str) -> int:
     """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5."""
     agent = agent.strip().lower()
@@ -90,13 +77,7 @@ def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | N
 
 
 def _read_curves(run_dir: Path) -> pd.DataFrame | None:
-    path = run_dir / "metrics.csv"
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError):
-        return None
+    return metrics_frame(run_dir / METRICS_FILE)
 
 
 def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
@@ -263,70 +244,6 @@ def backtest_market(
 
 
 # -------------------------------------------------------------------------- disclosures
-def universe_disclosure(manifest: dict[str, Any]) -> dict[str, Any]:
-    """Whether the dataset's universe is point-in-time, and a sentence saying so.
-
-    Reads ``manifest["universe"]`` as ``{"point_in_time": bool, "note": str}``; older
-    manifests hold a description string and say "survivorship" in ``notes`` when the
-    universe is fixed at one date. Returns ``{"point_in_time": bool | None, "note": str,
-    "text": str}``.
-    """
-    universe = manifest.get("universe")
-    notes = [str(n) for n in manifest.get("notes") or []]
-    if isinstance(universe, dict):
-        pit = universe.get("point_in_time")
-        pit = bool(pit) if isinstance(pit, bool) else None
-        note = str(universe.get("note") or "")
-    else:
-        note = str(universe or "")
-        survivorship = [n for n in notes if "survivorship" in n.lower()]
-        if survivorship:
-            pit, note = False, "; ".join([note, *survivorship]) if note else survivorship[0]
-        elif "point-in-time" in note.lower():
-            pit = True
-        else:
-            pit = None
-    if pit is True:
-        text = f"Universe is point-in-time ({note})." if note else "Universe is point-in-time."
-    elif pit is False and "survivorship bias" in note.lower():
-        text = (
-            f"Universe is not point-in-time: {note}. Stocks that left the universe earlier are "
-            "missing, which flatters every strategy in this report."
-        )
-    elif pit is False:
-        dates = re.findall(r"\d{4}-\d{2}-\d{2}", note)
-        as_of = f"members as of {dates[0]}" if dates else "a fixed list of members"
-        text = (
-            f"Universe is not point-in-time: {as_of}: survivorship bias. Stocks that left the "
-            "universe before that date are missing, which flatters every strategy in this "
-            f"report ({note})."
-        )
-    else:
-        text = (
-            "Universe: point-in-time status unknown (the dataset does not say); results may "
-            "carry survivorship bias."
-        )
-    return {"point_in_time": pit, "note": note, "text": text}
-
-
-def benchmark_label(manifest: dict[str, Any] | None) -> str:
-    """What the ``index`` column is: the dataset's index level, without costs."""
-    bench = (manifest or {}).get("benchmark")
-    source = None
-    if isinstance(bench, dict):
-        name = bench.get("name") or bench.get("symbol") or bench.get("ticker")
-        source = bench.get("source")
-    else:
-        name = bench
-    what = f"{name} index level" if name else "index level"
-    if source:
-        what += f" ({source})"
-    return (
-        f"index = {what}, a price series with no costs, fills or cash (not a tradable "
-        "strategy); the other benchmarks trade through the same env as the agent"
-    )
-
-
 def dataset_disclosure(
     run_id: str, run_hash: str | None, data_hash: str | None, dataset: Path
 ) -> str | None:
@@ -419,8 +336,8 @@ def run_backtest(
     run_dir = Path(run_dir)
     device = torch.device(device)
     k = parse_agent(agent)
-    run_meta = read_json(run_dir / "run.json", "run.json")
-    board = read_json(run_dir / "leaderboard.json", "leaderboard.json")
+    run_meta = read_run_info(run_dir)
+    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
     entries = board.get("entries") or []
     if not entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")

@@ -24,28 +24,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
+from finpod.backtest.labels import METRIC_LABELS, format_metric
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
 
-#: Metrics shown as percentages in the table; the others are plain ratios or dollars.
-_PERCENT = {"cumulative_return", "annual_return", "annual_volatility", "max_drawdown", "alpha"}
-_DOLLARS = {"costs_paid"}
-_LABELS = {
-    "cumulative_return": "Cumulative return",
-    "annual_return": "Annual return",
-    "annual_volatility": "Annual volatility",
-    "sharpe": "Sharpe ratio",
-    "sortino": "Sortino ratio",
-    "max_drawdown": "Max drawdown",
-    "calmar": "Calmar ratio",
-    "alpha": "Alpha (annual, vs index)",
-    "beta": "Beta (vs index)",
-    "annual_turnover": "Turnover (× capital / year)",
-    "costs_paid": "Costs paid ($)",
-    "costs_pct_capital": "Costs / initial capital",
-    "psr": "PSR (P[true Sharpe > 0] on this backtest)",
-}
+_LABELS = METRIC_LABELS
 #: Most tickers drawn individually in the holdings panel; the rest are summed as "other".
 _TOP_HOLDINGS = 10
 
@@ -78,16 +62,7 @@ def _pyfolio_plotting():
     return pp
 
 
-def _format(name: str, value: float) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    if name in _PERCENT:
-        return f"{value * 100:.2f} %"
-    if name == "costs_pct_capital":
-        return f"{value * 100:.3f} %"
-    if name in _DOLLARS:
-        return f"{value:,.0f}"
-    return f"{value:.2f}"
+_format = format_metric
 
 
 def _column_label(name: str) -> str:

@@ -25,7 +25,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 err_console = Console(stderr=True)
-_state = {"debug": False}
 
 
 def _version(value: bool) -> None:
@@ -42,7 +41,7 @@ def _root(
     ),
 ) -> None:
     """finpod: build a dataset, train a tournament of agents, backtest the winner."""
-    _state["debug"] = debug
+    # --debug is read by main() from the arguments, before typer parses them.
 
 
 def _register() -> None:

@@ -1,4 +1,5 @@
-"""``finpod backtest RUN`` and ``finpod report RUN``."""
+"""``finpod backtest RUN`` and ``finpod report RUN``: displays around
+:func:`finpod.pipeline.backtest_and_report` and :class:`finpod.backtest.BacktestResult`."""
 
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ console = Console()
 def _print_metrics(result) -> None:
     from rich.table import Table
 
-    from finpod.backtest.tearsheet import _LABELS, _format
+    from finpod.backtest.labels import format_metric, metric_label
 
     table = Table(title=f"backtest of {result.run_id}", show_lines=False)
     table.add_column("metric")
     for col in result.metrics.columns:
         table.add_column(str(col), justify="right")
     for name, row in result.metrics.iterrows():
-        label = escape(_LABELS.get(str(name), str(name)))  # labels hold [brackets]
-        table.add_row(label, *[_format(str(name), v) for v in row])
+        label = escape(metric_label(str(name)))  # labels hold [brackets]
+        table.add_row(label, *[format_metric(str(name), v) for v in row])
     console.print(table)
 
 
@@ -55,30 +56,47 @@ def backtest(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:K.")] = "auto",
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules."""
+    show_backtest(run, agent=agent, data=data, out=out, device=device)
+
+
+def show_backtest(
+    run: str | Path,
+    agent: str = "best",
+    data: Path | None = None,
+    out: Path = Path("reports"),
+    device: str = "auto",
+    runs: Path = Path("runs"),
+) -> None:
+    """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
+    metrics, the selection statistics, the disclosures and where the tearsheet is."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from finpod.backtest import run_backtest
     from finpod.backtest.benchmarks import BENCHMARKS
-    from finpod.backtest.runner import resolve_run_dir
-    from finpod.device import pick_device
+    from finpod.pipeline import backtest_and_report
 
-    run_dir = resolve_run_dir(run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
-        result = run_backtest(
-            run_dir,
+
+        def on_event(kind: str, payload: dict) -> None:
+            if kind == "rollout":
+                name = payload["name"]
+                progress.update(task, advance=1, description=f"rollouts ({name} done)")
+
+        result, html = backtest_and_report(
+            run,
             agent=agent,
             data_dir=data,
-            device=pick_device(device),
-            on_rollout=lambda name: progress.update(
-                task, advance=1, description=f"rollouts ({name} done)"
-            ),
+            reports=out,
+            device=device,
+            runs=runs,
+            on_event=on_event,
         )
-    report_dir = out / result.run_id
-    with console.status("writing the tearsheet..."):
-        result.save(report_dir)
-        html = result.to_html(report_dir / "tearsheet.html")
+    print_result(result, html)
+
+
+def print_result(result, html: Path) -> None:
+    """The metrics table, the selection statistics, the disclosures, the tearsheet's path."""
     _print_metrics(result)
     _print_statistics(result)
     for topic in ("dataset", "universe"):

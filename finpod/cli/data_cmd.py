@@ -222,7 +222,8 @@ def _print_manifest(m: dict) -> None:
 
     uni = universe_disclosure(m)
     table.add_row("universe", str(uni.get("name")))
-    table.add_row("point-in-time", "yes" if uni.get("point_in_time") else "no")
+    pit = uni.get("point_in_time")
+    table.add_row("point-in-time", "unknown" if pit is None else "yes" if pit else "no")
     table.add_row("survivorship", str(uni.get("note")))
     bench = m.get("benchmark")
     if isinstance(bench, dict):

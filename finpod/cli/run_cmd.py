@@ -1,4 +1,5 @@
-"""``finpod run``: the whole research loop on the shipped data, offline."""
+"""``finpod run``: the whole research loop on the shipped data, offline (displays around
+:func:`finpod.pipeline.run_all`)."""
 
 from __future__ import annotations
 
@@ -36,36 +37,69 @@ def run(
     rebuild: Annotated[bool, typer.Option(help="Rebuild the dataset even if it exists.")] = False,
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
-    from finpod.cli import backtest_cmd
-    from finpod.cli.tournament_cmd import train_tournament
-    from finpod.data import load_manifest
-    from finpod.pipeline import ensure_dataset, resolve_strategy
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from finpod.backtest.benchmarks import BENCHMARKS
+    from finpod.cli.backtest_cmd import print_result
+    from finpod.cli.tournament_cmd import TournamentView
+    from finpod.pipeline import run_all
+
+    titles = {
+        "dataset": "1/3 dataset",
+        "tournament": "2/3 tournament (selection on the validation split)",
+        "backtest": "3/3 backtest (the backtest split, first touched here)",
+    }
+    view = TournamentView()
+    rollouts = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+    )
+
+    def on_event(kind: str, payload: dict) -> None:
+        if kind == "stage":
+            console.rule(f"[bold]{titles[payload['name']]}")
+            if payload["name"] == "backtest":
+                rollouts.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
+                rollouts.start()
+        elif kind == "dataset":
+            manifest = payload["manifest"]
+            console.print(
+                f"dataset {payload['path']}: {len(manifest['tickers'])} tickers, "
+                f"{manifest['bar']} bars, hash {manifest['hash'][:12]}"
+            )
+        elif kind == "rollout":
+            rollouts.update(rollouts.task_ids[0], advance=1)
+        elif kind == "report":
+            rollouts.stop()
+        else:
+            view.on_event(kind, payload)
 
     t0 = time.perf_counter()
-    console.rule("[bold]1/3 dataset")
-    dataset = ensure_dataset(data, rebuild=rebuild, progress=True)
-    manifest = load_manifest(dataset)
-    console.print(
-        f"dataset {dataset}: {len(manifest['tickers'])} tickers, {manifest['bar']} bars, "
-        f"hash {manifest['hash'][:12]}"
-    )
-    console.rule("[bold]2/3 tournament (selection on the validation split)")
-    run_dir = train_tournament(
-        resolve_strategy(strategy),
-        dataset,
-        pods=pods,
-        budget=budget,
-        address=address,
-        out=runs,
-        device=device,
-        seed=seed,
-    )
-    console.rule("[bold]3/3 backtest (the backtest split, first touched here)")
-    backtest_cmd.backtest(str(run_dir), agent="best", data=dataset, out=reports, device="auto")
+    try:
+        result = run_all(
+            strategy,
+            data,
+            budget=budget,
+            pods=pods,
+            runs=runs,
+            reports=reports,
+            device=device,
+            seed=seed,
+            address=address,
+            rebuild=rebuild,
+            progress=True,
+            on_event=on_event,
+            display=view.display,
+        )
+    finally:
+        view.close()
+        rollouts.stop()
+    print_result(result.backtest, result.tearsheet)
     minutes = (time.perf_counter() - t0) / 60
-    console.print(
-        f"[bold green]done[/] in {minutes:.1f} min; open {reports / Path(run_dir).name / 'tearsheet.html'}"
-    )
+    console.print(f"[bold green]done[/] in {minutes:.1f} min; open {result.tearsheet}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,14 +1,14 @@
-"""Tournament training from the command line, with a live table of pods and leaderboard.
+"""The tournament's displays: a live rich table of pods and leaderboard, event lines.
 
-:func:`train_tournament` is what ``finpod train`` runs for a tournament (a strategy with a
-tournament table, or ``--pods/--budget/--address``) and what ``finpod run`` calls.
+:class:`TournamentView` gives :func:`finpod.pipeline.train` and
+:func:`finpod.pipeline.run_all` their ``on_event`` and ``display`` hooks when ``finpod
+train`` or ``finpod run`` trains a tournament.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -17,39 +17,32 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 
-def train_tournament(
-    strategy_path: Path | None,
-    data_dir: Path | None,
-    pods: str | None = None,
-    budget: str | None = None,
-    address: str | None = None,
-    resume: str | None = None,
-    out: Path = Path("runs"),
-    device: str | None = None,
-    seed: int | None = None,
-    run_id: str | None = None,
-) -> Path:
-    """Run (or resume) a tournament with a live rich table; returns the run directory."""
-    from finpod.tournament import run_tournament
+class TournamentView:
+    """The tournament's displays, as hooks for :mod:`finpod.pipeline`: ``on_event`` prints
+    the cluster events a user must know about, ``display`` (None without a terminal: then
+    the run polls no progress) refreshes a live table, and the ``"tournament"`` event
+    closes it and prints the final leaderboard and summary."""
 
-    console = Console(stderr=True)
-    live_table = _LiveTable(console)
-    with live_table:
-        result = run_tournament(
-            strategy_path,
-            data_dir,
-            pods=pods,
-            budget=budget,
-            address=address,
-            resume=resume,
-            out=out,
-            device=device,
-            seed=seed,
-            run_id=run_id,
-            on_event=_EventLines(console),
-            # Without a terminal there is no live table, so the run polls no progress.
-            display=live_table.update if console.is_terminal else None,
-        )
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self.live_table = _LiveTable(self.console)
+        self.lines = _EventLines(self.console)
+        self.display = self.live_table.update if self.console.is_terminal else None
+
+    def on_event(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "tournament":
+            self.live_table.stop()
+            print_summary(self.console, payload["result"])
+        else:
+            self.lines(kind, payload)
+
+    def close(self) -> None:
+        """Stop the live table (a run that raised)."""
+        self.live_table.stop()
+
+
+def print_summary(console: Console, result: Any) -> None:
+    """The final leaderboard and what the session did."""
     board = result.leaderboard
     summary = result.summary
     console.print(_leaderboard_table(board.entries, board.score_name, limit=10))
@@ -78,7 +71,6 @@ def train_tournament(
             f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)"
         )
     console.print(f"run directory: [bold]{result.run_dir}[/]")
-    return result.run_dir
 
 
 class _EventLines:
@@ -120,20 +112,21 @@ class _LiveTable:
         )
         self.task = self.progress.add_task("", total=1.0)
 
-    def __enter__(self) -> _LiveTable:
-        if self.console.is_terminal:
-            self.live.__enter__()
-        return self
+        self._started = False
 
-    def __exit__(self, *exc: Any) -> None:
-        if self.console.is_terminal:
-            self.live.__exit__(*exc)
+    def stop(self) -> None:
+        if self._started:
+            self.live.stop()
+            self._started = False
 
     def update(self, snap: dict[str, Any]) -> None:
         now = time.monotonic()
         if now - self._last < 0.25 or not self.console.is_terminal:
             return
         self._last = now
+        if not self._started:
+            self.live.start()
+            self._started = True
         budget = snap["budget"]
         used = snap["budget_used"]
         unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]

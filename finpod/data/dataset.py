@@ -62,6 +62,7 @@ from finpod.data import sources
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
 from finpod.data.clean import Bars
+from finpod.data.disclosure import benchmark_name, universe_disclosure
 from finpod.data.features import SCALING_DOC
 from finpod.data.inmemory import bars_to_market, from_frame, market_features
 from finpod.data.market import MarketData
@@ -424,21 +425,6 @@ def _benchmark(loaded: sources.LoadedSource) -> dict | None:
     info.setdefault("kind", BENCHMARK_KIND)
     info.setdefault("source", None)
     return info
-
-
-def benchmark_name(manifest: dict) -> str | None:
-    """The benchmark's name in a manifest of any format (1: a string, 2: a dict)."""
-    b = manifest.get("benchmark")
-    return b.get("name") if isinstance(b, dict) else b
-
-
-def universe_disclosure(manifest: dict) -> dict:
-    """``{"name", "point_in_time", "note"}`` from a manifest of any format; a format-1
-    manifest (universe as a string) gets ``point_in_time`` False and a generic note."""
-    u = manifest.get("universe")
-    if isinstance(u, dict):
-        return u
-    return {"name": u, **_universe({})}
 
 
 def _cleaning_summary(report: dict) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -14,11 +13,9 @@ from finpod.data.market import MarketData, periods_per_year
 from finpod.env.config import EnvConfig
 from finpod.env.vec_env import VecTradingEnv
 from finpod.errors import FinpodError
+from finpod.scores import SCORES, score_returns
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
-SCORES = ("sharpe", "sortino", "calmar", "return")
-#: Scores are clipped to ±SCORE_LIMIT so leaderboards and JSON files stay finite.
-SCORE_LIMIT = 1e9
 
 
 @dataclass
@@ -153,41 +150,16 @@ def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> floa
     own bars per year (``MarketData.annualization``: the dataset's calendar count when it
     recorded one), or ``periods_per_year(bar)`` when ``bar`` is given. ``return`` is the
     annualized (compound) return. Undefined values (no variance, no drawdown) score 0.0;
-    infinite ones are clipped to ±SCORE_LIMIT.
+    infinite ones are clipped to ±SCORE_LIMIT (see :mod:`finpod.scores`).
     """
+    if name not in SCORES:
+        raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
     if bar is not None or not result.annualization:
         ann = periods_per_year(bar or result.bar)
     else:
         ann = float(result.annualization)
-    return score_returns(result.returns, name, ann)
-
-
-def score_returns(
-    returns: pd.Series, name: str = "sharpe", annualization: float | None = None, bar: str = "1d"
-) -> float:
-    """:func:`score` of a per-bar simple returns series: ``annualization`` bars per year
-    (``None``: ``periods_per_year(bar)``). Undefined values score 0.0; infinite ones are
-    clipped to ±SCORE_LIMIT."""
-    import empyrical
-
-    if name not in SCORES:
-        raise FinpodError(f"unknown score {name!r}", f"use one of {', '.join(SCORES)}")
-    ann = float(annualization) if annualization else periods_per_year(bar)
-    r = returns
+    r = result.returns
     if isinstance(r.index, pd.DatetimeIndex) and r.index.tz is not None:
         # empyrical reads .values of the index; tz-naive UTC avoids pandas' deprecation path.
         r = r.set_axis(r.index.tz_convert(None))
-    if len(r) == 0:
-        return 0.0
-    if name == "sharpe":
-        value = empyrical.sharpe_ratio(r, annualization=ann)
-    elif name == "sortino":
-        value = empyrical.sortino_ratio(r, annualization=ann)
-    elif name == "calmar":
-        value = empyrical.calmar_ratio(r, annualization=ann)
-    else:
-        value = empyrical.annual_return(r, annualization=ann)
-    value = float(value)
-    if math.isnan(value):
-        return 0.0
-    return float(min(max(value, -SCORE_LIMIT), SCORE_LIMIT))
+    return score_returns(r, name, ann)

@@ -9,6 +9,7 @@ train and validation splits in Ray's object store), :class:`FailurePolicy` (node
 quarantine, when a run stops).
 """
 
+from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.config import (
     Budget,
     SearchSpace,
@@ -21,7 +22,6 @@ from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.fusion import fuse_state_dicts
 from finpod.tournament.generator import Generator, PodSpec
-from finpod.tournament.leaderboard import Entry, Leaderboard
 from finpod.tournament.orchestrator import Orchestrator, Setup, Summary
 from finpod.tournament.pod import Pod, PodResult, PodWorker
 from finpod.tournament.run import TournamentRun, run_tournament

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from finpod.runs.leaderboard import Leaderboard
 from finpod.tournament.config import Budget
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.leaderboard import Leaderboard
 
 #: Seconds a time budget keeps for a pod's first epoch and evaluation.
 TIME_SLIVER_S = 0.5

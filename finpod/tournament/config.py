@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from finpod.errors import FinpodError
+from finpod.scores import SCORES
 
 MODES = ("async", "generational")
 INHERIT_BUFFER = (True, False, "auto")
@@ -67,7 +68,6 @@ FIXED_ENV_FIELDS = {
 #: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
 #: leaderboard's, kept in the object store for children) may take.
 INHERIT_BUFFER_MEMORY_SHARE = 0.25
-SCORES = ("sharpe", "sortino", "calmar", "return")
 BUDGET_KINDS = ("time", "steps", "pods")
 
 _TIME_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.config import SearchSpace, TournamentConfig
-from finpod.tournament.leaderboard import Entry, Leaderboard
 
 
 @dataclass
@@ -69,7 +69,7 @@ def population_class(algorithm: str) -> Any:
     """The batched population engine of ``algorithm`` (``None``: members train one by
     one)."""
     try:
-        from finpod.agents.population import population_class as engine_of
+        from finpod.agents.populations import population_class as engine_of
     except ImportError:
         return None
     return engine_of(algorithm)

@@ -31,13 +31,14 @@ import pandas as pd
 import torch
 
 from finpod.tournament.generator import PodSpec, population_class
-from finpod.tournament.pod import (
+from finpod.tournament.results import (
     NON_FINITE,
-    Pod,
+    NonFiniteError,
     PodResult,
-    _checkpoint_bytes,
-    _node_id,
-    _state_from_checkpoint_bytes,
+    check_finite_weights,
+    checkpoint_bytes,
+    node_id,
+    state_from_checkpoint_bytes,
 )
 
 #: Offset of a population's train-env seed from its first member's seed.
@@ -85,9 +86,9 @@ def member_returns(
 
 
 class PopulationTrainer:
-    """Trains populations on one :class:`Pod`'s splits (the pod actor's train env cache)."""
+    """Trains populations on one :class:`~finpod.tournament.pod.Pod`'s splits (the pod actor's train env cache)."""
 
-    def __init__(self, pod: Pod) -> None:
+    def __init__(self, pod: Any) -> None:
         self.pod = pod
         self._env: Any = None
         self._env_key: str | None = None
@@ -137,8 +138,9 @@ class PopulationTrainer:
     def _train_batched(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
         from finpod.agents import ALGORITHMS, make_agent
         from finpod.agents.base import build_hparams
-        from finpod.agents.population import make_population
-        from finpod.env.rollout import score_returns
+        from finpod.agents.populations import make_population
+        from finpod.data.market import periods_per_year
+        from finpod.scores import score_returns
 
         t0 = time.perf_counter()
         lead = specs[0]
@@ -164,7 +166,7 @@ class PopulationTrainer:
             agent = make_agent(
                 spec.algorithm, spec.hparams, env.obs_dim, env.action_dim, device, spec.seed
             )
-            agent.load_state_dict(_state_from_checkpoint_bytes(parent))
+            agent.load_state_dict(state_from_checkpoint_bytes(parent))
             # The parent's RNG stream is not inherited: siblings must explore differently.
             agent.generator.manual_seed(spec.seed)
             population.import_member(k, agent)
@@ -172,8 +174,9 @@ class PopulationTrainer:
         per_member = max(1, math.ceil(lead.steps / lead.epochs))
         config = self.pod.env_config_for(lead)
         valid = self.pod.valid_market
-        ann = float(valid.annualization) or None
-        index = pd.DatetimeIndex(valid.timestamps[1:])
+        ann = float(valid.annualization) or periods_per_year(valid.bar)
+        # empyrical reads the index's values: tz-naive UTC, as finpod.env.score does.
+        index = pd.DatetimeIndex(valid.timestamps[1:]).tz_convert(None)
         history = [[dict(h) for h in s.base_history] for s in specs]
         metrics: list[list[tuple[int, float, str, str, float]]] = [[] for _ in specs]
         failure = [""] * k_members
@@ -212,7 +215,7 @@ class PopulationTrainer:
                 if failure[k]:
                     continue
                 r = rets[k]
-                value = score_returns(pd.Series(r, index=index), lead.score_name, ann, valid.bar)
+                value = score_returns(pd.Series(r, index=index), lead.score_name, ann)
                 if not bool(np.isfinite(r).all()) or not math.isfinite(value):
                     failure[k] = f"{NON_FINITE}: validation returns at epoch {epoch + 1}"
                     continue
@@ -221,7 +224,7 @@ class PopulationTrainer:
                 history[k].append({"env_steps": int(steps[k]), "score": value})
                 metrics[k].append((int(steps[k]), wall, "validation", lead.score_name, value))
                 if lead.score_name != "return":
-                    annual = score_returns(pd.Series(r, index=index), "return", ann, valid.bar)
+                    annual = score_returns(pd.Series(r, index=index), "return", ann)
                     metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
             best = max((s for s in scores if math.isfinite(s)), default=None)
             self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
@@ -229,7 +232,7 @@ class PopulationTrainer:
                 break
         steps = population.env_steps().cpu().numpy().astype(np.int64)
         train_s = time.perf_counter() - t0
-        node = _node_id()
+        node = node_id()
         results = []
         for k, spec in enumerate(specs):
             agent = population.export_member(k)
@@ -244,7 +247,7 @@ class PopulationTrainer:
                     steps_done=int(steps[k] - start[k]),
                     checkpoint=b""
                     if failure[k]
-                    else _checkpoint_bytes(agent, self.pod.env_config_for(spec).to_dict()),
+                    else checkpoint_bytes(agent, self.pod.env_config_for(spec).to_dict()),
                     metrics=metrics[k],
                     node_id=node,
                     train_s=train_s,
@@ -261,8 +264,6 @@ def _finite_members(population: Any, members: int) -> list[bool]:
     """Whether every network weight of each member is finite."""
     if hasattr(population, "finite_members"):
         return [bool(x) for x in population.finite_members().cpu().tolist()]
-    from finpod.tournament.pod import NonFiniteError, check_finite_weights
-
     out = []
     for k in range(members):
         try:

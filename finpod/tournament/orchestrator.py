@@ -47,13 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.runs import Leaderboard, RunDir, package_versions
 from finpod.tournament import failures as fp
 from finpod.tournament.budget import BudgetClock
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy, version_mismatch
 from finpod.tournament.generator import Generator, PodSpec
-from finpod.tournament.leaderboard import Leaderboard
 from finpod.tournament.pod import PodResult, PodWorker
 from finpod.tournament.pool import (
     PodResources,
@@ -65,7 +65,6 @@ from finpod.tournament.pool import (
     request_pods,
 )
 from finpod.tournament.progress import ProgressPoller
-from finpod.tournament.rundir import RunDir, package_versions
 from finpod.tournament.schedulers import group_key, make_scheduler
 from finpod.tournament.slots import Death, Inflight, Slot
 from finpod.tournament.updater import Summary, Updater

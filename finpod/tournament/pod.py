@@ -23,14 +23,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,75 +36,20 @@ import torch
 from finpod.data.market import MarketData
 from finpod.tournament.fusion import fuse_learners, learner_devices, threads_per_learner
 from finpod.tournament.generator import PodSpec
+from finpod.tournament.members import PopulationTrainer
+from finpod.tournament.results import (
+    NON_FINITE,
+    NonFiniteError,
+    PodResult,
+    check_finite_stats,
+    check_finite_weights,
+    checkpoint_bytes,
+    node_id,
+    state_from_checkpoint_bytes,
+)
 
 #: Offset between the env seeds of two learners of a pod.
 LEARNER_SEED_STRIDE = 7919
-#: Prefix of :attr:`PodResult.failure` for a pod whose numbers went non-finite.
-NON_FINITE = "non-finite"
-
-
-@dataclass
-class PodResult:
-    """What a finished pod sends back to the orchestrator."""
-
-    pod_id: str
-    """The spec's pod id."""
-    algorithm: str
-    """Registry name of the agent's algorithm."""
-    hparams: dict[str, Any]
-    """Every hyperparameter of the trained agent, JSON-ready."""
-    score: float
-    """Validation score of the final (returned) weights (NaN when ``failure``)."""
-    history: list[dict[str, float]]
-    """Validation scores along the lineage, this pod's epochs last."""
-    env_steps: int
-    """Env steps the agent has learned from, ancestors included."""
-    steps_done: int
-    """Env steps this pod trained (all learners)."""
-    checkpoint: bytes
-    """The agent as a finpod safetensors checkpoint file (empty when ``failure``)."""
-    metrics: list[tuple[int, float, str, str, float]] = field(default_factory=list)
-    """Learning-curve rows ``(env_steps, pod_wall_s, split, metric, value)``."""
-    node_id: str = ""
-    """Ray node the pod ran on ("" outside Ray)."""
-    train_s: float = 0.0
-    """Seconds spent inside the pod (training, fusion, evaluation, checkpoint)."""
-    epochs_done: int = 0
-    """Epochs completed (fewer than asked when ``max_seconds`` stopped the pod)."""
-    returns: np.ndarray | None = None
-    """(T_validation − 1,) float32 per-bar simple returns of the scored weights on the
-    validation split (for PBO / Deflated Sharpe over every candidate)."""
-    failure: str = ""
-    """Why the pod failed ("" when it scored), e.g. ``"non-finite: loss actor_loss"``."""
-    buffer_rows: int = 0
-    """Replay-buffer transitions exported with the result (0: none)."""
-    env: dict[str, Any] = field(default_factory=dict)
-    """The pod's searched execution controls (``PodSpec.env``) it trained and was scored
-    with, recorded on its leaderboard entry so the backtest replays them."""
-
-
-class NonFiniteError(RuntimeError):
-    """A pod's losses, weights or validation returns are NaN or infinite."""
-
-
-def check_finite_stats(stats: dict[str, float]) -> None:
-    """Raise :class:`NonFiniteError` naming the first non-finite training loss.
-
-    ``episode_return`` is NaN by design when no episode finished; it is not a loss.
-    """
-    for key, value in stats.items():
-        if key in ("episode_return", "episodes"):
-            continue
-        if not math.isfinite(float(value)):
-            raise NonFiniteError(f"loss {key} = {value}")
-
-
-def check_finite_weights(agent: Any) -> None:
-    """Raise :class:`NonFiniteError` naming the first network weight that is not finite."""
-    for name, net in agent.nets.items():
-        for key, value in net.state_dict().items():
-            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                raise NonFiniteError(f"weights {name}.{key}")
 
 
 class Pod:
@@ -196,7 +137,7 @@ class Pod:
         devices = self.devices_for(spec.num_learners)
         agent = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, devices[0], spec.seed)
         if parent is not None:
-            agent.load_state_dict(_state_from_checkpoint_bytes(parent))
+            agent.load_state_dict(state_from_checkpoint_bytes(parent))
             # The parent's RNG stream is not inherited: siblings must explore differently.
             agent.generator.manual_seed(spec.seed)
         learners = [agent]
@@ -336,9 +277,9 @@ class Pod:
             steps_done=int(agent.env_steps - start_steps),
             checkpoint=b""
             if failure
-            else _checkpoint_bytes(agent, self.env_config_for(spec).to_dict()),
+            else checkpoint_bytes(agent, self.env_config_for(spec).to_dict()),
             metrics=metrics,
-            node_id=_node_id(),
+            node_id=node_id(),
             train_s=time.perf_counter() - t0,
             epochs_done=epochs_done,
             returns=returns,
@@ -387,7 +328,7 @@ class PodWorker:
         cpus: float,
         num_learners: int = 1,
     ) -> None:
-        self._node = _node_id()
+        self._node = node_id()
         self._error = ""
         self.pod: Pod | None = None
         self._members: Any = None
@@ -431,7 +372,7 @@ class PodWorker:
     def ready(self) -> dict[str, Any]:
         """``{"node_id", "versions", "error"}``: where this worker runs, the packages it
         runs with, and why it could not start ("" when it is ready to train)."""
-        from finpod.tournament.rundir import package_versions
+        from finpod.runs import package_versions
 
         return {"node_id": self._node, "versions": package_versions(), "error": self._error}
 
@@ -462,8 +403,6 @@ class PodWorker:
         if self.pod is None:
             raise RuntimeError(f"pod worker did not start: {self._error}")
         if self._members is None:
-            from finpod.tournament.members import PopulationTrainer
-
             self._members = PopulationTrainer(self.pod)
         return self._members.train(list(specs), list(parents))
 
@@ -471,45 +410,12 @@ class PodWorker:
     def progress(self) -> dict[str, Any]:
         return {} if self.pod is None else self.pod.progress()
 
-    @ray.method(concurrency_group="control")
-    def pid(self) -> int:
-        return os.getpid()
-
 
 def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """``sd`` with floating and integer tensors on ``device`` (RNG states stay on the host)."""
     return {k: v if k.startswith("rng.") else v.to(device) for k, v in sd.items()}
 
 
-def _checkpoint_bytes(agent: Any, env: dict[str, Any] | None = None) -> bytes:
-    from finpod.agents import save_checkpoint
-
-    with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
-        path = Path(tmp) / "agent.safetensors"
-        save_checkpoint(agent, path, env=env)
-        return path.read_bytes()
-
-
-def _state_from_checkpoint_bytes(data: bytes) -> dict[str, torch.Tensor]:
-    """Verified state dict of a checkpoint file's bytes (checksum checked)."""
-    from finpod.agents import read_checkpoint
-
-    with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
-        path = Path(tmp) / "parent.safetensors"
-        path.write_bytes(data)
-        _, sd = read_checkpoint(path)
-    return sd
-
-
 def _last_line(err: BaseException) -> str:
     lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
     return (lines[-1] if lines else type(err).__name__)[:300]
-
-
-def _node_id() -> str:
-    try:
-        if ray.is_initialized():
-            return ray.get_runtime_context().get_node_id()
-    except Exception:  # noqa: BLE001 - outside Ray there is no node id to report
-        pass
-    return ""

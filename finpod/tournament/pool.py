@@ -158,9 +158,6 @@ def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) 
 
 def inherit_buffers(config: TournamentConfig, buffer_bytes: int) -> bool:
     """``tournament.inherit_buffer`` resolved (``"auto"``: the top-k buffers fit in memory)."""
-    setting = getattr(config, "inherit_buffer", False)
-    try:
-        from finpod.tournament.config import inherit_buffer_fits
-    except ImportError:
-        return setting is True
-    return inherit_buffer_fits(setting, buffer_bytes, config.top_k)
+    from finpod.tournament.config import inherit_buffer_fits
+
+    return inherit_buffer_fits(config.inherit_buffer, buffer_bytes, config.top_k)

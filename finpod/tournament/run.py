@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
 from finpod.tournament.config import (
     SearchSpace,
     TournamentConfig,
@@ -23,9 +24,7 @@ from finpod.tournament.config import (
     parse_search,
     parse_tournament,
 )
-from finpod.tournament.leaderboard import Leaderboard
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
-from finpod.tournament.rundir import STRATEGY_FILE, RunDir, close_logger, new_run_id, toml_dumps
 
 
 @dataclass
@@ -80,7 +79,7 @@ def run_tournament(
     display: Any = None,
     stop: Any = None,
 ) -> TournamentRun:
-    """Train a tournament and write its run directory (see :mod:`finpod.tournament.rundir`).
+    """Train a tournament and write its run directory (see :mod:`finpod.runs`).
 
     Args:
         strategy_path: strategy TOML (optional with ``resume``: the run's copy is used).
@@ -107,7 +106,7 @@ def run_tournament(
     from finpod.strategy import load_strategy
 
     if resume is not None:
-        run_path = _find_run(resume, out)
+        run_path = find_run(resume, out)
         run = RunDir.open(run_path)
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
@@ -145,7 +144,6 @@ def run_tournament(
         run = RunDir.create(
             run_path,
             strategy=resolved,
-            strategy_toml=toml_dumps(resolved),
             dataset_path=dataset,
             dataset_hash=str(manifest["hash"]),
             seed=run_seed,
@@ -182,15 +180,6 @@ def run_tournament(
             ray.shutdown()
         close_logger(run)
     return TournamentRun(run_path, board, summary, config)
-
-
-def _find_run(resume: str | Path, out: str | Path) -> Path:
-    for candidate in (Path(resume), Path(out) / str(resume)):
-        if candidate.is_dir() and (candidate / "run.json").is_file():
-            return candidate
-    raise FinpodError(
-        f"no run {str(resume)!r} to resume", f"pass a run directory or an id under {out}/"
-    )
 
 
 def _verify_checkpoint(path: Path) -> None:

@@ -2,7 +2,7 @@
 
 A scored pod is counted once (by pod id, so a pod requeued after a node loss and run
 again counts once), its per-bar validation returns go to the candidates record
-(:mod:`finpod.candidates`), it is offered to the leaderboard, its learning-curve rows are
+(:mod:`finpod.runs.candidates`), it is offered to the leaderboard, its learning-curve rows are
 appended to ``metrics.csv`` and a line goes to ``train.log``. A failed pod only bumps the
 failure counters. Only the driver writes the run directory.
 """
@@ -13,11 +13,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from finpod.candidates import record_candidate
+from finpod.runs.candidates import record_candidate
+from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
+from finpod.runs.rundir import RunDir
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
 from finpod.tournament.pod import PodResult
-from finpod.tournament.rundir import RunDir
 
 
 @dataclass

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from finpod.agents import load_checkpoint
-from finpod.candidates import load_candidates
 from finpod.cli import app
+from finpod.runs.candidates import load_candidates
 
 
 @pytest.fixture(scope="module")

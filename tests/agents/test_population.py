@@ -9,7 +9,7 @@ import torch
 
 from finpod.agents import load_checkpoint, make_agent, save_checkpoint
 from finpod.agents.a2c import A2CParams
-from finpod.agents.population import make_population
+from finpod.agents.populations import make_population
 from finpod.agents.ppo import PPOParams
 from finpod.agents.sac import SACParams
 from finpod.agents.td3 import DDPGParams, TD3Params

@@ -8,8 +8,9 @@ import numpy as np
 from agents_small import SMALL
 
 from finpod.agents import load_checkpoint, make_agent
-from finpod.agents.train import METRIC_COLUMNS, checkpoint_id, train
-from finpod.candidates import load_candidates
+from finpod.agents.train import checkpoint_id, train
+from finpod.runs import METRICS_HEADER as METRIC_COLUMNS
+from finpod.runs.candidates import load_candidates
 
 
 def test_best_checkpoint_is_the_best_validation_score(trading_env, tmp_path):

@@ -221,7 +221,7 @@ def test_pbo_logit_is_the_out_of_sample_rank_of_the_in_sample_winner():
 
 
 def test_dsr_of_the_selection_uses_validation_returns_and_candidate_sharpes(tmp_path):
-    from finpod.candidates import load_candidates, record_candidate
+    from finpod.runs.candidates import load_candidates, record_candidate
 
     rng = np.random.default_rng(4)
     val = rng.normal(0.0, 0.01, (120, 10))

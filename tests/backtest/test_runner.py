@@ -93,7 +93,7 @@ def test_top_k_averages_the_actions_of_the_top_entries(run_dir, splits, monkeypa
 
 
 def test_statistics_use_every_recorded_candidates_validation_returns(run_dir, splits, monkeypatch):
-    from finpod.candidates import load_candidates, record_candidate
+    from finpod.runs.candidates import load_candidates, record_candidate
 
     FakeDataset(splits).install(monkeypatch)
     rng = np.random.default_rng(11)

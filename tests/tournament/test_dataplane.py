@@ -7,8 +7,8 @@ import shutil
 import numpy as np
 import pytest
 
-from finpod.candidates import load_candidates
 from finpod.data import load_split
+from finpod.runs.candidates import load_candidates
 from finpod.tournament import Leaderboard, run_tournament
 from finpod.tournament.dataplane import DataPlane, market_from_payload, market_to_payload
 

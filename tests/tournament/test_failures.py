@@ -9,11 +9,11 @@ import time
 import numpy as np
 import pytest
 
-from finpod.candidates import load_candidates
 from finpod.errors import FinpodError
+from finpod.runs.candidates import load_candidates
+from finpod.runs.rundir import read_metrics
 from finpod.tournament import Leaderboard, run_tournament
 from finpod.tournament.failures import QUARANTINE_AFTER, FailurePolicy
-from finpod.tournament.rundir import read_metrics
 
 from .conftest import write_strategy
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from finpod.tournament import leaderboard as lb_module
-from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
+from finpod.runs import leaderboard as lb_module
+from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
 
 
 def _entry(i: int, score: float) -> Entry:

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from finpod.agents import read_checkpoint
+from finpod.runs.rundir import read_metrics
 from finpod.tournament import Leaderboard, run_tournament
-from finpod.tournament.rundir import read_metrics
 
 from .conftest import write_strategy
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from finpod.runs import read_metrics
 from finpod.tournament import Leaderboard, run_tournament
-from finpod.tournament.rundir import read_metrics
 
 from .conftest import write_strategy
 

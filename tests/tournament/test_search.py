@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finpod.errors import FinpodError
+from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
 from finpod.tournament.config import (
     Budget,
     TournamentConfig,
@@ -19,7 +20,6 @@ from finpod.tournament.config import (
     parse_tournament,
 )
 from finpod.tournament.generator import Generator
-from finpod.tournament.leaderboard import Entry, Leaderboard, checkpoint_name
 
 
 @dataclass

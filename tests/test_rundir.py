@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from finpod.tournament.rundir import METRICS_FILE, RunDir, close_logger, read_metrics
+from finpod.runs.rundir import METRICS_FILE, RunDir, close_logger, read_metrics
 
 
 def _run(tmp_path) -> RunDir:

@@ -1,4 +1,7 @@
-"""The top-K leaderboard of a tournament, persisted atomically after every change.
+"""The top-K leaderboard of a run, persisted atomically after every change.
+
+A tournament keeps its best ``top_k`` pods; a single-agent run's board holds its one
+best-on-validation checkpoint (``top_k`` = 1, see :meth:`Leaderboard.single`).
 
 ``leaderboard.json`` (read by the backtester)::
 
@@ -181,6 +184,18 @@ class Leaderboard:
             "progress": asdict(self.progress),
         }
 
+    @classmethod
+    def single(
+        cls, run_dir: Path, entry: Entry, score_name: str, candidates_evaluated: int
+    ) -> Leaderboard:
+        """The board of a single-agent run: ``entry`` (whose checkpoint is already written)
+        chosen among ``candidates_evaluated`` validation checkpoints; saved."""
+        board = cls(Path(run_dir), 1, score_name)
+        board.entries = [entry]
+        board.candidates_evaluated = int(candidates_evaluated)
+        board.save()
+        return board
+
     # ----- resuming ---------------------------------------------------------------------
     @classmethod
     def load(cls, run_dir: Path) -> Leaderboard:
@@ -188,9 +203,12 @@ class Leaderboard:
         path = Path(run_dir) / LEADERBOARD_FILE
         try:
             obj = json.loads(path.read_text(encoding="utf-8"))
-            board = cls(Path(run_dir), int(obj["top_k"]), str(obj["score_name"]))
-            board.candidates_evaluated = int(obj["candidates_evaluated"])
-            board.entries = [Entry.from_json(e) for e in obj["entries"]]
+            entries = [Entry.from_json(e) for e in obj["entries"]]
+            # A single-agent run's board (before it recorded top_k) holds its one entry.
+            top_k = int(obj.get("top_k", max(1, len(entries))))
+            board = cls(Path(run_dir), top_k, str(obj.get("score_name", "sharpe")))
+            board.candidates_evaluated = int(obj.get("candidates_evaluated", len(entries)))
+            board.entries = entries
             board.progress = Progress(**obj.get("progress", {}))
         except FileNotFoundError as err:
             raise FinpodError(

@@ -1,0 +1,173 @@
+"""A single-agent run: strategy → env → agent → run directory (``kind = "agent"``).
+
+:func:`train_single_agent` is :func:`finpod.pipeline.train_agent`'s body. The run
+directory is written through :mod:`finpod.runs`, as a tournament's is: ``run.json``,
+``strategy.toml``, ``leaderboard.json`` (one entry: the agent's best-on-validation
+checkpoint), ``checkpoints/`` (also ``last.safetensors``, to resume), ``candidates.bin``,
+``metrics.csv``, ``learning_curves.png`` and ``train.log``. Only the train split is traded
+while learning and only the validation split is used to pick the checkpoint; the backtest
+split is left for the backtest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from finpod.errors import FinpodError
+from finpod.runs import (
+    STRATEGY_FILE,
+    Entry,
+    Leaderboard,
+    RunDir,
+    checkpoint_name,
+    find_run,
+    read_run_info,
+)
+
+
+def train_single_agent(
+    strategy_path: str | Path | None,
+    data: str | Path | None,
+    out: str | Path = "runs",
+    *,
+    device: str | None = None,
+    seed: int | None = None,
+    total_steps: int | None = None,
+    run_id: str | None = None,
+    resume: str | Path | None = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Train the strategy's agent (or continue run ``resume``); returns the run directory.
+
+    See :func:`finpod.pipeline.train_agent` for the arguments.
+    """
+    import torch
+
+    from finpod.agents import load_checkpoint, make_agent
+    from finpod.data import load_manifest, load_split
+    from finpod.device import pick_device
+    from finpod.env import VecTradingEnv
+    from finpod.strategy import load_strategy
+
+    previous: dict[str, Any] | None = None
+    if resume is not None:
+        run_dir = find_run(resume, out)
+        previous = read_run_info(run_dir)
+        strategy_path = run_dir / STRATEGY_FILE
+        data = Path(data) if data is not None else Path(previous["dataset"]["path"])
+        seed = previous["seed"] if seed is None else seed
+    if strategy_path is None or data is None:
+        raise FinpodError("training needs --strategy and --data", "or --resume RUN")
+    strategy = load_strategy(strategy_path)
+    if seed is not None:
+        strategy.train.seed = int(seed)
+    if device is not None:
+        strategy.train.device = device
+    if total_steps is not None:
+        if total_steps <= 0:
+            raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
+        strategy.train.total_steps = int(total_steps)
+    spec = strategy.train
+    dev = pick_device(spec.device)
+    manifest = load_manifest(data)
+    train_market = load_split(data, "train", device=dev)
+    valid_market = load_split(data, "validation", device=dev)
+    env_config = strategy.env_config()
+    torch.manual_seed(spec.seed)
+    env = VecTradingEnv(
+        train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
+    )
+    if previous is not None:
+        if manifest["hash"] != previous["dataset"]["hash"]:
+            raise FinpodError(
+                f"the dataset at {data} is not the one run {run_dir.name} was trained on",
+                "pass --data with the run's dataset",
+            )
+        last = RunDir(run_dir).checkpoint("last")
+        if not last.is_file():
+            raise FinpodError(
+                f"run {run_dir.name} has no checkpoint to resume from yet",
+                "start it again without --resume",
+            )
+        agent = load_checkpoint(last, dev)
+        if agent.algorithm != strategy.algorithm:
+            raise FinpodError(
+                f"{last} holds a {agent.algorithm} agent but the run's strategy is "
+                f"{strategy.algorithm}",
+                "the run directory was modified; start a new run",
+            )
+        return _train_and_record(
+            agent, env, strategy, valid_market, env_config, run_dir, progress, log
+        )
+    agent = make_agent(
+        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    )
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
+    run_dir = Path(out) / run_id
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise FinpodError(
+            f"run directory {run_dir} already exists", "choose another --run-id or --out"
+        )
+    RunDir.create(
+        run_dir,
+        kind="agent",
+        strategy=strategy.to_dict(),
+        dataset_path=Path(data),
+        dataset_hash=str(manifest["hash"]),
+        seed=spec.seed,
+        extra={"device": str(dev)},
+    )
+    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+def _train_and_record(
+    agent: Any,
+    env: Any,
+    strategy: Any,
+    valid_market: Any,
+    env_config: Any,
+    run_dir: Path,
+    progress: bool,
+    log: Callable[[str], None] | None,
+) -> Path:
+    """Train ``agent`` to the strategy's step budget; write checkpoints and leaderboard."""
+    from finpod.agents.train import make_trading_eval, train
+
+    spec = strategy.train
+    pod_id = f"{strategy.algorithm}-0"
+    started = time.perf_counter()
+    result = train(
+        agent,
+        env,
+        total_steps=spec.total_steps,
+        eval_fn=make_trading_eval(valid_market, env_config, spec.score),
+        eval_every=spec.eval_every,
+        run_dir=run_dir,
+        progress=progress,
+        pod_id=pod_id,
+        score_name=spec.score,
+        log=log,
+    )
+    entry = Entry(
+        pod_id=pod_id,
+        algorithm=strategy.algorithm,
+        hparams=strategy.to_dict()["agent"]["hparams"],
+        score=result.best_score,
+        checkpoint=checkpoint_name(pod_id),
+        history=result.history,
+        env_steps=result.best_env_steps,
+    )
+    Leaderboard.single(run_dir, entry, spec.score, result.candidates_evaluated)
+    if log is not None:
+        log(
+            f"done in {time.perf_counter() - started:.0f} s: best validation {spec.score} "
+            f"{result.best_score:.3f} at {result.best_env_steps} env steps"
+        )
+    return run_dir

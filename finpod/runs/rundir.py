@@ -1,0 +1,291 @@
+"""The run directory: everything needed to reproduce a run and to backtest it.
+
+One format for a single agent (``kind = "agent"``) and a tournament
+(``kind = "tournament"``)::
+
+    runs/<run-id>/
+      run.json           run id, kind, creation time, resolved strategy, dataset path and
+                         hash, seed, package versions (and each Ray node's)
+      strategy.toml      the resolved strategy
+      leaderboard.json   see :mod:`finpod.runs.leaderboard`
+      candidates.bin     see :mod:`finpod.runs.candidates`
+      checkpoints/<pod_id>.safetensors (a single agent also keeps last.safetensors)
+      metrics.csv        see :mod:`finpod.runs.metrics`
+      learning_curves.png
+      train.log
+
+Every file except the append-only ``metrics.csv`` and ``train.log`` is written atomically
+(write-then-rename), so killing the driver at any instant leaves each file either old or
+new, never torn. ``metrics.csv`` grows by one ``write`` + ``fsync`` of whole lines per
+pod (no rewrite per result); its reader drops a torn last line, and reopening a run cuts
+that line off before appending again.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import platform
+import secrets
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from finpod.atomic import atomic_write_json, atomic_write_text
+from finpod.errors import FinpodError
+from finpod.runs.metrics import (
+    CURVES_FILE,
+    METRICS_FILE,
+    MetricRow,
+    append_metrics,
+    cut_torn_tail,
+    plot_learning_curves,
+    read_metrics,
+    write_metrics,
+)
+from finpod.runs.toml_writer import toml_dumps
+
+RUN_FILE = "run.json"
+STRATEGY_FILE = "strategy.toml"
+LOG_FILE = "train.log"
+CHECKPOINTS_DIR = "checkpoints"
+#: Kinds of run: one agent trained by ``finpod.agents.train``, or a Podracer tournament.
+RUN_KINDS = ("agent", "tournament")
+
+
+def new_run_id(prefix: str = "tournament") -> str:
+    """``<prefix>-YYYYmmdd-HHMMSS-<4 hex>``: sortable by time, unique across machines."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+#: The packages whose versions decide a run's numbers (recorded in ``run.json``).
+VERSIONED_PACKAGES = (
+    "finpod",
+    "torch",
+    "numpy",
+    "pandas",
+    "ray",
+    "gymnasium",
+    "safetensors",
+    "empyrical-reloaded",
+)
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python, the platform and :data:`VERSIONED_PACKAGES` (those installed)."""
+    from importlib import metadata
+
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def find_run(run: str | Path, runs_root: str | Path = "runs") -> Path:
+    """The run directory named by ``run``: a path, or a run id under ``runs_root``.
+
+    A run directory is a folder holding ``run.json``.
+    """
+    for candidate in (Path(run), Path(runs_root) / str(run)):
+        if (candidate / RUN_FILE).is_file():
+            return candidate
+    raise FinpodError(
+        f"run {str(run)!r} not found (no {RUN_FILE} there)",
+        f"give a run directory or a run id under {runs_root}/",
+    )
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """Parse a JSON file of a run directory, or say which file is missing or broken."""
+    path = Path(path)
+    if not path.is_file():
+        raise FinpodError(f"{what} not found: {path}", "is this a finpod run directory?")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FinpodError(f"{what} {path} is not valid JSON: {err}", "re-run finpod train") from err
+
+
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    """The parsed ``run.json`` of ``run_dir``; a run written before ``kind`` existed is a
+    tournament."""
+    info = read_json(Path(run_dir) / RUN_FILE, RUN_FILE)
+    info.setdefault("kind", "tournament")
+    return info
+
+
+class RunDir:
+    """A run directory (single agent or tournament): writes its files, reads them back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.metrics: list[MetricRow] = []
+        self._logger: logging.Logger | None = None
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The logger appending to ``train.log``, opened on first use (a single-agent run's
+        training loop writes its own ``train.log``)."""
+        if self._logger is None:
+            self._logger = _file_logger(self.path / LOG_FILE)
+        return self._logger
+
+    # ----- creating and opening ---------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        *,
+        strategy: dict[str, Any],
+        strategy_toml: str | None = None,
+        dataset_path: Path,
+        dataset_hash: str,
+        seed: int,
+        kind: str = "tournament",
+        extra: dict[str, Any] | None = None,
+    ) -> RunDir:
+        """Make ``path`` (must not exist) and write ``run.json`` and ``strategy.toml``.
+
+        ``strategy`` is the resolved strategy as a dict; ``strategy_toml`` its TOML text
+        (default: written from ``strategy`` by :func:`~finpod.runs.toml_writer.toml_dumps`).
+        """
+        if kind not in RUN_KINDS:
+            raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
+        path = Path(path)
+        if path.exists() and any(path.iterdir()):
+            raise FinpodError(f"run directory {path} already exists", "use --resume to continue it")
+        path.mkdir(parents=True, exist_ok=True)
+        (path / CHECKPOINTS_DIR).mkdir(exist_ok=True)
+        info = {
+            "run_id": path.name,
+            "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "kind": kind,
+            "strategy": strategy,
+            "dataset": {"path": str(Path(dataset_path).resolve()), "hash": dataset_hash},
+            "seed": int(seed),
+            "versions": package_versions(),
+            **(extra or {}),
+        }
+        atomic_write_json(path / RUN_FILE, info)
+        text = strategy_toml if strategy_toml is not None else toml_dumps(strategy)
+        atomic_write_text(path / STRATEGY_FILE, text)
+        run = cls(path)
+        run.write_metrics()
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDir:
+        """An existing run directory (for ``--resume``); its metrics are read back."""
+        path = Path(path)
+        if not (path / RUN_FILE).is_file():
+            raise FinpodError(
+                f"{path} is not a finpod run directory (no {RUN_FILE})", "pass the run's folder"
+            )
+        run = cls(path)
+        run.metrics = read_metrics(path / METRICS_FILE)
+        cut_torn_tail(path / METRICS_FILE)
+        return run
+
+    def info(self) -> dict[str, Any]:
+        """The parsed ``run.json``."""
+        try:
+            return json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise FinpodError(f"{self.path / RUN_FILE} is unreadable: {err}", "restore it") from err
+
+    @property
+    def kind(self) -> str:
+        """``"agent"`` or ``"tournament"`` (a run written before ``kind`` existed: tournament)."""
+        return str(self.info().get("kind", "tournament"))
+
+    @property
+    def strategy_path(self) -> Path:
+        """The run's copy of its resolved strategy."""
+        return self.path / STRATEGY_FILE
+
+    def checkpoint(self, name: str) -> Path:
+        """``checkpoints/<name>.safetensors`` of this run."""
+        return self.path / CHECKPOINTS_DIR / f"{name}.safetensors"
+
+    # ----- logging and metrics ----------------------------------------------------------
+    def log(self, message: str, level: int = logging.INFO) -> None:
+        """Append a time-stamped line to ``train.log``."""
+        self.logger.log(level, message)
+
+    def add_metrics(self, rows: Iterable[MetricRow]) -> None:
+        """Append learning-curve rows to ``metrics.csv`` (see
+        :func:`~finpod.runs.metrics.append_metrics`)."""
+        new = list(rows)
+        if not new:
+            return
+        self.metrics.extend(new)
+        append_metrics(self.path / METRICS_FILE, new)
+
+    def record_nodes(self, nodes: dict[str, dict[str, str]]) -> None:
+        """Store each node's package versions under ``run.json``'s ``nodes`` (atomically);
+        called when a node runs its first pod."""
+        info = self.info()
+        info["nodes"] = {**info.get("nodes", {}), **nodes}
+        atomic_write_json(self.path / RUN_FILE, info)
+
+    def record_throughput(self, env_steps: int, wall_s: float) -> dict[str, float]:
+        """Store ``run.json``'s ``throughput``: env steps trained by every pod (members of
+        populations included, each counted once) over the run's wall seconds (earlier
+        sessions of a resumed run included). Returns the record."""
+        rate = env_steps / wall_s if wall_s > 0 else 0.0
+        record = {"env_steps": int(env_steps), "wall_s": round(float(wall_s), 3)}
+        record["env_steps_per_s"] = round(rate, 1)
+        info = self.info()
+        info["throughput"] = record
+        atomic_write_json(self.path / RUN_FILE, info)
+        return record
+
+    def write_metrics(self) -> None:
+        """Rewrite ``metrics.csv`` with every row held (atomically)."""
+        write_metrics(self.path / METRICS_FILE, self.metrics)
+
+    def plot_learning_curves(
+        self, score_name: str, highlight: Iterable[str] = (), *, train_panel: bool = False
+    ) -> Path | None:
+        """Validation score vs env steps of every pod (``highlight``ed pods drawn bold)."""
+        n = len({r[0] for r in self.metrics})
+        title = (
+            f"Tournament learning curves — {n} pods"
+            if self.kind == "tournament"
+            else "learning curves"
+        )
+        return plot_learning_curves(
+            self.metrics,
+            self.path / CURVES_FILE,
+            score_name,
+            highlight=highlight,
+            title=title,
+            train_panel=train_panel,
+        )
+
+
+def _file_logger(path: Path) -> logging.Logger:
+    logger = logging.getLogger(f"finpod.runs.{path.parent.resolve()}")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    if not logger.handlers:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    return logger
+
+
+def close_logger(run: RunDir) -> None:
+    """Flush and detach ``train.log``'s handler (tests open many runs in one process)."""
+    if run._logger is None:
+        return
+    for handler in list(run._logger.handlers):
+        handler.close()
+        run._logger.removeHandler(handler)

@@ -1,0 +1,148 @@
+"""Facts read from finpod's imports and source: layers import downwards only, no import
+circle, and the run directory is written by one package (:mod:`finpod.runs`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import finpod
+
+ROOT = Path(finpod.__file__).parent
+
+#: Each layer of DESIGN.md with its floor; a module may import its own floor or lower.
+#: ``runs`` is low, beside ``data``: every layer above reads and writes runs through it.
+FLOORS = {
+    "finpod": 0,
+    "finpod.errors": 0,
+    "finpod.atomic": 0,
+    "finpod.device": 0,
+    "finpod.scores": 0,
+    "finpod.runs": 1,
+    "finpod.data": 1,
+    "finpod.env": 2,
+    "finpod.agents": 3,
+    "finpod.strategy": 4,
+    "finpod.backtest": 4,
+    "finpod.tournament": 5,
+    "finpod.agent_run": 6,
+    "finpod.pipeline": 7,
+    "finpod.cli": 8,
+    "finpod.__main__": 8,
+}
+#: File and folder names of a run directory; only finpod.runs spells them.
+RUN_DIRECTORY_NAMES = {
+    "run.json",
+    "strategy.toml",
+    "leaderboard.json",
+    "metrics.csv",
+    "learning_curves.png",
+    "candidates.bin",
+    "checkpoints",
+}
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_name(p): p for p in ROOT.rglob("*.py")}
+
+
+def _runtime_nodes(tree: ast.Module):
+    """Every node except what sits under ``if TYPE_CHECKING:`` (never imported at run time)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _imports(name: str) -> set[str]:
+    """finpod modules ``name`` imports at run time (any scope)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+    return {m for m in out if m in MODULES and m != name}
+
+
+def _floor(module: str) -> int:
+    best = max((k for k in FLOORS if module == k or module.startswith(k + ".")), key=len)
+    return FLOORS[best]
+
+
+def test_every_module_has_a_floor():
+    for name in set(MODULES) - {"finpod"}:
+        assert any(name == k or name.startswith(k + ".") for k in FLOORS if k != "finpod"), name
+
+
+def test_no_import_runs_back_up():
+    upward = [
+        f"{name} → {dep}"
+        for name in MODULES
+        for dep in _imports(name)
+        if dep != "finpod" and _floor(dep) > _floor(name)
+    ]
+    assert not upward, upward
+
+
+def test_the_runs_package_imports_only_the_floor_below_it():
+    for name in MODULES:
+        if name.startswith("finpod.runs"):
+            deps = {d for d in _imports(name) if not d.startswith("finpod.runs")}
+            assert deps <= {"finpod.errors", "finpod.atomic"}, (name, deps)
+
+
+def test_no_import_circle():
+    # A package's __init__ re-exports its modules; an edge from a module to its own
+    # package (or any enclosing one) is that re-export, not a dependency.
+    graph = {name: {d for d in _imports(name) if not name.startswith(d + ".")} for name in MODULES}
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                cycle = [*stack, node]
+                raise AssertionError(
+                    "import circle: " + " → ".join([*cycle[cycle.index(dep) :], dep])
+                )
+            if dep not in state:
+                visit(dep, [*stack, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_only_the_runs_package_spells_the_run_directory_files():
+    spelled = []
+    for name, path in MODULES.items():
+        # A backtest's reports folder has a metrics.csv of its own (the metrics table).
+        if name.startswith("finpod.runs") or name == "finpod.backtest.result":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in RUN_DIRECTORY_NAMES:
+                spelled.append(f"{name}:{node.lineno} {node.value!r}")
+    assert not spelled, spelled
+
+
+def test_the_backtest_result_does_not_import_its_renderer():
+    assert "finpod.backtest.tearsheet" not in _imports("finpod.backtest.result")
