@@ -1,0 +1,89 @@
+"""The run directory (``runs/<run-id>/``): one format for single agents and tournaments.
+
+A low layer, beside :mod:`finpod.data`: it imports nothing of finpod but
+:mod:`finpod.atomic` and :mod:`finpod.errors`, and every layer above writes and reads run
+directories only through it.
+
+- :mod:`finpod.runs.rundir`: create, resume and look up a run; ``run.json`` with package
+  versions; the strategy copy; ``train.log``.
+- :mod:`finpod.runs.toml_writer`: the one TOML writer (``strategy.toml``).
+- :mod:`finpod.runs.metrics`: ``metrics.csv`` and ``learning_curves.png``.
+- :mod:`finpod.runs.leaderboard`: ``leaderboard.json`` and the checkpoints it names.
+- :mod:`finpod.runs.candidates`: ``candidates.bin``, every candidate selection chose among.
+"""
+
+from finpod.runs.candidates import (
+    CANDIDATES_FILE,
+    CandidateSet,
+    load_candidates,
+    per_bar_sharpes,
+    record_candidate,
+)
+from finpod.runs.leaderboard import (
+    CHECKPOINT_DIR,
+    LEADERBOARD_FILE,
+    Entry,
+    Leaderboard,
+    Progress,
+    checkpoint_name,
+)
+from finpod.runs.metrics import (
+    CURVES_FILE,
+    METRICS_FILE,
+    METRICS_HEADER,
+    MetricRow,
+    append_metrics,
+    metrics_frame,
+    plot_learning_curves,
+    read_metrics,
+    write_metrics,
+)
+from finpod.runs.rundir import (
+    LOG_FILE,
+    RUN_FILE,
+    RUN_KINDS,
+    STRATEGY_FILE,
+    RunDir,
+    close_logger,
+    find_run,
+    new_run_id,
+    package_versions,
+    read_json,
+    read_run_info,
+)
+from finpod.runs.toml_writer import toml_dumps
+
+__all__ = [
+    "CANDIDATES_FILE",
+    "CHECKPOINT_DIR",
+    "CURVES_FILE",
+    "RUN_KINDS",
+    "LEADERBOARD_FILE",
+    "LOG_FILE",
+    "METRICS_FILE",
+    "METRICS_HEADER",
+    "RUN_FILE",
+    "STRATEGY_FILE",
+    "CandidateSet",
+    "Entry",
+    "Leaderboard",
+    "MetricRow",
+    "Progress",
+    "RunDir",
+    "append_metrics",
+    "metrics_frame",
+    "checkpoint_name",
+    "close_logger",
+    "find_run",
+    "load_candidates",
+    "new_run_id",
+    "package_versions",
+    "per_bar_sharpes",
+    "plot_learning_curves",
+    "read_json",
+    "read_metrics",
+    "read_run_info",
+    "record_candidate",
+    "toml_dumps",
+    "write_metrics",
+]
