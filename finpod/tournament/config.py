@@ -71,7 +71,11 @@ INHERIT_BUFFER_MEMORY_SHARE = 0.25
 BUDGET_KINDS = ("time", "steps", "pods")
 
 _TIME_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_BUDGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
+_BUDGET_RE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:([kMG])\s+)?([a-zA-Z]*)\s*$"
+)
+#: Multipliers of a count budget ("16M steps", "500k steps"); "m" alone means minutes.
+_COUNT_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ class Budget:
 
 
 def parse_budget(text: str | int | float) -> Budget:
-    """``"90s"``, ``"30m"``, ``"2h"`` → wall time; ``"2e6 steps"`` → env steps; ``"40 pods"``.
+    """``"90s"``, ``"30m"``, ``"2h"`` → wall time; ``"2e6 steps"``, ``"16M steps"``,
+    ``"500k steps"`` → env steps; ``"40 pods"``.
 
     A bare number is seconds.
     """
@@ -104,7 +109,13 @@ def parse_budget(text: str | int | float) -> Budget:
         raise FinpodError(
             f"budget {text!r} is not understood", 'use e.g. "30m", "2h", "1e6 steps" or "40 pods"'
         )
-    amount, unit = float(match.group(1)), match.group(2).lower()
+    amount, scale, unit = float(match.group(1)), match.group(2), match.group(3).lower()
+    if scale is not None:
+        if unit not in ("step", "steps", "pod", "pods"):
+            raise FinpodError(
+                f"budget {text!r}: {scale} scales counts only", 'use e.g. "16M steps" or "30m"'
+            )
+        amount *= _COUNT_SCALE[scale]
     if unit in ("", *_TIME_UNITS):
         budget = Budget("time", amount * _TIME_UNITS.get(unit, 1.0))
     elif unit in ("step", "steps"):

@@ -71,13 +71,16 @@ def _space():
         ("2e6 steps", "steps", 2_000_000),
         ("40 pods", "pods", 40),
         ("1 pod", "pods", 1),
+        ("16M steps", "steps", 16_000_000),
+        ("500k steps", "steps", 500_000),
+        ("1.5M steps", "steps", 1_500_000),
     ],
 )
 def test_budget_text_is_parsed(text, kind, amount):
     assert parse_budget(text) == Budget(kind, amount)
 
 
-@pytest.mark.parametrize("text", ["soon", "10 parsecs", "-5m", "0 pods", ""])
+@pytest.mark.parametrize("text", ["soon", "10 parsecs", "-5m", "0 pods", "", "2M s"])
 def test_bad_budget_is_a_readable_error(text):
     with pytest.raises(FinpodError, match="budget"):
         parse_budget(text)
