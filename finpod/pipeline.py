@@ -6,6 +6,7 @@ same functions and get pandas objects back.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,31 @@ def ensure_dataset(
     return Path(build_dataset(source, dataset_dir, progress=progress, **opts))
 
 
+def report_folder(reports: str | Path, run_id: str, agent: str = "best") -> Path:
+    """Where a backtest of ``run_id``'s ``agent`` is written: ``reports/<run>/`` for the
+    best agent, ``reports/<run>/<agent>/`` for any other (``top-3``, ``ensemble``…), so the
+    backtests of one run's agents sit side by side and never overwrite each other."""
+    folder = Path(reports) / run_id
+    if agent == "best":
+        return folder
+    if not agent or agent in (".", "..") or "/" in agent or "\\" in agent:
+        raise FinpodError(f"--agent {agent!r} cannot name a report folder", "e.g. --agent top-3")
+    return folder / agent
+
+
+def check_writable(folder: Path) -> None:
+    """Raise a :class:`FinpodError` now, before any work, when ``folder`` cannot be
+    created or written (a path under a file, a read-only or virtual file system)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test.", delete=True)
+        probe.close()
+    except OSError as err:
+        raise FinpodError(
+            f"cannot write to {folder}: {err.strerror or err}", "choose a writable --out"
+        ) from err
+
+
 def backtest_and_report(
     run_dir: str | Path,
     agent: str = "best",
@@ -83,7 +109,9 @@ def backtest_and_report(
     reports: str | Path = "reports",
     device: str = "auto",
 ) -> tuple[Any, Path]:
-    """Backtest ``run_dir``'s agent, save its outputs and tearsheet under ``reports/<run>``.
+    """Backtest ``run_dir``'s agent, save its outputs and tearsheet in
+    :func:`report_folder` (``reports/<run>`` for the best agent, ``reports/<run>/<agent>``
+    for another).
 
     Returns the :class:`finpod.backtest.BacktestResult` and the tearsheet path.
     """
@@ -91,7 +119,7 @@ def backtest_and_report(
     from finpod.device import pick_device
 
     result = run_backtest(run_dir, agent=agent, data_dir=data_dir, device=pick_device(device))
-    report_dir = Path(reports) / result.run_id
+    report_dir = report_folder(reports, result.run_id, agent)
     result.save(report_dir)
     return result, Path(result.to_html(report_dir / "tearsheet.html"))
 

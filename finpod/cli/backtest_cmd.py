@@ -1,4 +1,8 @@
-"""``finpod backtest RUN`` and ``finpod report RUN``."""
+"""``finpod backtest RUN`` and ``finpod report RUN``.
+
+Reports are named by agent: ``reports/<run>/`` holds the best agent's backtest and
+``reports/<run>/<agent>/`` any other's (``--agent top-3``), so they never overwrite each other.
+"""
 
 from __future__ import annotations
 
@@ -62,7 +66,12 @@ def backtest(
     from finpod.backtest.runner import resolve_run_dir
     from finpod.device import pick_device
 
+    from finpod.pipeline import check_writable, report_folder
+
     run_dir = resolve_run_dir(run)
+    # The report folder is named by agent and checked before the rollouts, not after.
+    report_dir = report_folder(out, run_dir.name, agent)
+    check_writable(report_dir)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
@@ -75,7 +84,8 @@ def backtest(
                 task, advance=1, description=f"rollouts ({name} done)"
             ),
         )
-    report_dir = out / result.run_id
+    if result.run_id != run_dir.name:
+        report_dir = report_folder(out, result.run_id, agent)
     with console.status("writing the tearsheet..."):
         result.save(report_dir)
         html = result.to_html(report_dir / "tearsheet.html")
@@ -91,11 +101,19 @@ def backtest(
 def report(
     run: Annotated[str, typer.Argument(help="Run id, or a reports/<run> folder.")],
     out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
+    agent: Annotated[
+        str, typer.Option(help="Which backtest of the run: best, top-k, top-N, ensemble.")
+    ] = "best",
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
     from finpod.backtest import BacktestResult
+    from finpod.pipeline import report_folder
 
-    folder = Path(run) if (Path(run) / "backtest.json").is_file() else out / Path(run).name
+    given = Path(run) if agent == "best" else Path(run) / agent
+    if (given / "backtest.json").is_file():
+        folder = given
+    else:
+        folder = report_folder(out, Path(run).name, agent)
     with console.status("writing the tearsheet..."):
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")

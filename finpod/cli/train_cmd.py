@@ -104,6 +104,7 @@ def train_run(
                 f"run {run_dir.name} has no checkpoint to resume from yet",
                 "start it again without --resume",
             )
+        _announce(run_dir, log)
         agent = load_checkpoint(last, dev)
         if agent.algorithm != strategy.algorithm:
             raise FinpodError(
@@ -126,6 +127,14 @@ def train_run(
             f"run directory {run_dir} already exists", "choose another --run-id or --out"
         )
     resolved = strategy.to_dict()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FinpodError(
+            f"cannot create the run directory {run_dir}: {err.strerror or err}",
+            "choose a writable --out",
+        ) from err
+    _announce(run_dir, log)
     atomic_write_json(
         run_dir / "run.json",
         {
@@ -141,6 +150,15 @@ def train_run(
     )
     atomic_write_text(run_dir / "strategy.toml", strategy.to_toml())
     return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+def _announce(run_dir: Path, log: Any) -> None:
+    """Name the run directory before training starts (and remember it for Ctrl-C)."""
+    from finpod.cli import note_run_dir
+
+    note_run_dir(run_dir)
+    if log is not None:
+        log(f"run directory: {run_dir}")
 
 
 def resume_dir(resume: str | Path, out: str | Path) -> Path:
@@ -321,7 +339,9 @@ def register(app: typer.Typer) -> None:
             total_steps=steps,
             run_id=run_id,
             resume=resume,
-            log=lambda line: console.print(line, highlight=False, soft_wrap=True),
+            # Without a terminal a progress bar draws nothing: the log lines carry progress.
+            progress=console.is_terminal,
+            log=lambda line: console.print(line, highlight=False, soft_wrap=True, markup=False),
         )
         console.print(f"[bold green]run written to[/] {run_dir}")
 
