@@ -203,6 +203,7 @@ def read_stamps(
     if pd.api.types.is_float_dtype(values.dtype):
         finite = values.where(np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan)))
         values = finite.round().astype("Int64")
+    values = _whole_numbers_as_text(values)
     epoch = _read_epoch(values)
     if epoch is not None:
         instant, unit = epoch
@@ -256,6 +257,17 @@ _EPOCH_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns"
 _DMY = r"^(\d{1,2})([/.\-])(\d{1,2})\2(\d{4}|\d{2})(?=$|[ T])"
 #: The same without groups, to find such stamps.
 _DMY_FIND = r"^\d{1,2}[/.\-]\d{1,2}[/.\-](?:\d{4}|\d{2})(?:$|[ T])"
+
+
+def _whole_numbers_as_text(values: pd.Series) -> pd.Series:
+    """Text stamps written as floats (``20180521.0``, ``1520260200.0``: an integer column a
+    spreadsheet or a NaN turned into floats) without their ``.0``; others unchanged."""
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return values
+    text = values.astype("string").str.strip()
+    if not text.str.fullmatch(r"\d+\.0*").fillna(True).all() or text.isna().all():
+        return values
+    return text.str.replace(r"\.0*$", "", regex=True)
 
 
 def _read_epoch(values: pd.Series) -> tuple[pd.Series, str] | None:
@@ -535,7 +547,6 @@ def clean_long(
 
     # Duplicates.
     vals = frame[list(PRICE_COLUMNS) + ["volume"]].to_numpy(dtype=np.float64)
-    key_dup = np.zeros(len(frame), dtype=bool)
     same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
     if same_key.any():
         same_vals = np.all(vals[1:] == vals[:-1], axis=1)
@@ -548,11 +559,18 @@ def clean_long(
             repaired["exact_duplicates_dropped"] = n_exact
         same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
         if same_key.any():
+            key_dup = np.zeros(len(frame), dtype=bool)  # after the exact copies are gone
             key_dup[1:] |= same_key
             key_dup[:-1] |= same_key
             dropped["conflicting_duplicates"] = int(key_dup.sum())
             keep = ~key_dup
             frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
+
+    if len(frame) == 0:
+        raise FinpodError(
+            f"{where}: no usable bars left after cleaning ({_summary(dropped)})",
+            "each (timestamp, ticker) needs one row; fix the conflicting rows",
+        )
 
     # Calendar grid.
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
