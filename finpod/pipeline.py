@@ -91,11 +91,18 @@ def report_folder(reports: str | Path, run_id: str, agent: str = "best") -> Path
 
 def check_writable(folder: Path) -> None:
     """Raise a :class:`FinpodError` now, before any work, when ``folder`` cannot be
-    created or written (a path under a file, a read-only or virtual file system)."""
+    created or written (a path under a file, a read-only or virtual file system).
+
+    Nothing is created: a test file is made and removed in the nearest existing folder.
+    """
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test.", delete=True)
-        probe.close()
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test."):
+            pass
     except OSError as err:
         raise FinpodError(
             f"cannot write to {folder}: {err.strerror or err}", "choose a writable --out"

@@ -65,7 +65,6 @@ def backtest(
     from finpod.backtest.benchmarks import BENCHMARKS
     from finpod.backtest.runner import resolve_run_dir
     from finpod.device import pick_device
-
     from finpod.pipeline import check_writable, report_folder
 
     run_dir = resolve_run_dir(run)

@@ -111,9 +111,7 @@ def load_files(
             [root]
             if root.is_file()
             else sorted(
-                p
-                for p in root.iterdir()
-                if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
+                p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
             )
         )
     except OSError as err:
