@@ -41,10 +41,12 @@ def train_single_agent(
     resume: str | Path | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    on_run: Callable[[Path], None] | None = None,
 ) -> Path:
     """Train the strategy's agent (or continue run ``resume``); returns the run directory.
 
-    See :func:`finpod.pipeline.train_agent` for the arguments.
+    See :func:`finpod.pipeline.train_agent` for the arguments; ``on_run(run_dir)`` is
+    called once the run directory is known, before training starts.
     """
     import torch
 
@@ -94,6 +96,8 @@ def train_single_agent(
                 f"run {run_dir.name} has no checkpoint to resume from yet",
                 "start it again without --resume",
             )
+        if on_run is not None:
+            on_run(run_dir)
         agent = load_checkpoint(last, dev)
         if agent.algorithm != strategy.algorithm:
             raise FinpodError(
@@ -124,6 +128,8 @@ def train_single_agent(
         seed=spec.seed,
         extra={"device": str(dev)},
     )
+    if on_run is not None:
+        on_run(run_dir)
     return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -44,3 +45,42 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Atomically write ``obj`` as indented, key-sorted JSON."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _exchange(src: Path, dst: Path) -> bool:
+    """Swap ``src`` and ``dst`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``);
+    False where the system cannot."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_exchange)
+    return rc == 0
+
+
+def replace_dir(src: str | os.PathLike, dst: str | os.PathLike) -> Path:
+    """Move the directory ``src`` to ``dst``; an existing ``dst`` is replaced and removed.
+
+    Readers see the old or the new directory, never a mix and never nothing: where the
+    system can, the two are swapped in one atomic step; elsewhere ``dst`` is renamed aside
+    and ``src`` renamed into place at once (two renames, no copy).
+    """
+    src, dst = Path(src), Path(dst)
+    if not dst.exists():
+        os.rename(src, dst)
+        return dst
+    if _exchange(src, dst):
+        shutil.rmtree(src, ignore_errors=True)  # src now holds the old content
+        return dst
+    old = dst.parent / f".{dst.name}.old-{os.getpid()}"
+    os.rename(dst, old)
+    os.rename(src, dst)
+    shutil.rmtree(old, ignore_errors=True)
+    return dst

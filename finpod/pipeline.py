@@ -21,6 +21,7 @@ events (``"waiting"``, ``"node_lost"``, ``"quarantine"``, ...).
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +110,38 @@ def ensure_dataset(
     return ready
 
 
+def report_folder(reports: str | Path, run_id: str, agent: str = "best") -> Path:
+    """Where a backtest of ``run_id``'s ``agent`` is written: ``reports/<run>/`` for the
+    best agent, ``reports/<run>/<agent>/`` for any other (``top-3``, ``ensemble``…), so the
+    backtests of one run's agents sit side by side and never overwrite each other."""
+    folder = Path(reports) / run_id
+    if agent == "best":
+        return folder
+    if not agent or agent in (".", "..") or "/" in agent or "\\" in agent:
+        raise FinpodError(f"--agent {agent!r} cannot name a report folder", "e.g. --agent top-3")
+    return folder / agent
+
+
+def check_writable(folder: Path, what: str = "write to") -> None:
+    """Raise a :class:`FinpodError` now, before any work, when ``folder`` cannot be
+    created or written (a path under a file, a read-only or virtual file system).
+
+    Nothing is created: a test file is made and removed in the nearest existing folder.
+    """
+    existing = Path(folder).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test."):
+            pass
+    except OSError as err:
+        raise FinpodError(
+            f"cannot {what} {folder}: {err.strerror or err}", "choose a writable --out"
+        ) from err
+
+
 def backtest_and_report(
     run_dir: str | Path,
     agent: str = "best",
@@ -119,7 +152,8 @@ def backtest_and_report(
     runs: str | Path = "runs",
     on_event: Event | None = None,
 ) -> tuple[Any, Path]:
-    """Backtest a run's agent, save its outputs and tearsheet under ``reports/<run>``.
+    """Backtest a run's agent, save its outputs and tearsheet in :func:`report_folder`
+    (``reports/<run>`` for the best agent, ``reports/<run>/<agent>`` for another).
 
     ``run_dir`` is a run directory or a run id under ``runs``. Events: ``"rollout"``
     after each of the agent's and the benchmarks' rollouts, ``"report"`` when the
@@ -137,7 +171,7 @@ def backtest_and_report(
         device=pick_device(device),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
     )
-    report_dir = Path(reports) / result.run_id
+    report_dir = report_folder(reports, result.run_id, agent)
     result.save(report_dir)
     html = Path(result.to_html(report_dir / "tearsheet.html"))
     _emit(on_event, "report", path=html)
@@ -199,6 +233,7 @@ def train_agent(
         resume=resume,
         progress=progress,
         log=None if on_event is None else (lambda line: _emit(on_event, "log", line=line)),
+        on_run=None if on_event is None else (lambda path: _emit(on_event, "run", run_dir=path)),
     )
 
 
@@ -254,8 +289,10 @@ def train(
 
     A tournament runs when :func:`wants_tournament` says so (``total_steps`` is then
     ignored; ``display`` is the tournament's live-view hook); otherwise
-    :func:`train_agent`.
+    :func:`train_agent`. A new run's ``out`` is checked to be writable before any work.
     """
+    if resume is None:
+        check_writable(Path(out), "create the run directory under")
     if wants_tournament(
         strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
     ):

@@ -22,6 +22,7 @@ Every key is checked when the file is loaded: an unknown key or a bad value rais
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,10 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     from finpod.agents.base import build_hparams
 
     where = f" in {path}" if path else ""
+    bad = _non_finite(raw)
+    if bad is not None:
+        # TOML allows nan and inf; no knob of a strategy means either.
+        raise FinpodError(f"{bad}{where} is not a finite number", "give a finite value")
     _unknown(raw, TOP_LEVEL_KEYS, "", where)
     agent = _table(raw, "agent", where)
     _unknown(agent, AGENT_KEYS, "agent.", where)
@@ -178,11 +183,35 @@ def load_strategy(path: str | Path) -> Strategy:
         raise FinpodError(f"strategy file {path} does not exist", "see strategies/ for examples")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise FinpodError(
+            f"strategy file {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
+            f"position {err.start})",
+            "save it as UTF-8",
+        ) from err
+    except OSError as err:
+        raise FinpodError(
+            f"cannot read strategy file {path}: {err.strerror or err}", "check its permissions"
+        ) from err
     except tomllib.TOMLDecodeError as err:
         raise FinpodError(
             f"strategy file {path} is not valid TOML: {err}", "fix the syntax"
         ) from err
     return strategy_from_dict(raw, path)
+
+
+def _non_finite(table: Any, prefix: str = "") -> str | None:
+    """Dotted key of the first nan or ±inf number in a parsed TOML table, or None."""
+    items = table.items() if isinstance(table, dict) else enumerate(table)
+    for key, value in items:
+        name = f"{prefix}{key}" if isinstance(table, dict) else f"{prefix[:-1]}[{key}]"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} = {value}"
+        if isinstance(value, dict | list):
+            found = _non_finite(value, f"{name}.")
+            if found:
+                return found
+    return None
 
 
 def _table(raw: dict[str, Any], key: str, where: str) -> dict[str, Any]:

@@ -147,9 +147,15 @@ def rolling_beta(returns: pd.Series, benchmark: pd.Series, window: int) -> pd.Se
 
 
 def drawdown_series(returns: pd.Series) -> pd.Series:
-    """Drawdown of the compounded equity curve at each bar (≤ 0)."""
+    """Drawdown of the compounded equity curve at each bar (≤ 0).
+
+    The curve starts at 1 before the first bar, so a loss on the first bar is a drawdown
+    (returns ``[-0.3, 0.1, 0.05]`` start at -30 %). Its minimum is :func:`max_drawdown`
+    (empyrical's definition); the tearsheet draws this series.
+    """
     equity = (1.0 + _clean(returns)).cumprod()
-    return equity / equity.cummax() - 1.0
+    peak = equity.cummax().clip(lower=1.0)
+    return equity / peak - 1.0
 
 
 def monthly_returns(returns: pd.Series) -> pd.DataFrame:

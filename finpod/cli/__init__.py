@@ -1,9 +1,11 @@
 """The ``finpod`` command line: ``download``, ``info``, ``train``, ``backtest``, ``report``, ``run``.
 
 Each verb lives in its own module and registers itself on :data:`app`. User errors
-(:class:`finpod.errors.FinpodError`) and usage errors (an unknown command or flag, a
-missing argument, a bad option value) print one red line with what to do and exit 1; a
-traceback is shown only with ``--debug``. ``finpod`` alone prints the help.
+(:class:`finpod.errors.FinpodError`), usage errors (an unknown command or flag, a
+missing argument, a bad option value) and errors of the machine or the input's bytes (a
+path that cannot be read or written, text that is not UTF-8, a number that is not finite)
+print one red line with what to do and exit 1; a traceback is shown only with ``--debug``.
+Ctrl-C during training names the run and the ``--resume`` that continues it. ``finpod`` alone prints the help.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 err_console = Console(stderr=True)
+#: The run directory the running command writes (named in the hint after Ctrl-C).
+_state: dict[str, object] = {}
 
 
 def _version(value: bool) -> None:
@@ -100,12 +104,59 @@ def main(argv: list[str] | None = None) -> None:
         _red_line(str(err))
         sys.exit(1)
     except (KeyboardInterrupt, typer.Abort):
-        err_console.print("[bold red]interrupted[/]")
+        _interrupted()
         sys.exit(130)
+    except Exception as err:
+        line = environment_error_line(err)
+        if line is None or debug:
+            raise
+        _red_line(line)
+        sys.exit(1)
     if isinstance(code, int) and code == 130:
-        err_console.print("[bold red]interrupted[/]")
+        _interrupted()
     if isinstance(code, int) and code != 0:
         sys.exit(code)
+
+
+def note_run_dir(run_dir: object) -> None:
+    """Remember the run directory a command is writing (for the hint after Ctrl-C)."""
+    _state["run_dir"] = run_dir
+
+
+def _interrupted() -> None:
+    run_dir = _state.get("run_dir")
+    hint = f"; continue with: finpod train --resume {run_dir}" if run_dir else ""
+    err_console.print(f"[bold red]interrupted[/]{hint}", highlight=False, soft_wrap=True)
+
+
+def environment_error_line(err: BaseException) -> str | None:
+    """One line for an error of the machine or of the input's bytes, not of finpod: a file
+    that cannot be read or written (``OSError``), bytes that are not text
+    (``UnicodeError``), a number that is not finite. None for any other exception (a bug,
+    whose traceback is worth seeing)."""
+    if isinstance(err, UnicodeDecodeError):
+        return (
+            f"cannot decode text: byte 0x{err.object[err.start]:02x} at position "
+            f"{err.start} is not valid {err.encoding} (save the file as UTF-8)"
+        )
+    if isinstance(err, UnicodeError):
+        return f"text encoding error: {err} (save the file as UTF-8)"
+    if isinstance(err, OSError):
+        path = err.filename if err.filename is not None else ""
+        what = err.strerror or type(err).__name__
+        target = f"{path}: " if path else ""
+        return f"{target}{what} (check the path, its permissions and free space)"
+    if isinstance(err, OverflowError | FloatingPointError) or (
+        isinstance(err, ValueError) and _non_finite_text(str(err))
+    ):
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"a number is not finite: {first} (check the inputs for nan or inf)"
+    return None
+
+
+def _non_finite_text(message: str) -> bool:
+    low = message.lower()
+    return any(word in low for word in ("nan", "infinity", " inf", "non-finite", "not finite"))
 
 
 def _red_line(text: str) -> None:

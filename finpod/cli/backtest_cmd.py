@@ -1,5 +1,9 @@
 """``finpod backtest RUN`` and ``finpod report RUN``: displays around
-:func:`finpod.pipeline.backtest_and_report` and :class:`finpod.backtest.BacktestResult`."""
+:func:`finpod.pipeline.backtest_and_report` and :class:`finpod.backtest.BacktestResult`.
+
+Reports are named by agent: ``reports/<run>/`` holds the best agent's backtest and
+``reports/<run>/<agent>/`` any other's (``--agent top-3``), so they never overwrite each other.
+"""
 
 from __future__ import annotations
 
@@ -72,8 +76,11 @@ def show_backtest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from finpod.backtest.benchmarks import BENCHMARKS
-    from finpod.pipeline import backtest_and_report
+    from finpod.pipeline import backtest_and_report, check_writable, report_folder
+    from finpod.runs import find_run
 
+    # The report folder is named by agent and checked before the rollouts, not after.
+    check_writable(report_folder(out, find_run(run, runs).name, agent))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
@@ -109,11 +116,19 @@ def print_result(result, html: Path) -> None:
 def report(
     run: Annotated[str, typer.Argument(help="Run id, or a reports/<run> folder.")],
     out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
+    agent: Annotated[
+        str, typer.Option(help="Which backtest of the run: best, top-k, top-N, ensemble.")
+    ] = "best",
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
     from finpod.backtest import BacktestResult
+    from finpod.pipeline import report_folder
 
-    folder = Path(run) if (Path(run) / "backtest.json").is_file() else out / Path(run).name
+    given = Path(run) if agent == "best" else Path(run) / agent
+    if (given / "backtest.json").is_file():
+        folder = given
+    else:
+        folder = report_folder(out, Path(run).name, agent)
     with console.status("writing the tearsheet..."):
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")

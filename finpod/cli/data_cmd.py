@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -47,7 +48,7 @@ Opt = typer.Option
 def download(
     out: Annotated[
         Path | None,
-        Opt("--out", "-o", help="Dataset directory to write [default: data/datasets/<source>]."),
+        Opt("--out", "-o", help=r"Dataset directory to write \[default: data/datasets/<source>]."),
     ] = None,
     source: Annotated[
         str, Opt("--source", "-s", help="sample | yfinance | files | synthetic.")
@@ -102,7 +103,7 @@ def download(
         Opt(
             "--ticker-pattern",
             help="files: regex whose first group is the ticker, applied to file names and "
-            r"ticker columns, e.g. '^(.*)\.US$' for AAPL.US [default: file name up to '_'].",
+            r"ticker columns, e.g. '^(.*)\.US$' for AAPL.US \[default: file name up to '_'].",
         ),
     ] = None,
     benchmark: Annotated[
@@ -110,7 +111,7 @@ def download(
         Opt(
             "--benchmark",
             help="files: CSV/Parquet of index levels (daily or intraday), aligned causally; "
-            "yfinance: index symbol [default: ^NDX; 'none' for no index].",
+            r"yfinance: index symbol \[default: ^NDX; 'none' for no index].",
         ),
     ] = None,
     n_tickers: Annotated[
@@ -143,9 +144,33 @@ def download(
             help="sample: outside its index membership a stock can be sold, not bought.",
         ),
     ] = False,
+    date_format: Annotated[
+        str | None,
+        Opt(
+            "--date-format",
+            help="files: strftime pattern of the timestamps, e.g. '%d/%m/%Y' or "
+            "'%m/%d/%Y %H:%M', for dates whose day/month order the values do not prove.",
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool,
+        Opt("--overwrite", help="Replace an existing dataset at --out (in one atomic swap)."),
+    ] = False,
 ) -> None:
-    """Build a ready dataset directory (Parquet + manifest.json) from a source."""
+    """Build a ready dataset directory (Parquet + manifest.json) from a source.
+
+    An existing dataset at --out is an error unless --overwrite is given.
+    """
     from finpod.data.dataset import build_dataset, load_manifest
+
+    for flag, value in (
+        ("--min-coverage", min_coverage),
+        ("--years", years),
+        ("--alpha-strength", alpha_strength),
+        ("--signal-persistence", signal_persistence),
+    ):
+        if value is not None and not math.isfinite(value):
+            raise FinpodError(f"{flag} must be a finite number, got {value}", "e.g. 0.8")
 
     dates = {
         k: _split_dates(v, k)
@@ -173,6 +198,7 @@ def download(
         "signal_persistence": signal_persistence,
         "adjust": adjust,
         "point_in_time": point_in_time or None,
+        "date_format": date_format,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
     t0 = time.perf_counter()
@@ -188,6 +214,7 @@ def download(
         min_coverage=min_coverage,
         calendar=calendar,
         progress=True,
+        overwrite=overwrite,
         **opts,
     )
     manifest = load_manifest(result)

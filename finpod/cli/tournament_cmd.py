@@ -80,7 +80,26 @@ class _EventLines:
         self.console = console
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "waiting":
+        if kind == "run":
+            from finpod.cli import note_run_dir
+
+            note_run_dir(payload["run_dir"])
+            self.console.print(
+                f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
+            )
+        elif kind in ("start", "finish") and not self.console.is_terminal:
+            # No live table without a terminal: one line per pod started and finished.
+            if kind == "start":
+                spec = payload["spec"]
+                self.console.print(f"start {spec.pod_id} ({spec.algorithm})", highlight=False)
+            else:
+                result = payload["result"]
+                rank = payload.get("rank")
+                where = f" → leaderboard #{rank}" if isinstance(rank, int) else ""
+                self.console.print(
+                    f"finish {result.pod_id}: score {result.score:.4g}{where}", highlight=False
+                )
+        elif kind == "waiting":
             need = ", ".join(f"{v:g} {k}" for k, v in payload["need"].items() if k != "memory")
             self.console.print(
                 f"[yellow]waiting for a node with {need} (requested from the autoscaler, "

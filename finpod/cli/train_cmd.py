@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         checkpoints are chosen on the validation split only.
         """
         from finpod.cli.tournament_cmd import TournamentView
-        from finpod.pipeline import train
+        from finpod.pipeline import train, wants_tournament
         from finpod.runs import RUN_FILE, read_run_info
 
         if resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file():
@@ -90,10 +90,20 @@ def register(app: typer.Typer) -> None:
             resume = str(out / run_id)
             run_id = None
         view = TournamentView()
+        tournament = wants_tournament(
+            strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
+        )
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
-                console.print(payload["line"], highlight=False, soft_wrap=True)
+                console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
+            elif kind == "run" and not tournament:  # a single agent's run directory, first
+                from finpod.cli import note_run_dir
+
+                note_run_dir(payload["run_dir"])
+                console.print(
+                    f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
+                )
             else:
                 view.on_event(kind, payload)
 
@@ -110,7 +120,8 @@ def register(app: typer.Typer) -> None:
                 seed=seed,
                 total_steps=steps,
                 run_id=run_id,
-                progress=True,
+                # Without a terminal a progress bar draws nothing: the log lines carry progress.
+                progress=console.is_terminal,
                 on_event=show,
                 display=view.display,
             )

@@ -33,6 +33,8 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,14 +169,21 @@ def _offset_length(text: pd.Series) -> np.ndarray:
     return cut
 
 
-def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series, dict]:
+def read_stamps(
+    values: pd.Series, timezone: str, date_format: str | None = None
+) -> tuple[pd.Series, pd.Series, dict]:
     """Parse vendor timestamps into instants and wall-clock times.
 
     Naive stamps are read in ``timezone``; stamps with an offset or zone keep it. A column
     that mixes both (e.g. files from two vendors) is repaired the same way, element by
     element: naive = ``timezone``, aware = converted; the count goes into the notes
     (``mixed_naive_and_aware``). Compact ``YYYYMMDD`` and ``YYYYMMDDHHMMSS`` values are
-    read as dates/times, never as integers.
+    read as dates/times, never as integers; other all-digit values of 9–10, 12–13, 15–16 or
+    18–19 digits are Unix epoch seconds, milliseconds, microseconds or nanoseconds (UTC).
+    Dates written ``DD/MM/YYYY`` or ``MM/DD/YYYY`` are read in the order the column proves
+    (a day above 12 in one place and never in the other); a column that proves neither or
+    both is an error, unless ``date_format`` (a ``strftime`` pattern such as ``%d/%m/%Y``)
+    says how to read every stamp.
 
     Returns:
         ``(instant, wall, notes)``: ``instant`` tz-aware (America/New_York), ``wall`` the
@@ -189,10 +198,22 @@ def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series,
         naive = pd.Series(values, copy=False)
         notes["input_timezone"] = f"naive, read as {timezone}"
         return _localize(naive, timezone), naive, notes
+    if date_format is not None:
+        return _read_with_format(values, timezone, date_format, notes)
     if pd.api.types.is_float_dtype(values.dtype):
-        values = values.astype("Int64")
+        finite = values.where(np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan)))
+        values = finite.round().astype("Int64")
+    values = _whole_numbers_as_text(values)
+    epoch = _read_epoch(values)
+    if epoch is not None:
+        instant, unit = epoch
+        notes["input_timezone"] = f"Unix epoch {unit} (UTC)"
+        return instant.dt.tz_convert(TZ), instant.dt.tz_localize(None), notes
     if pd.api.types.is_integer_dtype(values.dtype):
         values = values.astype("string")  # 20260126 is a date, not nanoseconds since 1970
+    values, order = _day_month_to_iso(values)
+    if order is not None:
+        notes["date_order"] = order
     try:
         # Fast path: one kind of stamp in the whole column (all naive, or one offset).
         parsed = pd.to_datetime(values, errors="coerce", format="mixed")
@@ -227,6 +248,112 @@ def read_stamps(values: pd.Series, timezone: str) -> tuple[pd.Series, pd.Series,
             f"{int(naive.sum())} naive stamps read as {timezone}, {int(aware.sum())} aware converted"
         )
     return instant, wall, notes
+
+
+#: Digits of an all-digit stamp → Unix epoch unit (8 and 14 digits are YYYYMMDD[HHMMSS]).
+EPOCH_UNITS = {9: "s", 10: "s", 12: "ms", 13: "ms", 15: "us", 16: "us", 18: "ns", 19: "ns"}
+_EPOCH_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+#: ``DD/MM/YYYY`` or ``MM/DD/YYYY`` (also with ``.`` or ``-``) at the start of a stamp.
+_DMY = r"^(\d{1,2})([/.\-])(\d{1,2})\2(\d{4}|\d{2})(?=$|[ T])"
+#: The same without groups, to find such stamps.
+_DMY_FIND = r"^\d{1,2}[/.\-]\d{1,2}[/.\-](?:\d{4}|\d{2})(?:$|[ T])"
+
+
+def _whole_numbers_as_text(values: pd.Series) -> pd.Series:
+    """Text stamps written as floats (``20180521.0``, ``1520260200.0``: an integer column a
+    spreadsheet or a NaN turned into floats) without their ``.0``; others unchanged."""
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return values
+    text = values.astype("string").str.strip()
+    if not text.str.fullmatch(r"\d+\.0*").fillna(True).all() or text.isna().all():
+        return values
+    return text.str.replace(r"\.0*$", "", regex=True)
+
+
+def _read_epoch(values: pd.Series) -> tuple[pd.Series, str] | None:
+    """UTC instants when every readable value is an all-digit epoch of one unit, else None."""
+    if pd.api.types.is_integer_dtype(values.dtype):
+        text = values.astype("string")
+    elif values.dtype == object or isinstance(values.dtype, pd.StringDtype):
+        text = values.astype("string").str.strip()
+        if not text.str.fullmatch(r"\d+").fillna(True).all():
+            return None
+    else:
+        return None
+    lengths = text.str.len().dropna().unique()
+    units = {EPOCH_UNITS.get(int(n)) for n in lengths}
+    if len(units) != 1 or None in units:
+        return None
+    unit = units.pop()
+    number = pd.to_numeric(text, errors="coerce").astype("Int64")
+    instant = pd.to_datetime(number, unit=unit, utc=True, errors="coerce")
+    return instant, _EPOCH_NAMES[unit]
+
+
+def _day_month_to_iso(values: pd.Series) -> tuple[pd.Series, str | None]:
+    """Dates written ``a/b/YYYY`` rewritten ``YYYY-MM-DD`` in the order the column proves.
+
+    Returns (values, note); values unchanged (note None) when no stamp is written that way.
+    Raises :class:`FinpodError` when the order is not proven, or contradicted, by the values.
+    """
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return values, None
+    text = values.astype("string[pyarrow]").str.strip()
+    hit = text.str.contains(_DMY_FIND, regex=True).fillna(False).to_numpy(dtype=bool)
+    if not hit.any():
+        return values, None
+    parts = text[hit].str.extract(_DMY)
+    same_sep = parts[0].notna().to_numpy(dtype=bool)  # "04/01-2016" is no date: left as is
+    hit[np.flatnonzero(hit)[~same_sep]] = False
+    if not hit.any():
+        return values, None
+    parts = parts[same_sep]
+    first, second, year = parts[0].astype(int), parts[2].astype(int), parts[3]
+    example = str(text[hit].iloc[0])
+    hint = "pass --date-format, e.g. --date-format '%d/%m/%Y' or '%m/%d/%Y %H:%M'"
+    if (year.str.len() == 2).any():
+        raise FinpodError(f"dates with two-digit years (e.g. {example!r}) are ambiguous", hint)
+    day_first, month_first = bool((first > 12).any()), bool((second > 12).any())
+    if day_first and month_first:
+        a = str(text[hit][(first > 12).to_numpy()].iloc[0])
+        b = str(text[hit][(second > 12).to_numpy()].iloc[0])
+        raise FinpodError(
+            f"the dates mix day/month ({a!r}) and month/day ({b!r}) order", "use one order"
+        )
+    if not (day_first or month_first):
+        raise FinpodError(
+            f"dates like {example!r} may be day/month or month/day, and no value tells "
+            "which (none has a day above 12)",
+            hint,
+        )
+    day = first if day_first else second
+    month = second if day_first else first
+    iso = year + "-" + month.astype(str).str.zfill(2) + "-" + day.astype(str).str.zfill(2)
+    rest = text[hit].str.replace(_DMY, "", regex=True)
+    out = values.astype("string").copy()
+    out[hit] = (iso + rest).to_numpy()
+    order = "day/month" if day_first else "month/day"
+    return out, f"{order} (read from values with a day above 12, e.g. {example!r})"
+
+
+def _read_with_format(
+    values: pd.Series, timezone: str, date_format: str, notes: dict
+) -> tuple[pd.Series, pd.Series, dict]:
+    """Every stamp read with the ``strftime`` pattern ``date_format`` (NaT where it fails)."""
+    text = values.astype("string").str.strip()
+    try:
+        parsed = pd.to_datetime(text, format=date_format, errors="coerce")
+    except (ValueError, TypeError) as err:
+        raise FinpodError(
+            f"--date-format {date_format!r} cannot read the timestamps ({err})",
+            "give a strftime pattern, e.g. '%d/%m/%Y %H:%M'",
+        ) from err
+    notes["date_format"] = date_format
+    if isinstance(parsed.dtype, pd.DatetimeTZDtype):
+        notes["input_timezone"] = "offsets in the stamps"
+        return parsed.dt.tz_convert(TZ), parsed.dt.tz_localize(None), notes
+    notes["input_timezone"] = f"naive, read as {timezone}"
+    return _localize(parsed, timezone), parsed, notes
 
 
 def _to_datetime(text: pd.Series, utc: bool = False) -> pd.Series:
@@ -294,6 +421,7 @@ def clean_long(
     min_bars: int = 2,
     ticker: str | None = None,
     where: str = "input",
+    date_format: str | None = None,
 ) -> tuple[Bars, dict]:
     """Clean a long table of bars into :class:`Bars` on the session grid.
 
@@ -311,6 +439,8 @@ def clean_long(
         min_bars: a ticker with fewer bars is dropped.
         ticker: ticker for every row when the table has no ``tic`` column.
         where: name of the input, used in error messages.
+        date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
+            only when the stamps do not say how to read them (see :func:`read_stamps`).
 
     Returns:
         (bars, report): the grid arrays and the cleaning report.
@@ -325,7 +455,17 @@ def clean_long(
     dropped = report["dropped"]
     repaired = report["repaired"]
 
-    instant, wall, notes = read_stamps(df["timestamp"], timezone)
+    instant, wall, notes = read_stamps(df["timestamp"], timezone, date_format)
+    if instant.notna().sum() == 0:
+        first = df["timestamp"].dropna()
+        example = f" (first: {str(first.iloc[0])[:40]!r})" if len(first) else ""
+        raise FinpodError(
+            f"{where}: none of the {len(df)} timestamps could be read{example}",
+            "write dates as YYYY-MM-DD[ HH:MM], or pass --date-format",
+        )
+    tic = df["tic"].astype("string").str.strip().str.upper()
+    check_tickers(tic, where)
+    one_bar_size(instant, wall, tic.fillna(""), where)
     if bar is None:
         bar = _infer_bar_ns(_utc_ns(instant))
         report["bar_inferred"] = bar
@@ -335,7 +475,6 @@ def clean_long(
     # Daily stamps become session dates (see stamp_dates).
     ts = stamp_dates(instant, wall).dt.tz_localize(TZ) if daily else instant
     report.update(notes)
-    tic = df["tic"].astype("string").str.strip().str.upper()
     frame = pd.DataFrame({"timestamp": ts, "tic": tic.fillna("")})
     for col in (*PRICE_COLUMNS, "volume"):
         frame[col] = pd.to_numeric(df[col], errors="coerce")
@@ -355,19 +494,27 @@ def clean_long(
         frame.loc[vol_nan, "volume"] = 0.0
 
     prices = frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64)
+    volume = frame["volume"].to_numpy(dtype=np.float64)
     nan_price = np.isnan(prices).any(axis=1)
-    nonpos = (~nan_price) & (prices <= 0).any(axis=1)
-    hl = (~nan_price) & (~nonpos) & (frame["high"].to_numpy() < frame["low"].to_numpy())
-    negvol = frame["volume"].to_numpy() < 0
+    # ±inf (a vendor's overflow, a spreadsheet's #DIV/0!) is no price: never tradable data.
+    inf_price = (~nan_price) & np.isinf(prices).any(axis=1)
+    missing = nan_price | inf_price
+    nonpos = (~missing) & (prices <= 0).any(axis=1)
+    hl = (~missing) & (~nonpos) & (frame["high"].to_numpy() < frame["low"].to_numpy())
+    bad_vol = ~np.isfinite(volume)
+    negvol = (volume < 0) & ~bad_vol
+    earlier = missing | nonpos | hl
     for name, mask in (
         ("missing_price", nan_price),
+        ("non_finite_price", inf_price),
         ("non_positive_price", nonpos),
         ("high_below_low", hl),
-        ("negative_volume", negvol & ~(nan_price | nonpos | hl)),
+        ("non_finite_volume", bad_vol & ~earlier),
+        ("negative_volume", negvol & ~earlier),
     ):
         if mask.any():
             dropped[name] = int(mask.sum())
-    bad = nan_price | nonpos | hl | negvol
+    bad = earlier | negvol | bad_vol
     frame = frame[~bad]
 
     if start is not None:
@@ -400,7 +547,6 @@ def clean_long(
 
     # Duplicates.
     vals = frame[list(PRICE_COLUMNS) + ["volume"]].to_numpy(dtype=np.float64)
-    key_dup = np.zeros(len(frame), dtype=bool)
     same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
     if same_key.any():
         same_vals = np.all(vals[1:] == vals[:-1], axis=1)
@@ -413,11 +559,18 @@ def clean_long(
             repaired["exact_duplicates_dropped"] = n_exact
         same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
         if same_key.any():
+            key_dup = np.zeros(len(frame), dtype=bool)  # after the exact copies are gone
             key_dup[1:] |= same_key
             key_dup[:-1] |= same_key
             dropped["conflicting_duplicates"] = int(key_dup.sum())
             keep = ~key_dup
             frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
+
+    if len(frame) == 0:
+        raise FinpodError(
+            f"{where}: no usable bars left after cleaning ({_summary(dropped)})",
+            "each (timestamp, ticker) needs one row; fix the conflicting rows",
+        )
 
     # Calendar grid.
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
@@ -485,9 +638,11 @@ def clean_long(
         }
     keep = ~sparse
     if not keep.any():
+        cause = f" after dropping rows ({_summary(dropped)})" if dropped else ""
         raise FinpodError(
-            f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage)",
-            "lower --min-coverage or check the data",
+            f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage or "
+            f"< {min_bars} bars){cause}",
+            "fix the rows named, or lower --min-coverage",
         )
     names = [n for n, k in zip(names, keep, strict=True) if k]
     arrays = {k: v[:, keep] for k, v in arrays.items()}
@@ -535,6 +690,89 @@ def clean_long(
         delisted=delisted if delisted.any() else None,
     )
     return bars, report
+
+
+#: Characters a ticker may hold (after upper-casing): ASCII letters and digits and the
+#: punctuation exchanges and vendors use (``BRK.B``, ``BF-B``, ``^NDX``, ``EURUSD=X``).
+TICKER_CHARS = re.compile(r"[A-Z0-9.\-^=/_&:+]+")
+
+
+def ticker_problem(ticker: str) -> str | None:
+    """Why ``ticker`` (upper-cased) is not a usable symbol, or None when it is."""
+    if TICKER_CHARS.fullmatch(ticker):
+        return None
+    for ch in ticker:
+        if not TICKER_CHARS.fullmatch(ch):
+            name = unicodedata.name(ch, "a control character")
+            return f"holds U+{ord(ch):04X} ({name})"
+    return "is empty"
+
+
+def check_tickers(tic: pd.Series, where: str, row_offset: int = 0) -> None:
+    """Raise naming the first ticker cell with a character no symbol has (a control or
+    zero-width character, an emoji, a space inside it). Empty cells are left to the
+    cleaner (dropped and counted as ``missing_ticker``).
+
+    ``row_offset`` turns positions into the row numbers a user sees (2 for a CSV with a
+    header: the first data row is line 2).
+    """
+    names = tic.dropna()
+    names = names[names != ""]
+    for name in names.unique():
+        why = ticker_problem(str(name))
+        if why is not None:
+            pos = int(np.flatnonzero((tic == name).fillna(False).to_numpy(dtype=bool))[0])
+            raise FinpodError(
+                f"{where}: ticker {str(name)!r} in row {pos + row_offset} {why}",
+                "fix the ticker cell (letters, digits and . - ^ = / _ & : + only)",
+            )
+
+
+def one_bar_size(instant: pd.Series, wall: pd.Series, tic: pd.Series, where: str) -> None:
+    """Raise when the tickers' stamps are spaced by different bar sizes (daily files beside
+    1-minute files), or when intraday bars sit beside date-only rows of the same ticker.
+
+    Each ticker's bar is the most common spacing of its own stamps; tickers with fewer
+    than three stamps say nothing.
+    """
+    ok = (instant.notna() & (tic != "")).to_numpy(dtype=bool)
+    if ok.sum() < 3:
+        return
+    ns = _utc_ns(instant[ok])
+    codes, names = pd.factorize(tic[ok])
+    order = np.lexsort((ns, codes))
+    ns, codes = ns[order], codes[order]
+    step = np.diff(ns)
+    keep = (np.diff(codes) == 0) & (step > 0)
+    if not keep.any():
+        return
+    pairs = pd.DataFrame({"tic": codes[1:][keep], "step": step[keep]})
+    counts = pairs.value_counts().reset_index(name="n")
+    mode = counts.sort_values(["tic", "n"], ascending=[True, False]).drop_duplicates("tic")
+    minutes = mode["step"].to_numpy() // 60_000_000_000
+    label = np.where(minutes >= 24 * 60, "1d", np.char.add(minutes.astype(str), "min"))
+    by_bar: dict[str, list[str]] = {}
+    for t, lab in zip(mode["tic"].to_numpy(), label, strict=True):
+        by_bar.setdefault(str(lab), []).append(str(names[t]))
+    if len(by_bar) > 1:
+        parts = "; ".join(
+            f"{lab}: {', '.join(sorted(v)[:5])}{' …' if len(v) > 5 else ''}"
+            for lab, v in sorted(by_bar.items())
+        )
+        raise FinpodError(
+            f"{where}: the tickers have different bar sizes ({parts})",
+            "build one dataset per bar size (--tickers or separate folders)",
+        )
+    if next(iter(by_bar)) != "1d":
+        w = wall[ok]
+        midnight = (w == w.dt.normalize()).to_numpy(dtype=bool)
+        if midnight.any():
+            tics = sorted(set(tic[ok][midnight].astype(str)))
+            raise FinpodError(
+                f"{where}: {int(midnight.sum())} date-only (daily) rows of "
+                f"{', '.join(tics[:5])} sit beside {next(iter(by_bar))} bars",
+                "put daily and intraday bars in separate datasets",
+            )
 
 
 #: What happens to a position in a ticker whose data ends inside the range (the env applies

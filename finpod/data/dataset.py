@@ -57,7 +57,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from finpod.atomic import atomic_write, atomic_write_json
+from finpod.atomic import atomic_write, atomic_write_json, replace_dir
 from finpod.data import sources
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
@@ -292,7 +292,8 @@ def build_dataset(
     Args:
         source: ``"sample"`` (shipped NASDAQ-100 daily 2010–2019), ``"yfinance"``,
             ``"files"`` (needs ``path=``) or ``"synthetic"``.
-        out: dataset directory (created; replaced if it already holds a finpod dataset).
+        out: dataset directory (created; an existing dataset there is replaced only with
+            ``overwrite``, in one atomic swap).
         bar: bar size (``"1d"``, ``"1min"``…); source default when None.
         tickers: list of symbols (or ``"nasdaq100"`` for yfinance); unknown ones are an error.
         start, end: date range (inclusive).
@@ -302,20 +303,148 @@ def build_dataset(
         min_coverage: tickers covering less of their life are dropped (reported).
         calendar: ``"XNYS"`` or ``"XNAS"``.
         progress: show rich progress bars.
-        overwrite: replace an existing dataset directory at ``out``.
+        overwrite: replace an existing dataset directory at ``out``; without it an existing
+            dataset is an error.
         opts: source options (see :mod:`finpod.data.sources`).
     """
     if source not in SOURCES:
         raise FinpodError(f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
+    if not (isinstance(min_coverage, int | float) and 0.0 <= min_coverage <= 1.0):
+        raise FinpodError(
+            f"--min-coverage must be a share between 0 and 1, got {min_coverage!r}", "e.g. 0.8"
+        )
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not (out / "manifest.json").exists():
+    # The output is checked (and its temporary folder made) before any work is done.
+    tmp, made = _prepare_out(out, overwrite)
+    try:
+        return _build_into(
+            tmp,
+            out,
+            source,
+            bar=bar,
+            tickers=tickers,
+            start=start,
+            end=end,
+            splits=splits,
+            embargo=embargo,
+            min_coverage=min_coverage,
+            calendar=calendar,
+            progress=progress,
+            **opts,
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in reversed(made):  # the parents this call created, deepest first
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+#: A dataset needs at least this many bars: the features look back 30 bars (RSI, CCI, DX)
+#: and three splits must fit; a shorter series holds no defined feature value.
+MIN_DATASET_BARS = 30
+
+
+def _prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
+    """Check that ``out`` can receive a dataset and make the temporary folder beside it.
+
+    Returns ``(tmp, made)``: the temporary folder and the parent folders created for it
+    (removed again if the build fails). Raises :class:`FinpodError` when ``out`` is a file,
+    lies under a file, is a non-dataset folder with content, already holds a dataset and
+    ``overwrite`` is False, or cannot be written.
+    """
+    hint = "choose another --out"
+    if out.exists() and not out.is_dir():
+        raise FinpodError(f"--out {out} is a file, not a directory", hint)
+    if out.is_dir():
+        try:
+            content = any(out.iterdir())
+        except OSError as err:
+            raise FinpodError(f"cannot read --out {out}: {err.strerror or err}", hint) from err
+        if content and not (out / "manifest.json").exists():
             raise FinpodError(
                 f"{out} exists and is not a finpod dataset",
                 "choose an empty or new --out directory",
             )
-        if not overwrite:
-            raise FinpodError(f"{out} already holds a dataset", "pass --overwrite to replace it")
+        if content and not overwrite:
+            raise FinpodError(
+                f"{out} already holds a dataset",
+                "use it as it is, or pass --overwrite to replace it",
+            )
+    parent = out.absolute().parent
+    ancestor = parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise FinpodError(f"--out {out} lies under {ancestor}, which is a file", hint)
+    made = [p for p in reversed(parent.parents) if not p.exists()]
+    made += [parent] if not parent.exists() else []
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    except OSError as err:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise FinpodError(
+            f"cannot write the dataset to {out}: {err.strerror or err}",
+            "choose a writable --out directory",
+        ) from err
+    # mkdtemp makes a private (0700) folder; the dataset gets the mode mkdir would give.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    return tmp, made
+
+
+def check_bars(bars: Bars) -> list[str]:
+    """What is wrong with cleaned bars (empty when nothing): finite, positive prices on
+    every listed bar; stamps strictly increasing; masks consistent (a bar is real or
+    filled, never both; a filled bar follows a real one; a delisted bar is not tradable);
+    finite, non-negative volume."""
+    problems: list[str] = []
+    ts = bars.timestamps
+    if len(ts) > 1 and not bool((np.diff(ts.asi8) > 0).all()):
+        problems.append("timestamps are not strictly increasing")
+    listed = np.maximum.accumulate(bars.tradable, axis=0) if len(ts) else bars.tradable
+    for name in ("open", "high", "low", "close"):
+        a = getattr(bars, name)
+        if not bool((np.isfinite(a[listed]) & (a[listed] > 0)).all()):
+            problems.append(f"{name} has a non-finite or non-positive price on a listed bar")
+        if not bool(np.isnan(a[~listed]).all()):
+            problems.append(f"{name} has a price before its ticker's first bar")
+    if not bool((np.isfinite(bars.volume) & (bars.volume >= 0)).all()):
+        problems.append("volume is non-finite or negative")
+    if bool((bars.tradable & bars.filled).any()):
+        problems.append("a bar is both real and filled")
+    if bool((bars.filled & ~listed).any()):
+        problems.append("a filled bar comes before its ticker's first bar")
+    if bars.delisted is not None and bool((bars.delisted & bars.tradable).any()):
+        problems.append("a delisted bar is tradable")
+    return problems
+
+
+def _build_into(
+    tmp: Path,
+    out: Path,
+    source: str,
+    *,
+    bar: str | None,
+    tickers: list[str] | str | None,
+    start: str | None,
+    end: str | None,
+    splits: dict[str, tuple[str | None, str | None]] | None,
+    embargo: int | None,
+    min_coverage: float,
+    calendar: str,
+    progress: bool,
+    **opts: Any,
+) -> Path:
+    """The build of :func:`build_dataset`, written into ``tmp`` and renamed onto ``out``."""
     with _progress(progress) as prog:
         loaded = sources.load_source(
             source,
@@ -329,6 +458,18 @@ def build_dataset(
             **opts,
         )
         bars = loaded.bars
+        if len(bars.timestamps) < MIN_DATASET_BARS:
+            raise FinpodError(
+                f"only {len(bars.timestamps)} {bars.bar} bars are left after cleaning; a "
+                f"dataset needs at least {MIN_DATASET_BARS}",
+                "give a longer date range or more data",
+            )
+        problems = check_bars(bars)
+        if problems:
+            raise FinpodError(
+                f"the cleaned bars fail the dataset checks: {'; '.join(problems)}",
+                "the input holds values the cleaner let through; please report it",
+            )
         task = prog.add_task("features", total=len(bars.tickers))
         feats, names = market_features(bars, progress=lambda n: prog.advance(task, n))
         bars.extra.clear()  # now a copy inside feats; free it before writing
@@ -375,35 +516,19 @@ def build_dataset(
                 "cleaning_report": "cleaning_report.json",
             },
         }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        # mkdtemp makes a private (0700) folder; the dataset gets the mode mkdir would give.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)
-        try:
-            wtask = prog.add_task("write parquet", total=len(bars.timestamps))
-            _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
-            if loaded.benchmark is not None:
-                tbl = pa.table(
-                    {
-                        "timestamp": pa.array(bars.timestamps),
-                        "close": loaded.benchmark.to_numpy(dtype=np.float64),
-                    }
-                )
-                atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
-            atomic_write_json(tmp / "cleaning_report.json", loaded.report)
-            atomic_write_json(tmp / "manifest.json", manifest)
-            if out.exists():
-                old = out.parent / f".{out.name}.old-{digest[:8]}"
-                out.rename(old)
-                tmp.rename(out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        wtask = prog.add_task("write parquet", total=len(bars.timestamps))
+        _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
+        if loaded.benchmark is not None:
+            tbl = pa.table(
+                {
+                    "timestamp": pa.array(bars.timestamps),
+                    "close": loaded.benchmark.to_numpy(dtype=np.float64),
+                }
+            )
+            atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
+        atomic_write_json(tmp / "cleaning_report.json", loaded.report)
+        atomic_write_json(tmp / "manifest.json", manifest)
+        replace_dir(tmp, out)
     return out
 
 
@@ -606,6 +731,13 @@ def load_split(
         bt = pq.read_table(dataset_dir / bench_file)
         vals = bt.column("close").to_numpy()[r0:r1]
         bench = pd.Series(vals, index=ts, name=benchmark_name(manifest) or "benchmark")
+    for col in ("open", "close"):
+        values = grid(col)
+        if np.isinf(values).any() or (values <= 0).any():
+            raise FinpodError(
+                f"{bars_path} holds non-finite or non-positive {col} prices",
+                "rebuild the dataset with this version of finpod download",
+            )
     mask = {m: torch.from_numpy(grid(m, np.bool_)).to(device) for m in masks}
     return MarketData(
         timestamps=ts,

@@ -98,7 +98,7 @@ def _rolling_mad(tp: np.ndarray, sma: np.ndarray, n: int) -> np.ndarray:
     Summed over lags (n passes over (T, k)) so memory stays O(T·k), not O(T·k·n).
     """
     acc = np.zeros_like(tp)
-    for lag in range(n):
+    for lag in range(min(n, len(tp))):  # a series shorter than n has no full window
         acc[lag:] += np.abs(tp[: len(tp) - lag] - sma[lag:])
     acc[: n - 1] = np.nan
     return acc / n

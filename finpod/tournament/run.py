@@ -97,7 +97,8 @@ def run_tournament(
         seed: run seed (overrides ``train.seed``).
         run_id: name of a new run directory (default: time-stamped).
         num_cpus: CPUs of the in-process Ray instance (default: all).
-        on_event: ``f(kind, payload)`` called on pool changes, pod starts, finishes, failures.
+        on_event: ``f(kind, payload)`` called once with the run directory (``"run"``), then
+            on pool changes, pod starts, finishes, failures.
         display: ``f(snapshot)`` called as the run goes (the CLI's live table).
         stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
             when the running ones finish (e.g. a target score was reached).
@@ -152,6 +153,8 @@ def run_tournament(
         board.save()
         run.log(f"new tournament run {run_path.name} on {dataset} ({manifest['hash'][:12]})")
 
+    if on_event is not None:
+        on_event("run", {"run_dir": run_path})
     started = _connect(address, num_cpus)
     try:
         pod_device, gpus = _resolve_device(

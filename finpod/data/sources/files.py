@@ -19,7 +19,7 @@ import pandas as pd
 
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
 from finpod.data.calendar import TZ
-from finpod.data.clean import clean_long, normalize_columns
+from finpod.data.clean import check_tickers, clean_long, normalize_columns, ticker_problem
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
@@ -73,6 +73,7 @@ def load_files(
     min_coverage: float = 0.8,
     calendar: str = "XNYS",
     progress: Any = None,
+    date_format: str | None = None,
 ) -> LoadedSource:
     """Vendor bars from ``path`` (a directory of files or one file).
 
@@ -88,6 +89,8 @@ def load_files(
             for ``AAPL.US``. Default: file names up to the first ``_``; columns unchanged.
         benchmark: a CSV/Parquet file of index levels (daily or intraday), aligned causally
             (see :mod:`finpod.data.benchmark`).
+        date_format: ``strftime`` pattern of the timestamps (``%d/%m/%Y``), for dates whose
+            day/month order the values do not prove.
 
     Sort order does not matter: rows are sorted (and the report says so).
     """
@@ -98,13 +101,23 @@ def load_files(
         raise FinpodError(
             f"{root} does not exist", "pass --path with a directory of CSV/Parquet bars"
         )
-    files = (
-        [root]
-        if root.is_file()
-        else sorted(
-            p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
+    if not (root.is_file() or root.is_dir()):
+        raise FinpodError(
+            f"{root} is neither a directory nor a regular file (a device, a pipe or a socket)",
+            "pass --path with a directory of CSV/Parquet bars, or one such file",
         )
-    )
+    try:
+        files = (
+            [root]
+            if root.is_file()
+            else sorted(
+                p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
+            )
+        )
+    except OSError as err:
+        raise FinpodError(
+            f"cannot list {root}: {err.strerror or err}", "check the path and its permissions"
+        ) from err
     if benchmark is not None:
         bench_path = Path(benchmark).resolve()
         files = [f for f in files if f.resolve() != bench_path]
@@ -124,21 +137,35 @@ def load_files(
         if "tic" not in df.columns:
             m = name_rx.match(_stem(f.name))
             if not m or not m.group(1):
+                bad = ticker_problem(_stem(f.name).upper())
+                why = f" (it {bad})" if bad else ""
                 raise FinpodError(
-                    f"cannot read a ticker from the file name {f.name}",
-                    "add a tic column or pass --ticker-pattern",
+                    f"cannot read a ticker from the file name {f.name!r}{why}",
+                    "rename the file to TICKER.csv, add a tic column or pass --ticker-pattern",
                 )
-            df["tic"] = m.group(1).upper()
-        elif ticker_pattern is not None:
-            df["tic"] = apply_ticker_pattern(df["tic"], ticker_pattern)
+            name = m.group(1).upper()
+            bad = ticker_problem(name)
+            if bad is not None:
+                raise FinpodError(
+                    f"the ticker {name!r} read from the file name {f.name!r} {bad}",
+                    "rename the file to TICKER.csv (letters, digits and . - ^ = / _ & : + only)",
+                )
+            df["tic"] = name
+        else:
+            if ticker_pattern is not None:
+                df["tic"] = apply_ticker_pattern(df["tic"], ticker_pattern)
+            # Row numbers as a spreadsheet shows them: the header is line 1.
+            check_tickers(df["tic"].astype("string").str.strip().str.upper(), str(f), 2)
         frames.append(df)
         if task is not None:
             progress.advance(task, 1)
     df = pd.concat(_common_stamp_type(frames), ignore_index=True)
-    known = sorted(df["tic"].astype(str).str.upper().unique()) if "tic" in df.columns else []
+    names = df["tic"].astype("string").str.strip().str.upper() if "tic" in df.columns else None
+    # An empty ticker cell (or a trailing junk line) is no ticker: the cleaner drops and counts it.
+    known = sorted(str(t) for t in names.dropna().unique() if t) if names is not None else []
     check_known(tick, known, str(root))
     if tick is not None:
-        df = df[df["tic"].astype(str).str.upper().isin(tick)]
+        df = df[names.isin(tick).fillna(False).to_numpy(dtype=bool)]
     bars, report = clean_long(
         df,
         bar,
@@ -149,6 +176,7 @@ def load_files(
         min_coverage=min_coverage,
         calendar=calendar,
         where=str(root),
+        date_format=date_format,
     )
     report["files"] = [f.name for f in files]
     delisted = sorted(report.get("delisted", {}))
@@ -192,6 +220,7 @@ def load_files(
             "columns": columns,
             "ticker_pattern": ticker_pattern,
             "benchmark": None if benchmark is None else str(benchmark),
+            "date_format": date_format,
         },
         universe=f"{len(known)} tickers from {root.name}",
         universe_info=universe_info(False, note),

@@ -1,0 +1,174 @@
+"""Bad input to ``finpod train``/``backtest``/``report``/``download`` as a user types it:
+one red line and exit 1, nothing left behind; ``--help`` shows every default; training
+names its run directory first and the ``--resume`` that continues it after Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+STRATEGY = (
+    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
+    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
+    '[env]\naction_mode = "weights"\nepisode_length = 40\n'
+    '[train]\nnum_envs = 8\ntotal_steps = {steps}\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
+)
+
+
+@pytest.fixture
+def finpod_cli(capsys, monkeypatch):
+    """``finpod ARGS`` through the real entry point, in process: (returncode, stdout, stderr)."""
+    from finpod.cli import main
+
+    def run(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        cap = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
+
+    return run
+
+
+def _one_line(out: subprocess.CompletedProcess, *words: str) -> str:
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    from finpod.data import build_dataset
+
+    return build_dataset(
+        "synthetic", tmp_path_factory.mktemp("ds") / "syn", n_tickers=3, n_bars=400, seed=0
+    )
+
+
+@pytest.fixture(scope="module")
+def run_dir(dataset, tmp_path_factory):
+    from finpod.pipeline import train_agent
+
+    folder = tmp_path_factory.mktemp("run")
+    strategy = folder / "s.toml"
+    strategy.write_text(STRATEGY.format(steps=256))
+    return train_agent(strategy, dataset, folder / "runs", progress=False, run_id="r1")
+
+
+def test_help_shows_every_default_note_written_in_brackets(finpod_cli):
+    out = finpod_cli("download", "--help", COLUMNS="400")
+    text = " ".join(out.stdout.replace("│", " ").split())
+    assert "Dataset directory to write [default: data/datasets/<source>]." in text
+    assert "[default: file name up to '_']" in text
+    assert "[default: ^NDX; 'none' for no index]" in text
+    assert "--overwrite" in text and "--date-format" in text
+
+
+def test_download_twice_without_overwrite_keeps_the_first_dataset(finpod_cli, tmp_path):
+    args = ("download", "--source", "synthetic", "--n-tickers", "2", "--years", "0.2")
+    assert finpod_cli(*args, cwd=tmp_path).returncode == 0
+    manifest = tmp_path / "data" / "datasets" / "synthetic" / "manifest.json"
+    first = manifest.read_text()
+    _one_line(
+        finpod_cli(*args, "--seed", "9", cwd=tmp_path), "already holds a dataset", "--overwrite"
+    )
+    assert manifest.read_text() == first
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"[agent.hparams]\nlearning_rate = nan\n", ("agent.hparams.learning_rate = nan",)),
+        (b"[env]\ncost_rate = inf\n", ("env.cost_rate = inf", "finite")),
+        (b'name = "caf\xe9"\n', ("not UTF-8", "0xe9")),
+    ],
+)
+def test_a_bad_strategy_file_is_one_line(finpod_cli, tmp_path, dataset, content, words):
+    strategy = tmp_path / "bad.toml"
+    strategy.write_bytes(content)
+    out = tmp_path / "runs"
+    _one_line(
+        finpod_cli("train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)),
+        *words,
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["under_file", "proc"])
+def test_train_out_that_cannot_be_written_is_one_line(finpod_cli, tmp_path, dataset, where):
+    (tmp_path / "afile").write_text("x")
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(STRATEGY.format(steps=256))
+    out = {"under_file": tmp_path / "afile" / "runs", "proc": Path("/proc/finpod-test")}[where]
+    res = finpod_cli(
+        "train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)
+    )
+    _one_line(res, "cannot create the run directory", str(out))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s.toml"]
+
+
+def test_backtest_out_that_cannot_be_written_is_one_line_before_the_rollouts(
+    finpod_cli, tmp_path, run_dir
+):
+    (tmp_path / "afile").write_text("x")
+    started = time.perf_counter()
+    res = finpod_cli("backtest", str(run_dir), "--out", str(tmp_path / "afile" / "reports"))
+    _one_line(res, "cannot write to", "afile")
+    assert "rollouts" not in res.stdout and time.perf_counter() - started < 60
+
+
+def test_backtests_of_two_agents_of_one_run_sit_side_by_side(finpod_cli, tmp_path, run_dir):
+    reports = tmp_path / "reports"
+    best = finpod_cli("backtest", str(run_dir), "--out", str(reports))
+    assert best.returncode == 0, best.stderr
+    page = (reports / "r1" / "tearsheet.html").read_bytes()
+    top = finpod_cli("backtest", str(run_dir), "--agent", "top-3", "--out", str(reports))
+    assert top.returncode == 0, top.stderr
+    assert (reports / "r1" / "top-3" / "tearsheet.html").is_file()
+    assert (reports / "r1" / "tearsheet.html").read_bytes() == page  # not overwritten
+    redo = finpod_cli("report", "r1", "--agent", "top-3", "--out", str(reports))
+    assert redo.returncode == 0 and "top-3" in redo.stdout, redo.stderr
+
+
+def test_training_without_a_terminal_names_the_run_first_and_resume_after_ctrl_c(tmp_path, dataset):
+    strategy = tmp_path / "long.toml"
+    strategy.write_text(STRATEGY.format(steps=10_000_000))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "finpod", "train", "--strategy", str(strategy)]
+        + ["--data", str(dataset), "--out", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        first = proc.stdout.readline()
+        progress = proc.stdout.readline()  # a progress line arrives without a terminal
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    run = re.fullmatch(r"run directory: (\S+)\n", first)
+    assert run, first
+    assert "training ppo" in progress
+    assert proc.returncode == 130
+    assert f"finpod train --resume {run.group(1)}" in err and "Traceback" not in err
+    assert (Path(run.group(1)) / "run.json").is_file()
