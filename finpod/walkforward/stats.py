@@ -9,7 +9,7 @@ standard error of the constant from the heteroskedasticity- and autocorrelation-
 statsmodels' small-sample correction.
 
 Lag rule (:func:`newey_west_lags`): ``maxlags = floor(4 · (T / 100)^(2/9))``, the rule of
-thumb of Newey & West (1994) for the Bartlett kernel (5 lags at 250 daily bars, 7 at
+thumb of Newey & West (1994) for the Bartlett kernel (4 lags at 250 daily bars, 7 at
 1,500, 9 at 5,000). It grows slowly with T, as the consistency of the estimator requires.
 """
 
