@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from finpod.walkforward.run import WalkForwardResult
 
 AGENT, INDEX = "agent", "index"
+#: Keeps dates and numbers on one line in the wide tables.
+_EXTRA_CSS = "td{white-space:nowrap}"
 _SPLIT_COLORS = {"train": "#9ecae1", "validation": "#fdae6b", "backtest": "#74c476"}
 
 
@@ -162,6 +164,7 @@ def _seeds(result: WalkForwardResult):
         )
         ax1.scatter([], [], color="tab:blue", s=18, label="each seed")
         ax1.scatter([], [], color="tab:red", marker="*", s=90, label="fold winner (validation)")
+        ax1.set_xticks(list(folds["fold"]))
         ax1.set_xlabel("fold")
         ax1.set_title("Backtest Sharpe per fold: every seed")
         ax1.legend(fontsize=7)
@@ -190,6 +193,33 @@ def _frame(df: pd.DataFrame, pct: tuple[str, ...] = ()) -> str:
     return _frame_html(shown, max_rows=len(shown))
 
 
+#: Columns of the per-fold table and their headings.
+_FOLD_COLUMNS = {
+    "fold": "fold",
+    "validation": "validation window",
+    "backtest": "backtest window",
+    "winner_seed": "winner seed",
+    "validation_score": "validation",
+    "sharpe_agent": "Sharpe agent",
+    "sharpe_equal_weight": "Sharpe EW",
+    "sharpe_index": "Sharpe index",
+    "return_agent": "return agent",
+    "return_equal_weight": "return EW",
+    "active_annual_mean": "active / yr",
+    "n_candidates": "N",
+    "dsr": "DSR",
+    "pbo": "PBO",
+}
+
+
+def _fold_table(folds: pd.DataFrame) -> pd.DataFrame:
+    cols = [c for c in _FOLD_COLUMNS if c in folds]
+    table = folds[cols].rename(columns=_FOLD_COLUMNS)
+    if table["Sharpe index"].isna().all():
+        table = table.drop(columns=["Sharpe index"])
+    return table
+
+
 def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     """The walk-forward page of ``result`` as one HTML document (no external resources)."""
     s = result.summary
@@ -197,6 +227,7 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     spec = settings.get("spec", {})
     strat = settings.get("strategy", {})
     st = s.get("stitched", {})
+    score = strat.get("train", {}).get("score", "sharpe")
     meta = [
         f"dataset: {html.escape(str(settings.get('dataset', {}).get('path')))} "
         f"(hash {html.escape(str(settings.get('dataset', {}).get('hash')))[:12]})",
@@ -235,9 +266,13 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         f'<img alt="fold plan" src="{_png(_timeline(folds), (11, 0.5 + 0.45 * len(folds)))}">',
         "<h2>Per-fold results</h2>",
         _frame(
-            result.folds,
-            pct=("return_agent", "return_equal_weight", "active_annual_mean"),
+            _fold_table(result.folds),
+            pct=("return agent", "return EW", "active / yr"),
         ),
+        f"<p class='note'>validation: the winner's validation {html.escape(str(score))} "
+        "(what selection ranked by); EW = equal weight (buy-and-hold); active / yr = the "
+        "annualized mean of the winner's active return vs EW; N, DSR, PBO of the fold's "
+        "selection among all its seeds' checkpoints. Train windows: see the fold plan.</p>",
         "<h2>Distribution over seeds</h2>",
         f'<img alt="seed distribution" src="{_png(_seeds(result), (11, 3.6))}">',
         _frame(result.seeds, pct=("return_agent", "active_annual_mean")),
@@ -254,7 +289,7 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     title = f"finpod walk-forward: {html.escape(result.out.name)}"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{title}</title><style>{_CSS}</style></head><body>"
+        f"<title>{title}</title><style>{_CSS}{_EXTRA_CSS}</style></head><body>"
         f"<h1>{title}</h1><p class='meta'>{' · '.join(meta)}</p>"
         + "\n".join(sections)
         + "</body></html>\n"
