@@ -165,14 +165,16 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
 
     torch.set_num_threads(max(1, int(job.threads)))
     market = market_from_payload(payload)
+    dev = torch.device(job.device)
+    # Each window on the job's device (a no-op on CPU), so the env, the validation scoring
+    # and the backtest rollout all run where the agent is.
     split = {
-        name: replace(market.slice(*job.rows[name]), split=name)
+        name: replace(market.slice(*job.rows[name]), split=name).to(dev)
         for name in ("train", "validation", "backtest")
     }
     strategy = strategy_from_dict(job.strategy)
     spec = strategy.train
     config = strategy.env_config()
-    dev = torch.device(job.device)
     torch.manual_seed(job.seed)
     env = VecTradingEnv(split["train"], config, num_envs=spec.num_envs, seed=job.seed, device=dev)
     agent = make_agent(
