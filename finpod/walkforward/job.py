@@ -145,7 +145,8 @@ class SeedResult:
     checkpoint: bytes
     """Safetensors bytes of the selected checkpoint."""
     metrics_csv: str
-    """The training log (``metrics.csv`` text)."""
+    """The training log as CSV text (the run's metric rows: pod_id, env_steps, wall_s,
+    split, metric, value)."""
     train_seconds: float
     backtest_seconds: float
     env_steps: int
@@ -261,7 +262,7 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
             },
             statistics=dict(bt.statistics),
             checkpoint=Path(result.best_checkpoint).read_bytes(),
-            metrics_csv=(run_dir / "metrics.csv").read_text(encoding="utf-8"),
+            metrics_csv=pd.DataFrame(result.metrics).to_csv(index=False),
             train_seconds=t1 - t0,
             backtest_seconds=t2 - t1,
             env_steps=int(agent.env_steps),

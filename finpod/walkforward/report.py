@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest.metrics import STATISTIC_MEANINGS
-from finpod.backtest.tearsheet import _CSS, _LABELS, _format, _frame_html, _png
+from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html, _png
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
 if TYPE_CHECKING:
@@ -64,6 +64,16 @@ def _hac_html(result: WalkForwardResult) -> str:
     )
 
 
+#: Metrics shown as percentages in the stitched table; the others are plain ratios.
+_PERCENT = {"cumulative_return", "annual_return", "annual_volatility", "max_drawdown", "alpha"}
+
+
+def _metric(name: str, value: float) -> str:
+    if value is None or not np.isfinite(value):
+        return "–"
+    return f"{value * 100:.2f} %" if name in _PERCENT else f"{value:.2f}"
+
+
 def _metrics_table(result: WalkForwardResult) -> str:
     table = result.metrics
     table = table.drop(
@@ -74,7 +84,7 @@ def _metrics_table(result: WalkForwardResult) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
     rows = []
     for name, row in table.iterrows():
-        cells = "".join(f"<td>{_format(str(name), float(v))}</td>" for v in row)
+        cells = "".join(f"<td>{_metric(str(name), float(v))}</td>" for v in row)
         rows.append(f"<tr><th>{html.escape(_LABELS.get(str(name), str(name)))}</th>{cells}</tr>")
     return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 

@@ -547,7 +547,7 @@ def summarize(
     atomic_write_text(out / "folds.csv", folds_df.to_csv(index=False))
     atomic_write_text(out / "seeds.csv", seeds_df.to_csv(index=False))
     atomic_write_text(out / "selections.csv", sel_df.to_csv(index=False))
-    atomic_write_text(out / "metrics.csv", metrics.to_csv())
+    atomic_write_text(out / "stitched_metrics.csv", metrics.to_csv())
     disclosures = {
         "universe": universe_disclosure(manifest)["text"],
         "benchmark": benchmark_label(manifest),

@@ -8,12 +8,12 @@
       folds/fold-03/seed-1/
         returns.parquet          (T_bt − 1) per-bar backtest returns: agent, benchmarks
         candidates.parquet       (T_val, n) validation returns of every checkpoint scored
-        metrics.csv              the training log
+        training.csv             the training log (losses, validation scores)
         best.safetensors         the selected checkpoint
         result.json              scores, metrics, statistics; written last: "done"
       folds/fold-03/fold.json    the fold's selection across seeds (DSR, PBO)
       stitched_returns.parquet, seed_returns.parquet, folds.csv, seeds.csv,
-      selections.csv, summary.json, report.html
+      selections.csv, stitched_metrics.csv, summary.json, report.html
 
 Every file is written atomically (write, then rename) and nothing is pickled: JSON,
 Parquet, CSV and safetensors only. A fold × seed counts as done when its ``result.json``
@@ -38,6 +38,8 @@ from finpod.walkforward.job import SeedResult
 SETTINGS_FILE = "walkforward.json"
 LOG_FILE = "walkforward.log"
 RESULT_FILE = "result.json"
+#: Per fold × seed: the training log (CSV rows of the agent's metrics).
+TRAINING_LOG = "training.csv"
 FORMAT_VERSION = 1
 
 
@@ -76,7 +78,7 @@ def save_seed(out: Path, res: SeedResult) -> Path:
         columns=[str(c) for c in res.candidates["ids"]],
     )
     _write_parquet(d / "candidates.parquet", cands)
-    atomic_write_text(d / "metrics.csv", res.metrics_csv)
+    atomic_write_text(d / TRAINING_LOG, res.metrics_csv)
     atomic_write(d / "best.safetensors", lambda p: p.write_bytes(res.checkpoint))
     atomic_write_json(
         d / RESULT_FILE,
