@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
         table = Table(title="Walk-forward folds (backtest windows)")
         for col in (
             "fold",
-            "backtest",
+            "backtest from",
             "winner",
             "Sharpe agent",
             "Sharpe EW",
@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
         for _, r in result.folds.iterrows():
             table.add_row(
                 str(r["fold"]),
-                str(r["backtest"]),
+                str(r["backtest"]).split(" → ")[0],
                 f"seed {r['winner_seed']}",
                 _num(r["sharpe_agent"]),
                 _num(r["sharpe_equal_weight"]),
