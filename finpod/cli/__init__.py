@@ -49,9 +49,9 @@ def _root(
 
 
 def _register() -> None:
-    from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd
+    from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
 
-    for module in (data_cmd, train_cmd, backtest_cmd, run_cmd):
+    for module in (data_cmd, train_cmd, backtest_cmd, run_cmd, walkforward_cmd):
         module.register(app)
 
 

@@ -1,0 +1,199 @@
+"""``finpod walkforward``: retrain over rolling or expanding folds and stitch the record.
+
+Prints a progress bar over the fold × seed jobs, then the per-fold table and the HAC
+t-statistic of the stitched agent's active return against equal weight; writes the
+walk-forward directory (``--out``) with its ``report.html``. Running the same command
+again resumes a killed walk-forward at the jobs it had not finished.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``finpod walkforward`` to the app."""
+
+    @app.command("walkforward")
+    def walkforward_cmd(
+        data: Annotated[
+            Path, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
+        ],
+        strategy: Annotated[
+            Path,
+            typer.Option("--strategy", "-s", help="Strategy TOML: the algorithm each fold trains."),
+        ] = Path("strategies/ppo.toml"),
+        out: Annotated[
+            Path,
+            typer.Option("--out", "-o", help="Walk-forward directory (same settings: resumes)."),
+        ] = Path("reports/walkforward"),
+        scheme: Annotated[
+            str, typer.Option("--scheme", help="rolling (fixed train length) or expanding.")
+        ] = "rolling",
+        train: Annotated[
+            str, typer.Option("--train", help="Train window: 3y, 18m, 26w, 90d or sessions (750).")
+        ] = "3y",
+        validation: Annotated[
+            str, typer.Option("--validation", help="Validation window (same units).")
+        ] = "1y",
+        backtest: Annotated[
+            str, typer.Option("--backtest", help="Backtest window, also the step between folds.")
+        ] = "1y",
+        folds: Annotated[
+            int | None, typer.Option("--folds", help="Number of folds (default: as many as fit).")
+        ] = None,
+        embargo: Annotated[
+            int | None,
+            typer.Option(
+                "--embargo", help="Sessions between windows (default 5 daily, 1 intraday)."
+            ),
+        ] = None,
+        seeds: Annotated[
+            str, typer.Option("--seeds", help="Seeds per fold: a count (3) or a list (0,4,7).")
+        ] = "3",
+        steps: Annotated[
+            int | None,
+            typer.Option("--steps", help="Env steps per fold × seed (default: train.total_steps)."),
+        ] = None,
+        warm_start: Annotated[
+            bool,
+            typer.Option(
+                "--warm-start/--retrain",
+                help="Start each fold from the previous fold's winner, or retrain from scratch.",
+            ),
+        ] = False,
+        use_ray: Annotated[
+            bool,
+            typer.Option("--ray/--no-ray", help="Run the jobs as Ray tasks (in parallel)."),
+        ] = True,
+        address: Annotated[
+            str | None,
+            typer.Option("--address", help="Ray cluster (auto or HOST:PORT); default in-process."),
+        ] = None,
+        num_cpus: Annotated[
+            int | None, typer.Option("--num-cpus", help="CPUs of the local Ray (default: all).")
+        ] = None,
+        cpus_per_job: Annotated[
+            int, typer.Option("--cpus-per-job", help="CPUs (torch threads) per fold × seed job.")
+        ] = 1,
+        device: Annotated[
+            str, typer.Option("--device", help="cpu or cuda[:K] for the agents.")
+        ] = "cpu",
+        restart: Annotated[
+            bool,
+            typer.Option("--restart", help="Discard results in --out made with other settings."),
+        ] = False,
+    ) -> None:
+        """Walk-forward: train → validation → backtest per fold, over seeds, stitched.
+
+        Selection (checkpoints and seeds) reads only each fold's validation window; each
+        backtest window is read only by its own fold's backtest. The stitched agent's
+        active return vs equal weight gets a HAC (Newey–West) t-statistic.
+        """
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        from finpod.walkforward import FoldSpec, run_walkforward
+
+        spec = FoldSpec(
+            scheme=scheme,
+            train=train,
+            validation=validation,
+            backtest=backtest,
+            folds=folds,
+            embargo=embargo,
+        )
+        with Progress(
+            TextColumn("[bold]walk-forward"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("fold × seed jobs"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+        ) as bar:
+            task = bar.add_task("jobs", total=None)
+            result = run_walkforward(
+                data,
+                strategy,
+                out,
+                spec=spec,
+                seeds=seeds,
+                steps=steps,
+                warm_start=warm_start,
+                use_ray=use_ray,
+                address=address,
+                num_cpus=num_cpus,
+                cpus_per_job=cpus_per_job,
+                device=device,
+                restart=restart,
+                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+                log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True),
+            )
+        table = Table(title="Walk-forward folds (backtest windows)")
+        for col in (
+            "fold",
+            "backtest from",
+            "winner",
+            "Sharpe agent",
+            "Sharpe EW",
+            "active/yr",
+            "DSR",
+            "PBO",
+        ):
+            table.add_column(col, justify="right")
+        for _, r in result.folds.iterrows():
+            table.add_row(
+                str(r["fold"]),
+                str(r["backtest"]).split(" → ")[0],
+                f"seed {r['winner_seed']}",
+                _num(r["sharpe_agent"]),
+                _num(r["sharpe_equal_weight"]),
+                _pct(r["active_annual_mean"]),
+                _num(r["dsr"]),
+                _num(r["pbo"]),
+            )
+        console.print(table)
+        h = result.hac["vs_equal_weight"]
+        if h.get("t") is None:
+            console.print(
+                "HAC t-statistic of the active return: undefined " + str(h.get("note", ""))
+            )
+        else:
+            verdict = "significant" if h["significant_5pct"] else "not significant"
+            console.print(
+                f"[bold]active return vs equal weight:[/] mean {h['annual_mean'] * 100:+.2f} %/yr "
+                f"over {h['n']} bars, [bold]HAC t = {h['t']:.2f}[/] (p = {h['p']:.3f}, "
+                f"{h['maxlags']} Newey–West lags; naive t {h['naive_t']:.2f}): {verdict} at 5 %",
+                highlight=False,
+            )
+        console.print(f"[bold green]report written to[/] {result.report}")
+
+
+def _num(v: object) -> str:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "–"
+    return f"{x:.2f}" if x == x else "–"
+
+
+def _pct(v: object) -> str:
+    try:
+        x = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "–"
+    return f"{x * 100:+.1f} %" if x == x else "–"
