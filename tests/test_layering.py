@@ -27,6 +27,7 @@ FLOORS = {
     "finpod.tournament": 5,
     "finpod.agent_run": 6,
     "finpod.pipeline": 7,
+    "finpod.walkforward": 7,
     "finpod.cli": 8,
     "finpod.__main__": 8,
 }

@@ -160,8 +160,8 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     from finpod.agents import load_checkpoint, make_agent, read_checkpoint
     from finpod.agents.train import checkpoint_id, make_trading_eval, train
     from finpod.backtest.runner import backtest_market
-    from finpod.candidates import load_candidates
     from finpod.env import VecTradingEnv
+    from finpod.runs.candidates import load_candidates
     from finpod.strategy import strategy_from_dict
 
     torch.set_num_threads(max(1, int(job.threads)))

@@ -367,7 +367,7 @@ def _connect(address: str | None, num_cpus: int | None) -> bool:
 def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
     """The fold's winner among its seeds and the DSR/PBO of that choice (``fold.json``)."""
     from finpod.backtest.metrics import selection_statistics
-    from finpod.candidates import CandidateSet
+    from finpod.runs.candidates import CandidateSet
 
     recs = [store.load_seed(out, fold.index, s) for s in seeds]
     scored = [r for r in recs if r.get("best_score") is not None]
