@@ -67,7 +67,10 @@ class PPOPopulation(Population):
         if self._storage_shape == (horizon, num_envs):
             return
         shape, d = (horizon, num_envs), self.device
-        self.obs_buf = torch.zeros((*shape, self.obs_dim), device=d)
+        # Observations member-major (K, T, W, D): member k's rollout is one contiguous
+        # block, so the value pass and the minibatches read it without a copy.
+        w = num_envs // self.size
+        self.obs_buf = torch.zeros((self.size, horizon, w, self.obs_dim), device=d)
         self.act_buf = torch.zeros((*shape, self.action_dim), device=d)
         self.logp_buf = torch.zeros(shape, device=d)
         self.rew_buf = torch.zeros(shape, device=d)
@@ -101,7 +104,7 @@ class PPOPopulation(Population):
         for _ in range(iterations):
             with torch.no_grad():
                 for t in range(horizon):
-                    self.obs_buf[t] = obs
+                    self.obs_buf[:, t] = obs.reshape(K, w, self.obs_dim)
                     self.done_buf[t] = done
                     mean, log_std = self._policy(obs.reshape(K, w, self.obs_dim))
                     noise = self._randn((w, self.action_dim))
@@ -126,7 +129,7 @@ class PPOPopulation(Population):
                 self._env_steps += horizon * w
                 self.collected_steps += horizon * n_envs
                 # Values of the whole rollout, member-major, in chunks of bounded rows.
-                flat_obs = self._per_member(self.obs_buf, w)
+                flat_obs = self.obs_buf.view(K, horizon * w, self.obs_dim)
                 vals = torch.empty(flat_obs.shape[:2], device=self.device)
                 chunk = max(1, VALUE_CHUNK // K)
                 for i in range(0, flat_obs.shape[1], chunk):
