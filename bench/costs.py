@@ -21,6 +21,7 @@ buy-and-hold, the PSR / DSR / PBO of ``backtest.json``, and how loaded the machi
 Cases (all short; run by hand)::
 
     python bench/costs.py quickstart [--budget 4m]     # daily sample, strategies/quickstart.toml
+    python bench/costs.py alpha-daily [--budget 4m]    # synthetic daily alpha, 0.2 % costs
     python bench/costs.py alpha-1min [--budget 8m]     # synthetic 1-minute alpha, 0.2 % costs
     python bench/costs.py null-5min [--budget 6m]      # synthetic 5-minute null, 0.2 % costs
     python bench/costs.py all
@@ -51,6 +52,16 @@ FINPOD = [sys.executable, "-m", "finpod"]
 CASES: dict[str, dict[str, Any]] = {
     "quickstart": {
         "download": shlex.split("--source sample"),
+        "strategy": "strategies/quickstart.toml",
+        "budget": "4m",
+    },
+    "alpha-daily": {
+        # 20 tickers, daily bars: 4 years train, 1 validation, 1 backtest.
+        "download": shlex.split(
+            "--source synthetic --regime alpha --bar 1d --n-tickers 20 --seed 1 --years 6"
+            " --train 2015-01-02:2018-12-31 --validation 2019-01-02:2019-12-31"
+            " --backtest 2020-01-02:2020-12-31"
+        ),
         "strategy": "strategies/quickstart.toml",
         "budget": "4m",
     },

@@ -178,10 +178,34 @@ AGENT_ONLY_CONTROLS = {
 
 
 def benchmark_config(config: EnvConfig) -> EnvConfig:
-    """The agent's env settings (capital, costs, fills) in target-weights mode, long only,
+    """The agent's env settings (capital, costs, fills, and how the account starts: in cash
+    or invested at the reference, ``EnvConfig.start``) in target-weights mode, long only,
     without the agent's execution controls (:data:`AGENT_ONLY_CONTROLS`)."""
     names = {f.name for f in fields(config)}
     plain = {k: v for k, v in AGENT_ONLY_CONTROLS.items() if k in names}
     return replace(
-        config, action_mode="weights", allow_short=False, allow_negative_cash=False, **plain
+        config,
+        action_mode="weights",
+        allow_short=False,
+        allow_negative_cash=False,
+        reward="log_return",  # rewards do not trade; skip the reference account
+        **plain,
     )
+
+
+def reference_config(config: EnvConfig) -> EnvConfig:
+    """Settings of the ``reference`` column: the agent's own (controls, costs, start) in
+    ``"active"`` mode, traded with a zero action, i.e. the reference portfolio
+    (``EnvConfig.reference``) as the agent would hold it by doing nothing."""
+    return replace(
+        config,
+        action_mode="active",
+        allow_short=False,
+        allow_negative_cash=False,
+        reward="log_return",
+    )
+
+
+def zero_policy(obs: torch.Tensor, num_stocks: int) -> torch.Tensor:
+    """(B, N) zero action: in ``"active"`` mode, hold the reference."""
+    return torch.zeros(obs.shape[0], num_stocks, device=obs.device)

@@ -7,7 +7,16 @@ import math
 
 #: Metrics shown as percentages; the others are plain ratios or dollars.
 PERCENT = frozenset(
-    {"cumulative_return", "annual_return", "annual_volatility", "max_drawdown", "alpha"}
+    {
+        "cumulative_return",
+        "annual_return",
+        "annual_volatility",
+        "max_drawdown",
+        "alpha",
+        "active_return",
+        "tracking_error",
+        "mean_exposure",
+    }
 )
 #: Metrics in dollars.
 DOLLARS = frozenset({"costs_paid"})
@@ -26,6 +35,12 @@ METRIC_LABELS = {
     "costs_paid": "Costs paid ($)",
     "costs_pct_capital": "Costs / initial capital",
     "psr": "PSR (P[true Sharpe > 0] on this backtest)",
+    "annual_turnover_ex_initial": "Turnover ex initial purchase (× capital / year)",
+    "mean_exposure": "Mean exposure (stocks / account value)",
+    "active_return": "Active return vs reference (annual, arithmetic)",
+    "tracking_error": "Tracking error vs reference (annual)",
+    "information_ratio": "Information ratio vs reference",
+    "ir_t_stat": "t-statistic of the active return",
 }
 
 

@@ -59,7 +59,18 @@ METRIC_NAMES = (
     "costs_paid",
     "costs_pct_capital",
     "psr",
+    "annual_turnover_ex_initial",
+    "mean_exposure",
+    "active_return",
+    "tracking_error",
+    "information_ratio",
+    "ir_t_stat",
 )
+
+#: Name of the reference portfolio's column (``EnvConfig.reference`` traded with a zero
+#: action through the agent's own controls and costs): active metrics are measured
+#: against it.
+REFERENCE = "reference"
 
 
 def bars_per_year(bar: Annualization) -> float:
@@ -158,6 +169,49 @@ def drawdown_series(returns: pd.Series) -> pd.Series:
     return equity / peak - 1.0
 
 
+def worst_drawdowns(returns: pd.Series, top: int = 5) -> pd.DataFrame:
+    """The ``top`` deepest drawdowns of a returns series, deepest first.
+
+    Columns: ``drawdown`` (fraction, > 0), ``peak`` (the last bar at the high before the
+    fall), ``valley`` (the lowest bar), ``recovery`` (the first bar back at the high, NaT
+    while under water), ``length`` (bars from peak to recovery, or to the last bar). Timestamps
+    are the bars' own (intraday bars keep their times, unlike pyfolio's table, which
+    normalizes to dates).
+    """
+    r = pd.Series(returns, dtype="float64").fillna(0.0)
+    columns = ["drawdown", "peak", "valley", "recovery", "length"]
+    if len(r) == 0:
+        return pd.DataFrame(columns=columns)
+    wealth = np.concatenate([[1.0], np.cumprod(1.0 + r.to_numpy())])
+    high = np.maximum.accumulate(wealth)
+    under = wealth < high * (1.0 - 1e-12)
+    stamps = [None, *r.index]  # position 0: before the first bar (the start)
+    rows = []
+    i = 1
+    while i < len(wealth):
+        if not under[i]:
+            i += 1
+            continue
+        start = i - 1
+        j = i
+        while j < len(wealth) and under[j]:
+            j += 1
+        valley = start + int(np.argmin(wealth[start:j]))
+        recovered = j < len(wealth)
+        rows.append(
+            {
+                "drawdown": float(1.0 - wealth[valley] / high[valley]),
+                "peak": stamps[start] if start > 0 else r.index[0],
+                "valley": stamps[valley],
+                "recovery": stamps[j] if recovered else pd.NaT,
+                "length": (j if recovered else len(wealth) - 1) - start,
+            }
+        )
+        i = j
+    table = pd.DataFrame(rows, columns=columns)
+    return table.sort_values("drawdown", ascending=False).head(top).reset_index(drop=True)
+
+
 def monthly_returns(returns: pd.Series) -> pd.DataFrame:
     """Compounded returns by calendar month: rows are years, columns months 1–12."""
     r = _clean(returns)
@@ -183,6 +237,34 @@ def annual_turnover(
         return float("nan")
     years = len(traded) / bars_per_year(bar)
     return float(traded.sum() / value.mean() / years)
+
+
+def active_statistics(
+    returns: pd.Series, reference: pd.Series, bar: Annualization = "1d"
+) -> dict[str, float]:
+    """Active-manager statistics of ``returns`` against ``reference`` (both simple, per bar).
+
+    Active return a_t = r_t − ref_t per bar. ``active_return``: mean(a) × bars per year
+    (annualized arithmetic, fraction per year); ``tracking_error``: std(a) × √(bars per
+    year); ``information_ratio``: their ratio (empyrical's ``excess_sharpe`` annualized);
+    ``ir_t_stat``: the t-statistic of mean(a) ≠ 0, mean(a) / (std(a) / √n) = per-bar IR ×
+    √n (i.i.d. bars). NaN where undefined (no variance, fewer than 2 bars).
+    """
+    nan = float("nan")
+    both = pd.concat([_clean(returns), _clean(reference)], axis=1, join="inner").dropna()
+    out = dict.fromkeys(("active_return", "tracking_error", "information_ratio", "ir_t_stat"), nan)
+    if len(both) < 2:
+        return out
+    ann = bars_per_year(bar)
+    active = both.iloc[:, 0] - both.iloc[:, 1]
+    sd = float(active.std(ddof=1))
+    out["active_return"] = float(active.mean()) * ann
+    out["tracking_error"] = sd * math.sqrt(ann)
+    if sd > 0 and np.isfinite(sd):
+        per_bar = float(ep.excess_sharpe(both.iloc[:, 0], both.iloc[:, 1]))
+        out["information_ratio"] = per_bar * math.sqrt(ann)
+        out["ir_t_stat"] = per_bar * math.sqrt(len(active))
+    return out
 
 
 def probabilistic_sharpe_ratio(
@@ -375,12 +457,19 @@ def performance_metrics(
     account_value: pd.Series | None = None,
     costs: pd.Series | None = None,
     initial_capital: float | None = None,
+    reference: pd.Series | None = None,
+    exposure: pd.Series | None = None,
+    started_in_cash: bool = True,
 ) -> dict[str, float]:
     """All metrics of one strategy, keyed by :data:`METRIC_NAMES` (NaN where not applicable).
 
     ``bar``: bars per year or a bar size. ``benchmark`` (index returns) gives alpha/beta;
     ``traded_value`` and ``account_value`` give turnover; ``costs`` (dollars per bar) gives
     costs paid. ``psr`` is the probabilistic Sharpe of these returns against 0.
+    ``reference`` (the reference portfolio's returns) gives the active statistics
+    (:func:`active_statistics`); ``exposure`` (per bar, stock value / account value) its
+    mean. ``annual_turnover_ex_initial`` leaves out the first fill bar's trades when the
+    account ``started_in_cash`` (the initial purchase); otherwise it equals the turnover.
     """
     nan = float("nan")
     out = {
@@ -399,6 +488,22 @@ def performance_metrics(
         annual_turnover(traded_value, account_value, bar)
         if traded_value is not None and account_value is not None
         else nan
+    )
+    out["annual_turnover_ex_initial"] = out["annual_turnover"]
+    if started_in_cash and traded_value is not None and account_value is not None:
+        later = pd.Series(traded_value, dtype="float64").copy()
+        if len(later):
+            later.iloc[0] = 0.0  # bar 1 fills the orders of bar 0: the initial purchase
+        out["annual_turnover_ex_initial"] = annual_turnover(later, account_value, bar)
+    out["mean_exposure"] = (
+        float(pd.Series(exposure, dtype="float64").mean()) if exposure is not None else nan
+    )
+    out.update(
+        active_statistics(returns, reference, bar)
+        if reference is not None
+        else dict.fromkeys(
+            ("active_return", "tracking_error", "information_ratio", "ir_t_stat"), nan
+        )
     )
     paid = float(pd.Series(costs, dtype="float64").sum()) if costs is not None else nan
     out["costs_paid"] = paid

@@ -144,9 +144,27 @@ class BacktestResult:
             return self.benchmark_returns[INDEX]
         return None
 
+    @property
+    def reference_returns(self) -> pd.Series | None:
+        """Returns of the reference portfolio (active metrics are against it), or None."""
+        if m.REFERENCE in self.benchmark_returns:
+            return self.benchmark_returns[m.REFERENCE]
+        return None
+
+    @property
+    def start(self) -> str:
+        """How the agent and the benchmarks started: ``"cash"`` or ``"reference"``."""
+        return str((self.info.get("env") or {}).get("start", "cash"))
+
     def compute_metrics(self) -> pd.DataFrame:
         """Metrics table: one column per strategy (agent first), one row per metric."""
         bench = self.index_returns
+        reference = self.reference_returns
+        in_cash = self.start == "cash"
+        cash = self.positions.get("cash")
+        exposure = None
+        if cash is not None:
+            exposure = 1.0 - cash / self.account_value.where(self.account_value > 0)
         columns: dict[str, dict[str, float]] = {
             AGENT: m.performance_metrics(
                 self.returns,
@@ -156,6 +174,9 @@ class BacktestResult:
                 account_value=self.account_value,
                 costs=self.costs,
                 initial_capital=self.initial_capital,
+                reference=reference,
+                exposure=exposure,
+                started_in_cash=in_cash,
             )
         }
         for name in self.benchmark_returns.columns:
@@ -168,6 +189,8 @@ class BacktestResult:
                 account_value=self.benchmark_account_value.get(name),
                 costs=self.benchmark_costs.get(name),
                 initial_capital=self.initial_capital if traded is not None else None,
+                reference=reference if name != INDEX else None,
+                started_in_cash=in_cash,
             )
             if name == INDEX:
                 columns[name]["alpha"], columns[name]["beta"] = 0.0, 1.0

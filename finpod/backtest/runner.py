@@ -18,7 +18,13 @@ import pandas as pd
 import torch
 
 from finpod.backtest import metrics as m
-from finpod.backtest.benchmarks import benchmark_config, benchmark_policies
+from finpod.backtest.benchmarks import (
+    benchmark_config,
+    benchmark_policies,
+    reference_config,
+    zero_policy,
+)
+from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
@@ -41,16 +47,26 @@ Policy = Callable[[torch.Tensor], torch.Tensor]
 
 # ------------------------------------------------------------------------ run directory
 def parse_agent(agent: str) -> int:
-    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5."""
+    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5;
+    ``ensemble`` → 3, ``ensemble-5`` → 5 (see :func:`is_ensemble`)."""
     agent = agent.strip().lower()
     if agent == "best":
         return 1
-    if agent == "top-k":
+    if agent in ("top-k", "ensemble"):
         return DEFAULT_TOP_K
-    match = re.fullmatch(r"top-?(\d+)", agent)
+    match = re.fullmatch(r"(?:top|ensemble)-?(\d+)", agent)
     if match and int(match.group(1)) >= 1:
         return int(match.group(1))
-    raise FinpodError(f"unknown agent selection {agent!r}", "use best, top-k or top-N (e.g. top-5)")
+    raise FinpodError(
+        f"unknown agent selection {agent!r}",
+        "use best, top-k, top-N (mean action), ensemble or ensemble-N (mean target weights)",
+    )
+
+
+def is_ensemble(agent: str) -> bool:
+    """Whether ``agent`` asks for the leaderboard ensemble (mean of the members' target
+    weights, :mod:`finpod.env.ensemble`) rather than the mean action (``top-k``)."""
+    return agent.strip().lower().startswith("ensemble")
 
 
 def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
@@ -80,6 +96,15 @@ def _read_curves(run_dir: Path) -> pd.DataFrame | None:
     return metrics_frame(run_dir / METRICS_FILE)
 
 
+def _short(value: Any) -> str:
+    """A hyperparameter as a person reads it: floats to 4 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return str(value)
+
+
 def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
     """One row per entry; ``hparams`` lists only the settings that differ between entries."""
     entries = leaderboard.get("entries", [])
@@ -96,7 +121,10 @@ def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
                 "score": e.get("score"),
                 "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
                 "parent": e.get("parent") or "",
-                "hparams (differing)": ", ".join(f"{k}={p.get(k)}" for k in differing) or "–",
+                "hparams (differing)": ", ".join(
+                    f"{k}={_short(p.get(k))}" for k in differing if p.get(k) is not None
+                )
+                or "–",
             }
         )
     return pd.DataFrame(rows)
@@ -204,7 +232,17 @@ def backtest_market(
     if idx_ret is not None:
         bench_returns[INDEX] = idx_ret
     costs, traded, values = {}, {}, {}
+    info = dict(info or {})
+    info.setdefault("env", config.to_dict())
     if with_benchmarks:
+        n = market.num_stocks
+        ref = rollout(lambda obs: zero_policy(obs, n), market, reference_config(config))
+        done(REFERENCE)
+        bench_returns[REFERENCE] = ref.returns
+        costs[REFERENCE] = ref.costs
+        traded[REFERENCE] = traded_value(ref.transactions, ts)
+        values[REFERENCE] = ref.account_value
+        info["largest_tilts"] = largest_tilts(agent.positions, ref.positions)
         cfg = benchmark_config(config)
         for name, bench_policy in benchmark_policies(market).items():
             out = rollout(bench_policy, market, cfg)
@@ -236,10 +274,45 @@ def backtest_market(
         trial_variance=trial_variance,
         annualization=annualization,
         statistics=statistics,
-        disclosures=dict(disclosures or {}),
-        info=info or {},
+        disclosures={**(disclosures or {}), "start": start_disclosure(config)},
+        info=info,
         leaderboard=leaderboard,
         learning_curves=learning_curves,
+    )
+
+
+#: Names listed by :func:`largest_tilts`.
+TOP_TILTS = 5
+
+
+def largest_tilts(
+    positions: pd.DataFrame, reference_positions: pd.DataFrame, top: int = TOP_TILTS
+) -> list[dict[str, Any]]:
+    """The names with the largest average active weight, largest |tilt| first.
+
+    Weight = dollar position / account value at each bar's close; the tilt of a name is its
+    mean weight over the bars minus the reference portfolio's mean weight (portfolio weight
+    units: 0.01 = one percentage point). ``cash`` is listed like a name."""
+
+    def weights(frame: pd.DataFrame) -> pd.DataFrame:
+        total = frame.sum(axis=1)
+        return frame.div(total.where(total > 0), axis=0)
+
+    tilt = (weights(positions).mean() - weights(reference_positions).mean()).dropna()
+    order = tilt.abs().sort_values(ascending=False).index[:top]
+    return [{"ticker": str(k), "mean_active_weight": float(tilt[k])} for k in order]
+
+
+def start_disclosure(config: EnvConfig) -> str:
+    """How the agent and the benchmarks started, in a sentence."""
+    if config.start == "reference":
+        return (
+            f"Start: the agent and every rule-based benchmark start invested at the reference "
+            f"portfolio ({config.reference}), an endowment with no purchase cost."
+        )
+    return (
+        "Start: the agent and every rule-based benchmark start in cash; their first bar "
+        "buys the initial portfolio (turnover 'ex initial' leaves that purchase out)."
     )
 
 
@@ -322,7 +395,10 @@ def run_backtest(
         run_dir: a run directory written by ``finpod train`` (run.json, leaderboard.json,
             checkpoints/).
         agent: ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
-            the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``.
+            the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
+            ``"ensemble-N"``: the leaderboard ensemble, the mean of the top entries' target
+            weights, each member with its own recorded env settings for what shapes its
+            target and the best entry's for the orders (:mod:`finpod.env.ensemble`).
         data_dir: dataset directory; default the one recorded in run.json (its content hash
             must match the run's).
         device: where the rollout runs.
@@ -377,7 +453,24 @@ def run_backtest(
     sharpes = trial_sharpes(board, curves) if score_name == "sharpe" else []
     selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
     annualization = float(market.annualization)
-    label = "best" if k == 1 else f"top-{len(chosen)} ensemble (mean action)"
+    ensemble = is_ensemble(agent)
+    policy: Policy = ensemble_policy(agents)
+    if ensemble:
+        from finpod.env.ensemble import EnsemblePolicy, Member
+
+        members = []
+        for entry, member_agent in zip(chosen, agents, strict=True):
+            member_config, _ = recorded_env_config(run_dir, run_meta, entry)
+            members.append(
+                Member(ensemble_policy([member_agent]), member_config, str(entry.get("pod_id")))
+            )
+        policy = EnsemblePolicy(members, market, device=device)
+        config = policy.config
+        label = f"ensemble of the top {len(chosen)} (mean target weights)"
+    elif k == 1:
+        label = "best"
+    else:
+        label = f"top-{len(chosen)} ensemble (mean action)"
     info = {
         "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
         "pod_ids": [e.get("pod_id") for e in chosen],
@@ -391,7 +484,8 @@ def run_backtest(
         "start": str(market.timestamps[0]),
         "end": str(market.timestamps[-1]),
         "env": config.to_dict(),
-        "env_source": env_source,
+        "env_source": env_source
+        + (" (best member's; each member's own for its targets)" if ensemble else ""),
         "annualization": annualization,
         "device": str(device),
     }
@@ -413,7 +507,7 @@ def run_backtest(
     }
     result = backtest_market(
         market,
-        ensemble_policy(agents),
+        policy,
         config,
         run_id=run_id,
         num_trials=max(len(candidates), fallback_n),

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
 
 _LABELS = METRIC_LABELS
+#: Worst drawdowns listed in the drawdown table.
+_WORST_DRAWDOWNS = 5
 #: Most tickers drawn individually in the holdings panel; the rest are summed as "other".
 _TOP_HOLDINGS = 10
 
@@ -66,7 +68,122 @@ _format = format_metric
 
 
 def _column_label(name: str) -> str:
-    return "index (level, no costs)" if name == "index" else name
+    if name == "index":
+        return "index (level, no costs)"
+    if name == m.REFERENCE:
+        return "reference (zero tilt)"
+    return name
+
+
+def _daily(result: BacktestResult) -> bool:
+    return result.bar.endswith("d")
+
+
+def _date_axis(ax, result: BacktestResult) -> None:
+    """Dates without times on daily bars (intraday keeps the time of day)."""
+    import matplotlib.dates as mdates
+
+    if _daily(result):
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+
+
+def _stamp(value, result: BacktestResult) -> str:
+    if value is None or (isinstance(value, float) and not np.isfinite(value)) or pd.isna(value):
+        return "not recovered"
+    ts = pd.Timestamp(value)
+    return f"{ts:%Y-%m-%d}" if _daily(result) else f"{ts:%Y-%m-%d %H:%M}"
+
+
+def _drawdowns_html(result: BacktestResult) -> str:
+    """The worst drawdowns of the agent: peak, valley, recovery, length in bars."""
+    table = m.worst_drawdowns(result.returns, _WORST_DRAWDOWNS)
+    if table.empty:
+        return "<p class='note'>No drawdown.</p>"
+    rows = []
+    for _, row in table.iterrows():
+        recovered = not pd.isna(row["recovery"])
+        rows.append(
+            f"<tr><td>{row['drawdown'] * 100:.2f} %</td><td>{_stamp(row['peak'], result)}</td>"
+            f"<td>{_stamp(row['valley'], result)}</td><td>{_stamp(row['recovery'], result)}</td>"
+            f"<td>{int(row['length'])}{'' if recovered else ' (so far)'}</td></tr>"
+        )
+    head = "<th>drawdown</th><th>peak</th><th>valley</th><th>recovery</th><th>length (bars)</th>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _tilts_html(result: BacktestResult) -> str:
+    tilts = (result.info or {}).get("largest_tilts") or []
+    if not tilts:
+        return ""
+    rows = "".join(
+        f"<tr><th>{html.escape(str(t['ticker']))}</th>"
+        f"<td>{float(t['mean_active_weight']) * 100:+.2f} pp</td></tr>"
+        for t in tilts
+    )
+    return (
+        "<table><thead><tr><th>name</th><th>mean active weight</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table><p class='note'>Mean weight over the backtest minus the "
+        "reference portfolio's mean weight, in percentage points of account value.</p>"
+    )
+
+
+def _active(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
+        ax1, ax2 = fig.subplots(1, 2)
+        agent = (1.0 + result.returns.fillna(0.0)).cumprod()
+        for name, style in ((m.REFERENCE, "-"), ("index", "--")):
+            if name in result.benchmark_returns:
+                other = (1.0 + result.benchmark_returns[name].fillna(0.0)).cumprod()
+                excess = (agent / other - 1.0) * 100.0
+                ax1.plot(excess.index, excess.values, ls=style, label=f"agent vs {name}")
+        ax1.axhline(0.0, color="k", lw=0.5)
+        ax1.set_ylabel("excess growth (%)")
+        ax1.set_title("Cumulative excess return (growth of agent / growth of other − 1)")
+        ax1.legend(fontsize=7)
+        window = _window(result)
+        for name, col in result.all_returns.items():
+            if name not in ("agent", m.REFERENCE, "index"):
+                continue
+            vol = col.rolling(window).std() * np.sqrt(result.bars_per_year) * 100.0
+            ax2.plot(vol.index, vol.values, label=str(name), lw=2.0 if name == "agent" else 1)
+        ax2.set_ylabel("annualized volatility (%)")
+        ax2.set_title(f"Rolling volatility ({window} bars)")
+        ax2.legend(fontsize=7)
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+            _date_axis(ax, result)
+
+    return draw
+
+
+def _turnover(result: BacktestResult) -> Callable[[Figure], None]:
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        window = _window(result)
+        in_cash = result.start == "cash"
+        series = {"agent": (result.traded_value, result.account_value)}
+        for name in result.benchmark_traded_value.columns:
+            series[name] = (
+                result.benchmark_traded_value[name],
+                result.benchmark_account_value.get(name),
+            )
+        for name, (traded, value) in series.items():
+            if value is None:
+                continue
+            traded = traded.astype("float64").fillna(0.0).copy()
+            if in_cash and len(traded):
+                traded.iloc[0] = 0.0  # the initial purchase
+            ratio = traded / value.reindex(traded.index).astype("float64")
+            annual = ratio.rolling(window).mean() * result.bars_per_year
+            ax.plot(annual.index, annual.values, label=str(name), lw=2.0 if name == "agent" else 1)
+        excluded = "excluding the initial purchase" if in_cash else "started invested"
+        ax.set_title(f"Turnover over time ({window}-bar mean, × capital / year; {excluded})")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        _date_axis(ax, result)
+
+    return draw
 
 
 def _metrics_html(result: BacktestResult) -> str:
@@ -104,6 +221,7 @@ def _equity(result: BacktestResult) -> Callable[[Figure], None]:
         ax.set_title("Equity curve (same capital, costs and fills for every strategy)")
         ax.legend(loc="best", fontsize=8)
         ax.grid(alpha=0.3)
+        _date_axis(ax, result)
 
     return draw
 
@@ -113,6 +231,7 @@ def _drawdown(result: BacktestResult) -> Callable[[Figure], None]:
         ax = fig.add_subplot()
         _pyfolio_plotting().plot_drawdown_underwater(_utc(result.returns), ax=ax)
         ax.set_title("Agent drawdown (underwater)")
+        _date_axis(ax, result)
 
     return draw
 
@@ -171,7 +290,7 @@ def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
             ax2.set_axis_off()
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
-            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+            _date_axis(ax, result)
 
     return draw
 
@@ -211,7 +330,7 @@ def _holdings(result: BacktestResult) -> Callable[[Figure], None]:
         ax2.legend(fontsize=7)
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
-            ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+            _date_axis(ax, result)
 
     return draw
 
@@ -305,6 +424,22 @@ tbody th{text-align:left;font-weight:500}img{max-width:100%;display:block;margin
 """
 
 
+def _start_note(result: BacktestResult) -> str:
+    env = (result.info or {}).get("env") or {}
+    reference = env.get("reference", "equal_weight")
+    how = (
+        "started invested at the reference"
+        if result.start == "reference"
+        else "started in cash (the first bar buys the portfolio)"
+    )
+    return (
+        f"Reference = {reference}, held with a zero tilt through the agent's own execution "
+        f"controls and costs. Agent and benchmarks {how}. Active return = agent's return − "
+        "reference's per bar; the information ratio is its annualized mean over its "
+        "annualized standard deviation (the tracking error)."
+    )
+
+
 def render_tearsheet(result: BacktestResult) -> str:
     """The full tearsheet of ``result`` as one HTML document (no external resources)."""
     info = result.info or {}
@@ -341,14 +476,23 @@ def render_tearsheet(result: BacktestResult) -> str:
         _statistics_html(result),
         "<h2>Equity curve</h2>",
         f'<img alt="equity curve" src="{_png(_equity(result))}">',
+        "<h2>Active return against the reference</h2>",
+        f'<p class="note">{html.escape(_start_note(result))}</p>',
+        f'<img alt="excess return and rolling volatility" src="{_png(_active(result), (11, 3.6))}">',
+        "<h3>Largest average tilts</h3>",
+        _tilts_html(result),
         "<h2>Drawdown</h2>",
         f'<img alt="drawdown" src="{_png(_drawdown(result), (10, 3))}">',
+        "<h3>Worst drawdowns</h3>",
+        _drawdowns_html(result),
         "<h2>Monthly and annual returns</h2>",
         f'<img alt="monthly returns" src="{_png(_monthly(result), (11, 3.8))}">',
         "<h2>Rolling Sharpe and beta</h2>",
         f'<img alt="rolling sharpe and beta" src="{_png(_rolling(result), (11, 3.6))}">',
         "<h2>Holdings and exposure</h2>",
         f'<img alt="holdings and exposure" src="{_png(_holdings(result), (11, 3.8))}">',
+        "<h2>Turnover over time</h2>",
+        f'<img alt="turnover over time" src="{_png(_turnover(result), (11, 3.2))}">',
     ]
     learning = _learning(result)
     if learning is not None:
@@ -359,10 +503,10 @@ def render_tearsheet(result: BacktestResult) -> str:
     if result.leaderboard is not None and not result.leaderboard.empty:
         sections += ["<h2>Leaderboard</h2>", _frame_html(result.leaderboard)]
     if not result.transactions.empty:
-        sections += [
-            "<h2>Last transactions</h2>",
-            _frame_html(result.transactions.tail(15).reset_index()),
-        ]
+        last = result.transactions.tail(15).reset_index()
+        if _daily(result) and "timestamp" in last:
+            last["timestamp"] = pd.DatetimeIndex(last["timestamp"]).strftime("%Y-%m-%d")
+        sections += ["<h2>Last transactions</h2>", _frame_html(last)]
     title = f"finpod backtest: {html.escape(result.run_id)}"
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -51,7 +51,11 @@ def _print_statistics(result) -> None:
 def backtest(
     run: Annotated[str, typer.Argument(help="Run directory, or a run id under runs/.")],
     agent: Annotated[
-        str, typer.Option(help="best, top-k (mean action of the top 3 entries) or top-N.")
+        str,
+        typer.Option(
+            help="best, top-k (mean action of the top 3 entries), top-N, or ensemble / "
+            "ensemble-N (mean target weights of the top entries, each with its own settings)."
+        ),
     ] = "best",
     data: Annotated[
         Path | None, typer.Option(help="Dataset directory (default: the one the run recorded).")

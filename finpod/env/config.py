@@ -10,9 +10,21 @@ import torch
 
 from finpod.errors import FinpodError
 
-ACTION_MODES = ("shares", "weights")
+ACTION_MODES = ("shares", "weights", "active")
 FILL_PRICES = ("open", "close")
-REWARDS = ("value_change", "log_return", "differential_sharpe", "drawdown_penalty")
+REWARDS = (
+    "value_change",
+    "log_return",
+    "differential_sharpe",
+    "drawdown_penalty",
+    "active_log_return",
+    "active_differential_sharpe",
+)
+#: Rewards measured against the reference account (see ``EnvConfig.reward``).
+ACTIVE_REWARDS = ("active_log_return", "active_differential_sharpe")
+STARTS = ("cash", "reference")
+#: Built-in reference portfolio (anything else in ``EnvConfig.reference`` is a file path).
+EQUAL_WEIGHT = "equal_weight"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 BAND_TARGETS = ("edge", "target")
 #: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
@@ -28,7 +40,19 @@ class EnvConfig:
     action_mode: str = "shares"
     """``"shares"``: action a ∈ [-1, 1]^N trades trunc(a · max_shares) shares per ticker;
     ``"weights"``: a is a target portfolio (long-only weights clip(a, 0, 1), normalized to
-    sum ≤ 1; with ``allow_short`` a / max(1, Σ|a|)), sized at the close of the decision bar."""
+    sum ≤ 1; with ``allow_short`` a / max(1, Σ|a|)), sized at the close of the decision bar;
+    ``"active"``: a is a vector of active tilts around the ``reference`` portfolio r (its
+    weights at the decision bar); zero action targets r exactly. Target weights w, built
+    from a in this order: the common part ā = mean of a over the reference's eligible names
+    (tradable, priced and buyable at the bar) is removed; each name's tilt is
+    ``max_active_weight · clip(a_i − ā, −1, 1)`` (0 on names not eligible); long-only
+    (unless ``allow_short``) a tilt never takes a weight below 0; the positive and negative
+    tilts are scaled to the same total so the tilts are self-financing (Σw = Σr); a
+    negative ā is the only way to cash: ``c = max_cash_weight · clip(−ā, 0, 1)`` scales
+    every stock weight by (1 − c); finally the active share ½(Σ|w_i − r_i| + cash tilt) is
+    scaled down to at most ``active_budget``. So with ``max_cash_weight = 0``,
+    w ≥ 0 and |w_i − r_i| ≤ ``max_active_weight`` for every name. The target is then traded
+    like a ``"weights"`` target (every execution control applies to the resulting order)."""
     max_shares: int = 100
     """Largest order per ticker and step in ``"shares"`` mode, in shares."""
     fill_price: str = "open"
@@ -46,7 +70,15 @@ class EnvConfig:
     reward: str = "value_change"
     """``"value_change"``: ΔV / initial_cash; ``"log_return"``: log(V'/V);
     ``"differential_sharpe"``: Moody & Saffell's differential Sharpe ratio of bar returns;
-    ``"drawdown_penalty"``: ΔV / initial_cash − drawdown_weight · increase of drawdown."""
+    ``"drawdown_penalty"``: ΔV / initial_cash − drawdown_weight · increase of drawdown;
+    ``"active_log_return"``: log(V'/V) − log(R'/R), the account's log return minus the
+    reference account's (units: log return per bar, ≈ active return in fractions of
+    capital); ``"active_differential_sharpe"``: the differential Sharpe ratio of the bar's
+    active simple return (V'/V − 1) − (R'/R − 1), a differential information ratio (the
+    risk-adjusted option; unitless per bar). The reference account R is what a zero action
+    would hold in ``"active"`` mode: the ``reference`` portfolio, started like the agent
+    (``start``) and traded through the same execution controls, fills and costs, so both
+    returns are after their own costs and a zero action earns exactly 0."""
     reward_scale: float = 100.0
     """Multiplier on the reward (100 → one reward unit per 1 % of initial cash)."""
     sharpe_decay: float = 0.01
@@ -55,6 +87,31 @@ class EnvConfig:
     """Weight of the drawdown increase in the ``"drawdown_penalty"`` reward."""
     episode_length: int | None = None
     """Decision steps per episode; ``None`` = the whole split (T − 1 steps)."""
+    start: str = "cash"
+    """How every episode starts: ``"cash"`` (all initial cash) or ``"reference"``: invested at
+    the ``reference`` portfolio's weights at the start bar (whole shares of
+    w · initial_cash / mark at the start bar's close, the rest in cash), an endowment that
+    pays no transaction cost. Rule-based benchmarks in the backtest start the same way."""
+    reference: str = EQUAL_WEIGHT
+    """The reference portfolio of ``"active"`` mode, the active rewards and
+    ``start = "reference"``: ``"equal_weight"`` (equal weight of the names tradable, priced
+    and buyable at the bar, point in time; daily bars rebalance every bar, intraday bars at
+    each session's first bar and drift with prices in between), or the path of a CSV or
+    Parquet file of weights over time: a ``timestamp`` (or ``date``) column and one column
+    per ticker, weights ≥ 0 summing to ≤ 1 per row (the rest is cash); a row applies from
+    the first bar at or after its timestamp (naive times are New York). At each bar weight
+    on names not tradable or not buyable is spread over the others in proportion."""
+    max_active_weight: float = 0.05
+    """``"active"`` mode: largest tilt of one name away from its reference weight, in
+    portfolio weight (0.05 = 5 percentage points)."""
+    active_budget: float = 0.5
+    """``"active"`` mode: active-risk budget as a cap on the active share
+    ½(Σ_i |w_i − r_i| + cash tilt), in portfolio weight: 0 = always the reference,
+    1 = unconstrained."""
+    max_cash_weight: float = 0.0
+    """``"active"`` mode: largest cash tilt, as a fraction of the reference's stock weight
+    (0 = the agent is always fully in stocks like its reference; 0.2 = it may hold up to
+    20 % extra cash, by giving a negative common action)."""
     dtype: str = "float32"
     """Accounting precision of cash and holdings: ``"float32"`` (fast) or ``"float64"``
     (cent-exact; used by :func:`finpod.env.rollout`). Observations are always float32."""
@@ -118,6 +175,18 @@ class EnvConfig:
         _choice("fill_price", self.fill_price, FILL_PRICES)
         _choice("reward", self.reward, REWARDS)
         _choice("dtype", self.dtype, tuple(DTYPES))
+        _choice("start", self.start, STARTS)
+        _check_reference(self.reference)
+        for name, hint in (
+            ("max_active_weight", "e.g. max_active_weight = 0.02 (2 percentage points)"),
+            ("active_budget", "e.g. active_budget = 0.3 (active share of 30 %)"),
+            ("max_cash_weight", "e.g. max_cash_weight = 0.2, or 0 to stay invested"),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FinpodError(f"env.{name} must be a number in [0, 1], got {value!r}", hint)
+            if not 0.0 <= value <= 1.0:
+                raise FinpodError(f"env.{name} must be in [0, 1], got {value}", hint)
         if not self.initial_cash > 0:
             raise FinpodError(
                 f"env.initial_cash must be > 0, got {self.initial_cash}",
@@ -210,6 +279,15 @@ class EnvConfig:
         )
 
     @property
+    def uses_reference(self) -> bool:
+        """Whether the env needs the reference portfolio (active mode or reward, or start)."""
+        return (
+            self.action_mode == "active"
+            or self.reward in ACTIVE_REWARDS
+            or self.start == "reference"
+        )
+
+    @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
 
@@ -235,6 +313,21 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise FinpodError(
             f"env.{name} = {value!r} is not valid", f"use one of {', '.join(allowed)}"
+        )
+
+
+def _check_reference(value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise FinpodError(
+            f"env.reference must be {EQUAL_WEIGHT!r} or a file path, got {value!r}",
+            'e.g. reference = "equal_weight"',
+        )
+    if value == EQUAL_WEIGHT:
+        return
+    if not value.lower().endswith((".csv", ".parquet", ".pq")):
+        raise FinpodError(
+            f"env.reference {value!r} is neither {EQUAL_WEIGHT!r} nor a .csv/.parquet file",
+            'use "equal_weight" or a CSV/Parquet file of weights over time',
         )
 
 

@@ -60,7 +60,7 @@ from typing import NamedTuple
 import torch
 
 from finpod.data.market import MarketData
-from finpod.env.config import EnvConfig
+from finpod.env.config import ACTIVE_REWARDS, EnvConfig
 from finpod.errors import FinpodError
 
 #: Floor of the account value in the observation, as a fraction of initial cash (keeps the
@@ -160,6 +160,10 @@ class Tables(NamedTuple):
             add to a long position (``MarketData.buyable`` False).
         delist: (T, N) accounting dtype or None; 1.0 where the ticker is delisted at the
             bar (the env sells any position there).
+        reference: (T, 2N) accounting dtype or None (``EnvConfig.uses_reference``);
+            ``[:, :N]`` the reference portfolio's target weights at the bar,
+            ``[:, N:]`` 1.0 where a name is eligible for a tilt (tradable, priced and
+            buyable at the bar), see :mod:`finpod.env.reference`.
     """
 
     step: torch.Tensor
@@ -167,6 +171,7 @@ class Tables(NamedTuple):
     schedule: torch.Tensor | None = None
     buy_block: torch.Tensor | None = None
     delist: torch.Tensor | None = None
+    reference: torch.Tensor | None = None
 
 
 class State(NamedTuple):
@@ -183,6 +188,13 @@ class State(NamedTuple):
         sharpe_a: (E,) EMA of bar returns (differential Sharpe reward).
         sharpe_b: (E,) EMA of squared bar returns (differential Sharpe reward).
         peak: (E,) running peak of the account value (drawdown reward), dollars.
+        ref_cash: (E,) cash of the reference account (active rewards), dollars.
+        ref_holdings: (E, N) shares of the reference account.
+        ref_value: (E,) value of the reference account at bar t, dollars.
+
+    The reference account is what a zero action in ``"active"`` mode holds: the reference
+    portfolio traded through the same controls, fills and costs. It is stepped only when
+    the reward needs it (``EnvConfig.reward`` in ``ACTIVE_REWARDS``), else carried as is.
     """
 
     t: torch.Tensor
@@ -195,6 +207,9 @@ class State(NamedTuple):
     sharpe_a: torch.Tensor
     sharpe_b: torch.Tensor
     peak: torch.Tensor
+    ref_cash: torch.Tensor
+    ref_holdings: torch.Tensor
+    ref_value: torch.Tensor
 
 
 class StepOut(NamedTuple):
@@ -401,31 +416,59 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     if config.has_schedule:
         parts.append((execute & ~flat).float().unsqueeze(1).to(device))
     static_obs = torch.cat(parts, dim=1).contiguous()
+    reference = None
+    if config.uses_reference:
+        from finpod.env.reference import eligible_names, reference_weights
+
+        ref = reference_weights(market, config)
+        ok = eligible_names(market).to(torch.float64)
+        reference = torch.cat([ref, ok], dim=1).to(device=device, dtype=dtype).contiguous()
     return Tables(
-        step=step, static_obs=static_obs, schedule=schedule, buy_block=buy_block, delist=delist
+        step=step,
+        static_obs=static_obs,
+        schedule=schedule,
+        buy_block=buy_block,
+        delist=delist,
+        reference=reference,
     )
 
 
 def initial_state(start: torch.Tensor, tables: Tables, config: EnvConfig, num_stocks: int) -> State:
-    """Fresh accounts (all cash) at bar pointers ``start`` (E,) int64."""
+    """Fresh accounts at bar pointers ``start`` (E,) int64: all cash, or (``EnvConfig.start``
+    = ``"reference"``) endowed with the reference portfolio at the start bar's marks
+    (shares w · initial_cash / mark, whole shares when ``integer_shares``; no cost)."""
     dtype = config.torch_dtype
     e = start.shape[0]
     dev = start.device
-    cash = torch.full((e,), float(config.initial_cash), dtype=dtype, device=dev)
+    init = float(config.initial_cash)
+    cash = torch.full((e,), init, dtype=dtype, device=dev)
     zeros_en = torch.zeros((e, num_stocks), dtype=dtype, device=dev)
     zeros_e = torch.zeros((e,), dtype=dtype, device=dev)
     mark = tables.step.index_select(0, start)[:, num_stocks : 2 * num_stocks]
+    holdings, position = zeros_en, zeros_en
+    if config.start == "reference":
+        w = tables.reference.index_select(0, start)[:, :num_stocks]
+        priced = (mark > 0).to(dtype)
+        holdings = w * init / (mark + (1.0 - priced)) * priced
+        if config.integer_shares:
+            holdings = holdings.trunc()
+        position = holdings * mark
+        cash = cash - position.sum(1)
+    value = cash + position.sum(1)
     return State(
         t=start,
         steps=torch.zeros_like(start),
         cash=cash,
-        holdings=zeros_en,
+        holdings=holdings,
         mark=mark,
-        position=zeros_en,
-        value=cash.clone(),
+        position=position,
+        value=value,
         sharpe_a=zeros_e,
         sharpe_b=zeros_e,
-        peak=cash.clone(),
+        peak=value.clone(),
+        ref_cash=cash.clone(),
+        ref_holdings=holdings.clone(),
+        ref_value=value.clone(),
     )
 
 
@@ -476,97 +519,119 @@ def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch
     return torch.cat([head.float(), weights.float(), static], dim=1)
 
 
-def transition(
-    state: State, action: torch.Tensor, tables: Tables, config: EnvConfig
-) -> tuple[State, StepOut]:
-    """Execute ``action`` (E, N) in [-1, 1] decided at bar ``state.t``; fill at ``t + 1``.
+def active_targets(
+    action: torch.Tensor, ref: torch.Tensor, eligible: torch.Tensor, config: EnvConfig
+) -> torch.Tensor:
+    """(E, N) target weights of ``"active"`` mode (the recipe is on ``EnvConfig.action_mode``).
 
-    Order of execution: sells (capped at holdings unless shorting is allowed), their
-    proceeds less costs credited; then buys, scaled down together so that notional plus
-    costs fits in the cash (unless borrowing is allowed). Tickers without a valid fill
-    price at ``t + 1`` (not tradable) do not trade.
+    ``action`` (E, N) in [-1, 1] (consumed: may be written in place), ``ref`` (E, N)
+    reference weights, ``eligible`` (E, N) 1.0 where a name may be tilted. Zero action
+    returns ``ref`` exactly. Pure tensor ops (no branch on values).
     """
-    n = state.holdings.shape[1]
-    dtype = state.cash.dtype
+    m = float(config.max_active_weight)
+    count = eligible.sum(1, keepdim=True).clamp(min=1.0)
+    common = (action * eligible).sum(1, keepdim=True) / count
+    tilt = (action - common).clamp_(-1.0, 1.0).mul_(eligible * m)
+    if not config.allow_short:
+        tilt = torch.maximum(tilt, -ref)  # long only: never below a weight of 0
+    up = tilt.clamp(min=0.0)
+    down = tilt.clamp(max=0.0)
+    up_sum = up.sum(1, keepdim=True)
+    down_sum = -down.sum(1, keepdim=True)
+    # Self-financing: the larger side is scaled down to the smaller one (bounds kept).
+    both = torch.minimum(up_sum, down_sum)
+    tilt = up * (both / up_sum.clamp(min=1e-12)) + down * (both / down_sum.clamp(min=1e-12))
+    stock = ref.sum(1, keepdim=True)
+    cash_tilt = float(config.max_cash_weight) * (-common).clamp(0.0, 1.0)
+    active = (ref + tilt) * (1.0 - cash_tilt) - ref
+    share = 0.5 * (active.abs().sum(1, keepdim=True) + cash_tilt * stock)
+    scale = (float(config.active_budget) / share.clamp(min=1e-12)).clamp(max=1.0)
+    return ref + active * scale
+
+
+def _weights_order(
+    w: torch.Tensor,
+    holdings: torch.Tensor,
+    position: torch.Tensor,
+    value: torch.Tensor,
+    mark: torch.Tensor,
+    flat: torch.Tensor | None,
+    config: EnvConfig,
+) -> torch.Tensor:
+    """(E, N) signed share order moving an account toward target weights ``w`` (consumed).
+
+    Sized with what is known at the decision bar: ``value`` (E,) and ``mark`` (E, N) at its
+    close; band, partial adjustment and flat-at-close applied (module docstring)."""
+    dtype = value.dtype
+    band = float(config.no_trade_band)
+    part = float(config.partial_adjustment)
+    v = value.unsqueeze(1)
+    # Tickers without a price at t keep their holdings (mask arithmetic instead of where).
+    priced = (mark > 0).to(dtype)
+    if band > 0.0 or part < 1.0:
+        # Order in weight units: gap = target − current weight (position / value at
+        # t). Inside the band the gap is exactly 0, so those tickers never trade.
+        inv = v.clamp(min=float(config.initial_cash) * VALUE_FLOOR).reciprocal()
+        gap = w.sub_(position * inv)
+        if band > 0.0 and config.band_target == "edge":
+            gap = torch.nn.functional.softshrink(gap, band)  # to the band's nearest edge
+        elif band > 0.0:
+            gap.mul_(gap.abs() > band)  # outside the band: all the way to the target
+        delta = gap.mul_(v * part).div_(mark + (1.0 - priced))
+        if config.integer_shares:
+            delta.trunc_()
+        delta.mul_(priced)
+        if flat is not None:  # flat bars: sell everything, whatever band or f say
+            delta.mul_(1.0 - flat).addcmul_(holdings, flat, value=-1.0)
+    else:
+        if flat is not None:
+            w = w * (1.0 - flat)
+        delta = w.mul_(v).div_(mark + (1.0 - priced))
+        if config.integer_shares:
+            delta.trunc_()
+        delta.sub_(holdings).mul_(priced)
+    return delta
+
+
+def _execute(
+    delta: torch.Tensor,
+    cash: torch.Tensor,
+    holdings: torch.Tensor,
+    row: torch.Tensor,
+    block: torch.Tensor | None,
+    gone: torch.Tensor | None,
+    config: EnvConfig,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fill the order ``delta`` (E, N) shares (consumed) at the fill bar's ``row`` (E, 3N).
+
+    Returns ``(cash, holdings, position, value, trade, notional)`` after the fill, marked
+    at the fill bar. Point-in-time rules, then sells before buys (module docstring).
+    """
+    n = holdings.shape[1]
+    dtype = cash.dtype
     rate = float(config.cost_rate)
-    t1 = state.t + 1
-    row = tables.step.index_select(0, t1)
     price = row[:, :n]
     mark = row[:, n : 2 * n]
     can_fill = row[:, 2 * n :]
-    # In-place ops below only touch temporaries created here (never the inputs): on CPU
-    # every fresh (E, N) tensor costs an allocation and page faults.
-    # A NaN action (a diverged policy) trades nothing instead of poisoning the account.
-    a = action.to(dtype).clamp(-1.0, 1.0).nan_to_num_(0.0)
-
-    if config.flat_at_close:
-        flat = tables.schedule.index_select(0, state.t)[:, 1:2]
-    band = float(config.no_trade_band)
-    part = float(config.partial_adjustment)
-    v = state.value.unsqueeze(1)
-
-    if config.action_mode == "weights":
-        if config.allow_short:
-            w = a / a.abs().sum(1, keepdim=True).clamp(min=1.0)
-        else:
-            w = a.clamp_(min=0.0)
-            w = w / w.sum(1, keepdim=True).clamp(min=1.0)
-        # Sized with what is known at bar t: value and mark price at t's close. Tickers
-        # without a price at t keep their holdings (mask arithmetic instead of where).
-        priced = (state.mark > 0).to(dtype)
-        if band > 0.0 or part < 1.0:
-            # Order in weight units: gap = target − current weight (position / value at
-            # t). Inside the band the gap is exactly 0, so those tickers never trade.
-            inv = v.clamp(min=float(config.initial_cash) * VALUE_FLOOR).reciprocal()
-            gap = w.sub_(state.position * inv)
-            if band > 0.0 and config.band_target == "edge":
-                gap = torch.nn.functional.softshrink(gap, band)  # to the band's nearest edge
-            elif band > 0.0:
-                gap.mul_(gap.abs() > band)  # outside the band: all the way to the target
-            delta = gap.mul_(v * part).div_(state.mark + (1.0 - priced))
-            if config.integer_shares:
-                delta.trunc_()
-            delta.mul_(priced)
-            if config.flat_at_close:  # flat bars: sell everything, whatever band or f say
-                delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
-        else:
-            if config.flat_at_close:
-                w = w * (1.0 - flat)
-            delta = w.mul_(v).div_(state.mark + (1.0 - priced))
-            if config.integer_shares:
-                delta.trunc_()
-            delta.sub_(state.holdings).mul_(priced)
-    else:
-        if band > 0.0:
-            # Dead zone on the action: |a| ≤ band (a fraction of max_shares) orders nothing.
-            a = torch.nn.functional.hardshrink(a, band)
-        # Partial adjustment scales the order: trunc(a · max_shares · f).
-        delta = a.mul_(float(config.max_shares) * part)
-        if config.integer_shares:
-            delta.trunc_()
-        if config.flat_at_close:
-            delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
-    if tables.buy_block is not None:
+    if block is not None:
         # Not buyable at the fill bar: an order may sell (or cover a short) but not add to
         # a long position.
-        block = tables.buy_block.index_select(0, t1)
         if config.allow_short:
-            excess = (delta + state.holdings.clamp(max=0.0)).clamp_(min=0.0)
+            excess = (delta + holdings.clamp(max=0.0)).clamp_(min=0.0)
         else:
             excess = delta.clamp(min=0.0)
         delta.sub_(excess.mul_(block))
-    if tables.delist is not None:
-        gone = tables.delist.index_select(0, t1)
-        delta.mul_(1.0 - gone).addcmul_(state.holdings, gone, value=-1.0)
+    if gone is not None:
+        delta.mul_(1.0 - gone).addcmul_(holdings, gone, value=-1.0)
     delta.mul_(can_fill)
     sell = delta.neg().clamp_(min=0.0)
     if not config.allow_short:
-        torch.minimum(sell, state.holdings, out=sell)
+        torch.minimum(sell, holdings, out=sell)
     sell_price = price * (1.0 - config.slippage) if config.slippage else price
     buy_price = price * (1.0 + config.slippage) if config.slippage else price
     scratch = torch.mul(sell, sell_price)
     sell_notional = scratch.sum(1)
-    cash = state.cash + sell_notional * (1.0 - rate)
+    cash = cash + sell_notional * (1.0 - rate)
 
     buy = delta.clamp_(min=0.0)
     if not config.allow_negative_cash:
@@ -586,22 +651,95 @@ def transition(
         cash = cash.clamp(min=0.0)
 
     trade = buy.sub_(sell)
-    holdings = state.holdings + trade
+    holdings = holdings + trade
     position = torch.mul(holdings, mark, out=scratch)
     value = cash + position.sum(1)
-    notional = sell_notional + buy_notional
+    return cash, holdings, position, value, trade, sell_notional + buy_notional
+
+
+def transition(
+    state: State, action: torch.Tensor, tables: Tables, config: EnvConfig
+) -> tuple[State, StepOut]:
+    """Execute ``action`` (E, N) in [-1, 1] decided at bar ``state.t``; fill at ``t + 1``.
+
+    Order of execution: sells (capped at holdings unless shorting is allowed), their
+    proceeds less costs credited; then buys, scaled down together so that notional plus
+    costs fits in the cash (unless borrowing is allowed). Tickers without a valid fill
+    price at ``t + 1`` (not tradable) do not trade. With an active reward the reference
+    account (:class:`State`) takes the same step with a zero action.
+    """
+    n = state.holdings.shape[1]
+    rate = float(config.cost_rate)
+    t1 = state.t + 1
+    row = tables.step.index_select(0, t1)
+    price = row[:, :n]
+    # In-place ops below only touch temporaries created here (never the inputs): on CPU
+    # every fresh (E, N) tensor costs an allocation and page faults.
+    # A NaN action (a diverged policy) trades nothing instead of poisoning the account.
+    a = action.to(state.cash.dtype).clamp(-1.0, 1.0).nan_to_num_(0.0)
+
+    flat = tables.schedule.index_select(0, state.t)[:, 1:2] if config.flat_at_close else None
+    block = tables.buy_block.index_select(0, t1) if tables.buy_block is not None else None
+    gone = tables.delist.index_select(0, t1) if tables.delist is not None else None
+    if tables.reference is not None:
+        ref_row = tables.reference.index_select(0, state.t)
+
+    if config.action_mode == "weights":
+        if config.allow_short:
+            w = a / a.abs().sum(1, keepdim=True).clamp(min=1.0)
+        else:
+            w = a.clamp_(min=0.0)
+            w = w / w.sum(1, keepdim=True).clamp(min=1.0)
+        delta = _weights_order(
+            w, state.holdings, state.position, state.value, state.mark, flat, config
+        )
+    elif config.action_mode == "active":
+        w = active_targets(a, ref_row[:, :n], ref_row[:, n:], config)
+        delta = _weights_order(
+            w, state.holdings, state.position, state.value, state.mark, flat, config
+        )
+    else:
+        if config.no_trade_band > 0.0:
+            # Dead zone on the action: |a| ≤ band (a fraction of max_shares) orders nothing.
+            a = torch.nn.functional.hardshrink(a, float(config.no_trade_band))
+        # Partial adjustment scales the order: trunc(a · max_shares · f).
+        delta = a.mul_(float(config.max_shares) * float(config.partial_adjustment))
+        if config.integer_shares:
+            delta.trunc_()
+        if flat is not None:
+            delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
+    cash, holdings, position, value, trade, notional = _execute(
+        delta, state.cash, state.holdings, row, block, gone, config
+    )
     cost = notional * rate
 
+    ref_cash, ref_holdings, ref_value = state.ref_cash, state.ref_holdings, state.ref_value
     v0 = state.value
     init = float(config.initial_cash)
+    floor = init * VALUE_FLOOR
+    if config.reward in ACTIVE_REWARDS:
+        # The reference account: a zero action's target (the reference weights), traded
+        # through the same controls, fills and costs.
+        ref_position = ref_holdings * state.mark
+        ref_delta = _weights_order(
+            ref_row[:, :n].clone(), ref_holdings, ref_position, ref_value, state.mark, flat, config
+        )
+        ref_cash, ref_holdings, _, ref_value, _, _ = _execute(
+            ref_delta, ref_cash, ref_holdings, row, block, gone, config
+        )
     sharpe_a, sharpe_b, peak = state.sharpe_a, state.sharpe_b, state.peak
     if config.reward == "value_change":
         reward = (value - v0) * (1.0 / init)
     elif config.reward == "log_return":
-        floor = init * VALUE_FLOOR
         reward = torch.log(value.clamp(min=floor) / v0.clamp(min=floor))
-    elif config.reward == "differential_sharpe":
-        ret = value / v0.clamp(min=init * VALUE_FLOOR) - 1.0
+    elif config.reward == "active_log_return":
+        reward = torch.log(value.clamp(min=floor) / v0.clamp(min=floor)) - torch.log(
+            ref_value.clamp(min=floor) / state.ref_value.clamp(min=floor)
+        )
+    elif config.reward in ("differential_sharpe", "active_differential_sharpe"):
+        ret = value / v0.clamp(min=floor) - 1.0
+        if config.reward == "active_differential_sharpe":
+            ret = ret - (ref_value / state.ref_value.clamp(min=floor) - 1.0)
         da = ret - sharpe_a
         db = ret * ret - sharpe_b
         var = (sharpe_b - sharpe_a * sharpe_a).clamp(min=0.0) + SHARPE_VAR_FLOOR
@@ -614,7 +752,7 @@ def transition(
         dd1 = 1.0 - value / new_peak
         reward = (value - v0) * (1.0 / init) - config.drawdown_weight * (dd1 - dd0).clamp(min=0.0)
         peak = new_peak
-    turnover = notional / v0.clamp(min=init * VALUE_FLOOR)
+    turnover = notional / v0.clamp(min=floor)
     if config.turnover_penalty > 0.0:
         reward = reward - float(config.turnover_penalty) * turnover
     reward = (reward * float(config.reward_scale)).float()
@@ -624,11 +762,14 @@ def transition(
         steps=state.steps + 1,
         cash=cash,
         holdings=holdings,
-        mark=mark,
+        mark=row[:, n : 2 * n],
         position=position,
         value=value,
         sharpe_a=sharpe_a,
         sharpe_b=sharpe_b,
         peak=peak,
+        ref_cash=ref_cash,
+        ref_holdings=ref_holdings,
+        ref_value=ref_value,
     )
     return new_state, StepOut(reward, trade, price, cost, notional, turnover)

@@ -23,7 +23,8 @@ class Rollout:
     """One account traded over a whole split; every object is indexed by bar timestamps.
 
     Attributes:
-        account_value: (T,) dollars at each bar's close; bar 0 is the initial cash.
+        account_value: (T,) dollars at each bar's close; bar 0 is the initial capital (all
+            cash, or invested at the reference with ``EnvConfig.start = "reference"``).
         returns: (T − 1,) simple return of each bar after the first (index: timestamps[1:]).
         cash: (T,) dollars.
         positions: (T, N + 1) dollar value of each ticker at the bar's mark price, plus a
@@ -76,6 +77,7 @@ def rollout(
     n = env.num_stocks
     steps = env.episode_length
     obs = env.reset()
+    start = env.state  # bar 0: all cash, or invested at the reference (EnvConfig.start)
     values, cash, holdings, trades, prices, costs, turnover = [], [], [], [], [], [], []
     for _ in range(steps):
         action = policy(obs)
@@ -91,12 +93,12 @@ def rollout(
         costs.append(info["cost"])
         turnover.append(info["turnover"])
 
-    init = float(config.initial_cash)
+    float(config.initial_cash)
     ts = market.timestamps
     tickers = list(market.tickers)
-    v = np.concatenate([[init], torch.cat(values).cpu().numpy()])
-    c = np.concatenate([[init], torch.cat(cash).cpu().numpy()])
-    h = np.concatenate([np.zeros((1, n)), torch.stack(holdings).cpu().numpy()])
+    v = np.concatenate([start.value.cpu().numpy(), torch.cat(values).cpu().numpy()])
+    c = np.concatenate([start.cash.cpu().numpy(), torch.cat(cash).cpu().numpy()])
+    h = np.concatenate([start.holdings.cpu().numpy(), torch.stack(holdings).cpu().numpy()])
     tr = torch.stack(trades).cpu().numpy()
     px = torch.stack(prices).cpu().numpy()
     cost_steps = np.concatenate([[0.0], torch.cat(costs).cpu().numpy()])

@@ -39,7 +39,7 @@ def result():
 
 
 def test_metrics_table_has_agent_index_and_every_benchmark(result):
-    assert list(result.metrics.columns) == ["agent", "index", *BENCHMARKS]
+    assert list(result.metrics.columns) == ["agent", "index", "reference", *BENCHMARKS]
     assert list(result.metrics.index) == list(m.METRIC_NAMES)
 
 

@@ -143,7 +143,9 @@ def controlled(draw):
     )
     config = EnvConfig(
         initial_cash=draw(st.sampled_from([2_000.0, 1_000_000.0])),
-        action_mode=draw(st.sampled_from(["shares", "weights"])),
+        action_mode=draw(st.sampled_from(["shares", "weights", "active"])),
+        max_active_weight=draw(st.sampled_from([0.05, 0.5])),
+        max_cash_weight=draw(st.sampled_from([0.0, 0.3])),
         max_shares=draw(st.sampled_from([1, 100])),
         fill_price=draw(st.sampled_from(["open", "close"])),
         cost_rate=draw(st.sampled_from([0.0, 0.002])),
@@ -220,7 +222,12 @@ def test_accounts_stay_consistent_under_every_control(scenario):
             np.testing.assert_allclose(new_holdings[:, tradable[t + 1]], 0.0, atol=1e-12)
         if buyable is not None:
             assert (trade[:, ~buyable[t + 1] & ~gone] <= 0).all()
-        if config.no_trade_band > 0 and execute[t] and not flat[t]:
+        if (
+            config.no_trade_band > 0
+            and execute[t]
+            and not flat[t]
+            and config.action_mode != "active"
+        ):
             # No ticker inside the band trades (weights: |target − current weight| ≤ band;
             # shares: |action| ≤ band).
             a = actions[t].astype(np.float64)

@@ -171,10 +171,19 @@ def test_env_config_round_trips_through_a_dict():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("action_mode", ["shares", "weights"])
+@pytest.mark.parametrize("action_mode", ["shares", "weights", "active"])
 def test_cpu_and_cuda_give_identical_results(action_mode):
     market = make_market(50, 5, num_features=3, listing=[0, 0, 10, 0, 30], untradable=0.1)
     config = EnvConfig(action_mode=action_mode, episode_length=20, dtype="float64")
+    if action_mode == "active":  # with the reference account and an invested start
+        config = EnvConfig(
+            action_mode="active",
+            episode_length=20,
+            dtype="float64",
+            reward="active_log_return",
+            start="reference",
+            max_active_weight=0.1,
+        )
     gen = torch.Generator().manual_seed(0)
     actions = [torch.rand(16, 5, generator=gen) * 2 - 1 for _ in range(45)]
     cpu = VecTradingEnv(market, config, num_envs=16, seed=3)
