@@ -144,7 +144,7 @@ def check_writable(folder: Path, what: str = "write to") -> None:
 
 def backtest_and_report(
     run_dir: str | Path,
-    agent: str = "best",
+    agent: str = "selected",
     data_dir: str | Path | None = None,
     reports: str | Path = "reports",
     device: str = "auto",
@@ -155,17 +155,23 @@ def backtest_and_report(
     """Backtest a run's agent, save its outputs and tearsheet in :func:`report_folder`
     (``reports/<run>`` for the best agent, ``reports/<run>/<agent>`` for another).
 
+    ``agent`` ``"selected"`` (the default) is what the run selected on validation: the
+    best entry, or the leaderboard ensemble (``ensemble-K``) when it won.
+
     ``run_dir`` is a run directory or a run id under ``runs``. Events: ``"rollout"``
     after each of the agent's and the benchmarks' rollouts, ``"report"`` when the
     tearsheet is written. Returns the :class:`finpod.backtest.BacktestResult` and the
     tearsheet path.
     """
     from finpod.backtest import run_backtest
+    from finpod.backtest.runner import resolve_agent
     from finpod.device import pick_device
     from finpod.runs import find_run
 
+    run_path = find_run(run_dir, runs)
+    agent = resolve_agent(run_path, agent)
     result = run_backtest(
-        find_run(run_dir, runs),
+        run_path,
         agent=agent,
         data_dir=data_dir,
         device=pick_device(device),

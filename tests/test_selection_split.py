@@ -53,6 +53,7 @@ update_epochs = 1
 actor_hidden = [8]
 critic_hidden = [8]
 [env]
+action_mode = "active"
 episode_length = 40
 [train]
 num_envs = 4
@@ -313,14 +314,15 @@ def test_tournament_pods_are_scored_on_validation_only(dataset, tmp_path, monkey
     assert len(scored) >= 6
     assert_scored_on_validation(scored, _ranges(dataset))
     board = json.loads((run / "leaderboard.json").read_text())
-    assert board["candidates_evaluated"] == 3
+    # 3 pods and the leaderboard ensemble, scored in the driver (its loads are in ``loads``)
+    assert board["candidates_evaluated"] == 4 and board["ensemble"]
     from finpod.runs.candidates import load_candidates
 
     candidates = load_candidates(run)
-    if len(candidates):  # the pods' recorded per-bar returns are validation returns
-        valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
-        assert len(candidates) == 3
-        assert candidates.returns.shape[0] == valid["stop_index"] - valid["start_index"] - 1
+    # every candidate's recorded per-bar returns, the ensemble's too, are validation returns
+    valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
+    assert len(candidates) == 4 and "ensemble" in candidates.kinds
+    assert set(candidates.lengths) == {valid["stop_index"] - valid["start_index"] - 1}
 
 
 @pytest.mark.slow  # a second Ray tournament (~45 s); it shows the check above can fail
@@ -343,8 +345,8 @@ def test_population_members_are_scored_on_validation_only(dataset, tmp_path, mon
 
     candidates = load_candidates(run)
     valid = json.loads((Path(dataset) / "manifest.json").read_text())["splits"]["validation"]
-    assert len(candidates) == 6
-    assert candidates.returns.shape[0] == valid["stop_index"] - valid["start_index"] - 1
+    assert len(candidates) == 7  # 6 members and the leaderboard ensemble
+    assert set(candidates.lengths) == {valid["stop_index"] - valid["start_index"] - 1}
 
 
 @pytest.mark.slow  # a second Ray tournament; it shows the population check can fail

@@ -63,6 +63,16 @@ def parse_agent(agent: str) -> int:
     )
 
 
+def resolve_agent(run_dir: str | Path, agent: str) -> str:
+    """``"selected"`` → what the run selected on validation (``leaderboard.json``'s
+    ``"selected"``: ``"ensemble-K"`` when the leaderboard ensemble won, else ``"best"``);
+    any other name is returned as given."""
+    if agent.strip().lower() != "selected":
+        return agent
+    board = read_json(Path(run_dir) / LEADERBOARD_FILE, LEADERBOARD_FILE)
+    return str(board.get("selected") or "best")
+
+
 def is_ensemble(agent: str) -> bool:
     """Whether ``agent`` asks for the leaderboard ensemble (mean of the members' target
     weights, :mod:`finpod.env.ensemble`) rather than the mean action (``top-k``)."""
@@ -384,7 +394,7 @@ def _checkpoint_evaluations(curves: pd.DataFrame | None, score_name: str) -> int
 
 def run_backtest(
     run_dir: str | Path,
-    agent: str = "best",
+    agent: str = "selected",
     data_dir: str | Path | None = None,
     device: torch.device | str = "cpu",
     on_rollout: Callable[[str], None] | None = None,
@@ -394,7 +404,8 @@ def run_backtest(
     Args:
         run_dir: a run directory written by ``finpod train`` (run.json, leaderboard.json,
             checkpoints/).
-        agent: ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
+        agent: ``"selected"`` (what the run selected on validation, :func:`resolve_agent`),
+            ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
             the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
             ``"ensemble-N"``: the leaderboard ensemble, the mean of the top entries' target
             weights, each member with its own recorded env settings for what shapes its
@@ -411,6 +422,7 @@ def run_backtest(
 
     run_dir = Path(run_dir)
     device = torch.device(device)
+    agent = resolve_agent(run_dir, agent)
     k = parse_agent(agent)
     run_meta = read_run_info(run_dir)
     board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
@@ -454,6 +466,7 @@ def run_backtest(
     selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
+    selected_id = chosen[0].get("pod_id")
     policy: Policy = ensemble_policy(agents)
     if ensemble:
         from finpod.env.ensemble import EnsemblePolicy, Member
@@ -467,6 +480,14 @@ def run_backtest(
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
         label = f"ensemble of the top {len(chosen)} (mean target weights)"
+        record = board.get("ensemble") or {}
+        if record.get("members") == [e.get("pod_id") for e in chosen]:
+            # The run scored this very ensemble on validation: it is the candidate selected.
+            selected_id = record.get("id")
+            if score_name == "sharpe":
+                selected_sharpe = record.get("score")
+        else:
+            label += "; not a validation candidate of the run"
     elif k == 1:
         label = "best"
     else:
@@ -499,7 +520,7 @@ def run_backtest(
     selection = {
         "candidates": candidates,
         "num_trials": fallback_n,
-        "selected_id": chosen[0].get("pod_id"),
+        "selected_id": selected_id,
         "fallback_sharpes": sharpes,
         "selected_sharpe": selected_sharpe,
         "validation_bars": _validation_bars(manifest),

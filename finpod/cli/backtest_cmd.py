@@ -53,10 +53,11 @@ def backtest(
     agent: Annotated[
         str,
         typer.Option(
-            help="best, top-k (mean action of the top 3 entries), top-N, or ensemble / "
+            help="selected (what the run selected on validation: best, or the ensemble when "
+            "it won), best, top-k (mean action of the top 3 entries), top-N, or ensemble / "
             "ensemble-N (mean target weights of the top entries, each with its own settings)."
         ),
-    ] = "best",
+    ] = "selected",
     data: Annotated[
         Path | None, typer.Option(help="Dataset directory (default: the one the run recorded).")
     ] = None,
@@ -69,7 +70,7 @@ def backtest(
 
 def show_backtest(
     run: str | Path,
-    agent: str = "best",
+    agent: str = "selected",
     data: Path | None = None,
     out: Path = Path("reports"),
     device: str = "auto",
@@ -80,11 +81,14 @@ def show_backtest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from finpod.backtest.benchmarks import BENCHMARKS
+    from finpod.backtest.runner import resolve_agent
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
     from finpod.runs import find_run
 
     # The report folder is named by agent and checked before the rollouts, not after.
-    check_writable(report_folder(out, find_run(run, runs).name, agent))
+    run_path = find_run(run, runs)
+    agent = resolve_agent(run_path, agent)
+    check_writable(report_folder(out, run_path.name, agent))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))

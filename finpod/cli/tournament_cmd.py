@@ -56,6 +56,16 @@ def print_summary(console: Console, result: Any) -> None:
             else "no pod scored"
         )
     )
+    ens = board.ensemble
+    if ens:
+        console.print(
+            f"ensemble of the top {len(ens['members'])} ({', '.join(ens['members'])}): "
+            f"validation {board.score_name} [bold]{ens['score']:.3f}[/] vs best single "
+            f"{ens['best_single_score']:.3f}: "
+            + ("[bold]selected[/]" if ens.get("selected") else "not selected")
+            + " (counted in N)",
+            highlight=False,
+        )
     if summary.throughput:
         tp = summary.throughput
         line = (
@@ -99,6 +109,11 @@ class _EventLines:
                 self.console.print(
                     f"finish {result.pod_id}: score {result.score:.4g}{where}", highlight=False
                 )
+        elif kind == "ensemble_start":
+            self.console.print(
+                f"scoring the ensemble of the top {payload['members']} on the validation split",
+                highlight=False,
+            )
         elif kind == "waiting":
             need = ", ".join(f"{v:g} {k}" for k, v in payload["need"].items() if k != "memory")
             self.console.print(

@@ -61,6 +61,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import ACTIVE_REWARDS, EnvConfig
+from finpod.env.prices import mark_prices, valid_prices
 from finpod.errors import FinpodError
 
 #: Floor of the account value in the observation, as a fraction of initial cash (keeps the
@@ -232,19 +233,6 @@ class StepOut(NamedTuple):
     turnover: torch.Tensor
 
 
-def _valid(price: torch.Tensor) -> torch.Tensor:
-    return torch.isfinite(price) & (price > 0)
-
-
-def mark_prices(close: torch.Tensor, tradable: torch.Tensor) -> torch.Tensor:
-    """(T, N) last tradable, valid close at or before each bar (0 where none exists yet)."""
-    valid = _valid(close) & tradable
-    rows = torch.arange(close.shape[0], device=close.device).unsqueeze(1).expand_as(close)
-    last = torch.where(valid, rows, torch.full_like(rows, -1)).cummax(dim=0).values
-    marked = torch.gather(torch.nan_to_num(close, nan=0.0), 0, last.clamp(min=0))
-    return torch.where(last >= 0, marked, torch.zeros_like(marked))
-
-
 def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
     """(T, N) float32 causal z-score of the mark against its trailing mean (see module doc).
 
@@ -376,7 +364,7 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     base = market.open if config.fill_price == "open" else market.close
     base = base.to(device=device, dtype=torch.float64)
     tradable = market.tradable.to(device=device, dtype=torch.bool)
-    fill = torch.where(tradable & _valid(base), base, torch.zeros_like(base))
+    fill = torch.where(tradable & valid_prices(base), base, torch.zeros_like(base))
     mark = mark_prices(close, tradable)
     delist = None
     if market.delisted is not None:

@@ -18,6 +18,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EQUAL_WEIGHT, EnvConfig
+from finpod.env.prices import mark_prices
 from finpod.errors import FinpodError
 
 #: Tolerance on a reference file's row sums (weights may sum to 1 up to rounding).
@@ -60,8 +61,6 @@ def _drift_within_sessions(market: MarketData, w: torch.Tensor, ok: torch.Tensor
 
     if bar_minutes(market.bar) is None or market.num_bars < 2:
         return w
-    from finpod.env.core import mark_prices
-
     dates = pd.DatetimeIndex(market.timestamps).tz_convert(TZ).normalize()
     codes = torch.as_tensor(pd.factorize(dates)[0])
     first = torch.ones(len(codes), dtype=torch.bool)

@@ -40,8 +40,9 @@ CANDIDATES_FILE = "candidates.bin"
 _MAGIC = b"FPCR"
 _PREFIX = struct.Struct("<4sII")  # magic, body length, crc32 of body
 _HEADER_LEN = struct.Struct("<H")
-#: Kinds of candidate: a tournament pod, or one validation checkpoint of a single agent.
-KINDS = ("pod", "checkpoint")
+#: Kinds of candidate: a tournament pod, one validation checkpoint of a single agent, or
+#: the leaderboard ensemble of a tournament (:mod:`finpod.tournament.ensemble`).
+KINDS = ("pod", "checkpoint", "ensemble")
 
 
 @dataclass
@@ -131,7 +132,8 @@ def record_candidate(
             already in the file does nothing (a resumed run does not double count).
         returns: (T_val,) per-bar simple returns of the candidate on the validation split.
         score: the validation score selection ranked the candidate by.
-        kind: ``"pod"`` (a tournament pod) or ``"checkpoint"`` (a single-agent checkpoint).
+        kind: ``"pod"`` (a tournament pod), ``"checkpoint"`` (a single-agent checkpoint)
+            or ``"ensemble"`` (the leaderboard ensemble).
 
     Raises:
         FinpodError: non-finite returns or score (a non-finite number never becomes a

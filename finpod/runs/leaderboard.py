@@ -111,6 +111,10 @@ class Leaderboard:
         self.entries: list[Entry] = []
         self.candidates_evaluated = 0
         self.progress = Progress()
+        self.ensemble: dict[str, Any] | None = None
+        """The leaderboard ensemble scored on validation at the end of a tournament
+        (``{"id", "members", "score", "best_single", "best_single_score", "selected",
+        "turnover"}``), or None."""
 
     # ----- reading ----------------------------------------------------------------------
     @property
@@ -122,6 +126,13 @@ class Leaderboard:
 
     def best(self) -> Entry | None:
         return self.entries[0] if self.entries else None
+
+    def selected(self) -> str:
+        """What the run selected on validation: ``"ensemble-K"`` when the leaderboard
+        ensemble of K members beat the best entry, else ``"best"``."""
+        if self.ensemble and self.ensemble.get("selected"):
+            return f"ensemble-{len(self.ensemble.get('members') or [])}"
+        return "best"
 
     def get(self, pod_id: str) -> Entry | None:
         return next((e for e in self.entries if e.pod_id == pod_id), None)
@@ -176,13 +187,17 @@ class Leaderboard:
         atomic_write_json(self.path, self.to_json())
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "score_name": self.score_name,
             "top_k": self.top_k,
             "candidates_evaluated": self.candidates_evaluated,
             "entries": [e.to_json() for e in self.entries],
             "progress": asdict(self.progress),
         }
+        if self.ensemble is not None:
+            out["ensemble"] = dict(self.ensemble)
+            out["selected"] = self.selected()
+        return out
 
     @classmethod
     def single(
@@ -210,6 +225,8 @@ class Leaderboard:
             board.candidates_evaluated = int(obj.get("candidates_evaluated", len(entries)))
             board.entries = entries
             board.progress = Progress(**obj.get("progress", {}))
+            ensemble = obj.get("ensemble")
+            board.ensemble = dict(ensemble) if isinstance(ensemble, dict) else None
         except FileNotFoundError as err:
             raise FinpodError(
                 f"{path} does not exist", "is this a finpod tournament run directory?"

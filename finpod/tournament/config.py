@@ -146,6 +146,12 @@ class TournamentConfig:
     generations, the top ``keep_fraction`` continues and the rest are perturbed copies."""
     top_k: int = 10
     """Leaderboard size."""
+    ensemble: int = 3
+    """Size of the leaderboard ensemble (the mean target weights of the top ``ensemble``
+    entries) scored on validation at the end of the run: a candidate like any pod, counted
+    in N for the Deflated Sharpe and PBO, and selected when it beats the best entry
+    (:mod:`finpod.tournament.ensemble`). 0 = no ensemble; otherwise ≥ 2 (at most the
+    ``top_k`` entries on the board are used)."""
     score: str = "sharpe"
     """Validation score ranking the leaderboard: sharpe | sortino | calmar | return."""
     pod_steps: int = 50_000
@@ -220,6 +226,17 @@ class TournamentConfig:
                 or value < (0 if name == "fresh_pods" else 1)
             ):
                 raise bad(name, f"must be a positive integer, got {value!r}", "fix the value")
+        if (
+            not isinstance(self.ensemble, int)
+            or isinstance(self.ensemble, bool)
+            or self.ensemble == 1
+            or self.ensemble < 0
+        ):
+            raise bad(
+                "ensemble",
+                f"must be 0 (none) or ≥ 2 members, got {self.ensemble!r}",
+                "e.g. ensemble = 3",
+            )
         if self.num_envs is not None and self.num_envs < 1:
             raise bad("num_envs", f"must be ≥ 1, got {self.num_envs}", "e.g. num_envs = 16")
         if self.generation_size is not None and self.generation_size < 1:

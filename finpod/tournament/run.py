@@ -176,6 +176,17 @@ def run_tournament(
             setup, board, run, on_event=on_event, display=display, stop=stop
         )
         summary = orchestrator.run()
+        if config.ensemble >= 2 and len(board) >= 2:
+            from finpod.tournament.ensemble import score_leaderboard_ensemble
+
+            if on_event is not None:
+                on_event("ensemble_start", {"members": min(config.ensemble, len(board))})
+            record = score_leaderboard_ensemble(
+                run, board, config.ensemble, dataset.resolve(), device="cpu"
+            )
+            summary.ensemble = record
+            if on_event is not None and record is not None:
+                on_event("ensemble", {"record": record})
     finally:
         if started:
             import ray

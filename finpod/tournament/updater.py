@@ -59,6 +59,8 @@ class Summary:
     """Bytes of the train and validation arrays put in the object store."""
     best: Entry | None = None
     """Leaderboard's best entry at the end."""
+    ensemble: dict[str, Any] | None = None
+    """The leaderboard ensemble's record (``Leaderboard.ensemble``), if one was scored."""
     throughput: dict[str, float] = field(default_factory=dict)
     """``run.json``'s ``throughput``: env steps, wall seconds and env steps per second of
     the whole run."""
