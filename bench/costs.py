@@ -242,6 +242,15 @@ def policy_lines(report: Path) -> dict[str, dict[str, float]]:
             "costs_pct_capital_per_year": round(100 * float(col["costs_pct_capital"]) / years, 3),
             "max_drawdown": round(float(col["max_drawdown"]), 4),
         }
+        for key in (
+            "mean_exposure",
+            "active_return",
+            "tracking_error",
+            "information_ratio",
+            "ir_t_stat",
+        ):
+            if key in col.index and col[key] == col[key]:
+                out[name][key] = round(float(col[key]), 4)
     return out
 
 
@@ -320,7 +329,10 @@ def run_case(
     run_dir = Path(stdout.strip().splitlines()[-1].strip())
     reports = work / "reports"
     finpod(["backtest", str(run_dir), "--data", str(data_dir), "--out", str(reports)], log, cpu)
-    report = reports / run_dir.name
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    selected = board.get("selected", "best")
+    report = reports / run_dir.name / ("" if selected == "best" else selected)
+    versus = ensemble_vs_best(run_dir, board, data_dir, reports, log, cpu)
     wall = time.perf_counter() - wall0
     own = cpu.total
     foreign = max(0.0, machine_busy_s() - busy0 - own)
@@ -390,6 +402,38 @@ def run_case(
         "cpus": os.cpu_count(),
     }
     print(json.dumps(summary), flush=True)
+    if versus is not None:
+        print(json.dumps({**head, "policy": "ensemble_vs_best", **versus}), flush=True)
+
+
+def ensemble_vs_best(
+    run_dir: Path, board: dict, data_dir: Path, reports: Path, log: Path, cpu: TreeCPU
+) -> dict[str, Any] | None:
+    """Validation and backtest Sharpe of the leaderboard ensemble beside the best single
+    entry's (both backtested, whichever the run selected)."""
+    record = board.get("ensemble")
+    if not record:
+        return None
+    name = f"ensemble-{len(record['members'])}"
+    sharpes = {}
+    for agent in ("best", name):
+        folder = reports / run_dir.name / ("" if agent == "best" else agent)
+        if not (folder / "metrics.csv").is_file():
+            finpod(
+                ["backtest", str(run_dir), "--agent", agent, "--data", str(data_dir),
+                 "--out", str(reports)],
+                log,
+                cpu,
+            )
+        sharpes[agent] = policy_lines(folder)["agent"]["sharpe"]
+    return {
+        "selected": board.get("selected", "best"),
+        "members": record["members"],
+        "validation_sharpe_best": _round(record["best_single_score"]),
+        "validation_sharpe_ensemble": _round(record["score"]),
+        "backtest_sharpe_best": sharpes["best"],
+        "backtest_sharpe_ensemble": sharpes[name],
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
