@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Batched PPO populations against K separate agents, at the same per-member settings.
+"""Batched populations against K separate agents, at the same per-member settings.
 
-For each K, three ways to train K PPO members, each with ``--envs-per-member`` envs,
-horizon, epochs, minibatch size and widths as given, for ``--steps-per-member`` env steps:
+For each K, ways to train K members of ``--algo`` (ppo, a2c, sac, td3), each with
+``--envs-per-member`` envs, the horizon, epochs, minibatch (PPO/A2C) or batch size and
+gradient steps (SAC/TD3) and widths given, for ``--steps-per-member`` env steps:
 
 - ``population``: one :func:`finpod.agents.population.make_population` of K members on one
   ``VecTradingEnv`` of K × W envs (one batched model);
@@ -19,6 +20,12 @@ and after (the machine may be shared). Agents and envs are built before the cloc
 only ``learn`` is timed.
 
     python bench/population.py --ks 1 4 16 64 --reps 3
+    python bench/population.py --algo sac --ks 1 4 16 --minibatch 256 --widths 256 256
+
+Off-policy members learn from the first step (``learning_starts = 0``, no random warm-up)
+with ``--gradient-steps`` updates of ``--minibatch`` samples per vector step, so the
+update-to-data ratio is the same in every system; it is printed as
+``grad_updates_per_env_step``.
 """
 
 from __future__ import annotations
@@ -42,13 +49,17 @@ sys.path.insert(0, str(REPO))
 from finpod.agents import make_agent  # noqa: E402
 from finpod.agents.populations import make_population  # noqa: E402
 from finpod.agents.ppo import PPOParams  # noqa: E402
+from finpod.agents.sac import SACParams  # noqa: E402
+from finpod.agents.td3 import TD3Params  # noqa: E402
 from finpod.data import make_synthetic  # noqa: E402
 from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--algo", default="ppo", choices=["ppo", "a2c", "sac", "td3"])
     p.add_argument("--ks", type=int, nargs="+", default=[1, 4, 16, 64], help="population sizes")
+    p.add_argument("--gradient-steps", type=int, default=1, help="SAC/TD3: per vector step")
     p.add_argument("--envs-per-member", type=int, default=8, help="W, envs of each member")
     p.add_argument("--steps-per-member", type=int, default=1024, help="env steps per member")
     p.add_argument("--horizon", type=int, default=32)
@@ -82,12 +93,39 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def run_population(a, market, config, hp: PPOParams, k: int) -> tuple[float, int, float]:
+def params(a):
+    """The per-member hyperparameters of ``--algo``."""
+    widths = tuple(a.widths)
+    if a.algo in ("sac", "td3"):
+        cls = SACParams if a.algo == "sac" else TD3Params
+        return cls(
+            batch_size=a.minibatch,
+            gradient_steps=a.gradient_steps,
+            learning_starts=0,
+            buffer_size=max(a.steps_per_member, 1024),
+            actor_hidden=widths,
+            critic_hidden=widths,
+        )
+    hp = PPOParams(
+        horizon=a.horizon,
+        update_epochs=a.epochs,
+        minibatch_size=a.minibatch,
+        actor_hidden=widths,
+        critic_hidden=widths,
+    )
+    if a.algo == "a2c":
+        from finpod.agents.a2c import A2CParams
+
+        return A2CParams(horizon=a.horizon, actor_hidden=widths, critic_hidden=widths)
+    return hp
+
+
+def run_population(a, market, config, hp, k: int) -> tuple[float, int, float]:
     """Seconds, env steps trained (all members), gradient updates per env step per member."""
     w = a.envs_per_member
     env = VecTradingEnv(market, config, num_envs=k * w, seed=0, device=a.device)
     pop = make_population(
-        "ppo", [hp] * k, env.obs_dim, env.action_dim, a.device, range(k), rng=a.rng
+        a.algo, [hp] * k, env.obs_dim, env.action_dim, a.device, range(k), rng=a.rng
     )
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else lambda: None
     wall = _timed(lambda: (pop.learn(env, a.steps_per_member), sync()))
@@ -95,11 +133,11 @@ def run_population(a, market, config, hp: PPOParams, k: int) -> tuple[float, int
     return wall, steps, float(pop.updates()[0]) / float(pop.env_steps()[0])
 
 
-def run_singles(a, market, config, hp: PPOParams, k: int, w: int) -> tuple[float, int, float]:
+def run_singles(a, market, config, hp, k: int, w: int) -> tuple[float, int, float]:
     """k single agents on w-env envs, one after another."""
     env = VecTradingEnv(market, config, num_envs=w, seed=0, device=a.device)
     agents = [
-        make_agent("ppo", dataclasses.asdict(hp), env.obs_dim, env.action_dim, a.device, seed)
+        make_agent(a.algo, dataclasses.asdict(hp), env.obs_dim, env.action_dim, a.device, seed)
         for seed in range(k)
     ]
     steps = a.steps_per_member * w // a.envs_per_member  # single_wide: same iterations
@@ -117,13 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(a.threads)
     market = make_synthetic(a.tickers, a.bars, regime="alpha", seed=0, device=a.device)
     config = EnvConfig(action_mode="weights", episode_length=a.episode_length)
-    hp = PPOParams(
-        horizon=a.horizon,
-        update_epochs=a.epochs,
-        minibatch_size=a.minibatch,
-        actor_hidden=tuple(a.widths),
-        critic_hidden=tuple(a.widths),
-    )
+    hp = params(a)
     run_singles(a, market, config, hp, 1, a.envs_per_member)  # warm-up (allocator, kernels)
     for k in a.ks:
         load_before = os.getloadavg()
@@ -144,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
             rates = [steps / wall for wall, steps, _ in reps]
             row: dict[str, Any] = {
                 "bench": "population",
+                "algo": a.algo,
                 "system": system,
                 "K": k,
                 "members_trained": {"population": k, "sequential": k}.get(system, 1),
