@@ -185,6 +185,8 @@ def test_held_tilts_stay_inside_the_bounds_under_every_execution_control(scenari
         w = env.state.position / env.state.value.unsqueeze(1)
         assert (w >= -1e-12).all()
         assert ((w - ref).abs() <= config.max_active_weight + 1e-9).all(), (w - ref).abs().max()
+        active_share = 0.5 * (w - ref).abs().sum(1)  # the active-risk budget, ½Σ|w − r|
+        assert (active_share <= config.active_budget + 1e-9).all(), active_share.max()
         assert (env.state.cash >= -1e-6).all()
 
 
