@@ -6,7 +6,8 @@ Its parts live in their own modules, each owning its state; this one wires them:
 - **Data plane** (:mod:`~finpod.tournament.dataplane`) — at start the driver verifies the
   dataset's hash and puts the train and validation splits in the object store; pod actors
   get the refs, never a path.
-- **Pool** (:mod:`~finpod.tournament.pool`, :mod:`~finpod.tournament.slots`) — each slot
+- **Pool** (:mod:`~finpod.tournament.actors`, :mod:`~finpod.tournament.pool`,
+  :mod:`~finpod.tournament.slots`) — each slot
   is a :class:`~finpod.tournament.pod.PodWorker` actor placed on a chosen node (hard node
   affinity) with ``cpus_per_pod`` CPUs, ``gpus_per_pod`` GPUs and the memory its tables
   and buffers need. The target size is how many actors the alive, non-quarantined nodes
@@ -37,7 +38,6 @@ env steps over the run's wall time.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
@@ -46,24 +46,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from finpod.errors import FinpodError
-from finpod.runs import Leaderboard, RunDir, package_versions
+from finpod.runs import Leaderboard, RunDir
 from finpod.tournament import failures as fp
+from finpod.tournament.actors import ActorPool, short_error
 from finpod.tournament.budget import BudgetClock
 from finpod.tournament.config import SearchSpace, TournamentConfig
 from finpod.tournament.dataplane import DataPlane
-from finpod.tournament.failures import FailurePolicy, version_mismatch
+from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec
-from finpod.tournament.pod import PodResult, PodWorker
-from finpod.tournament.pool import (
-    PodResources,
-    inherit_buffers,
-    largest_buffer_bytes,
-    node_capacity,
-    pick_node,
-    pod_memory_bytes,
-    request_pods,
-)
+from finpod.tournament.pod import PodResult
+from finpod.tournament.pool import inherit_buffers, largest_buffer_bytes, pod_memory_bytes
 from finpod.tournament.progress import ProgressPoller
 from finpod.tournament.schedulers import group_key, make_scheduler
 from finpod.tournament.slots import Death, Inflight, Slot
@@ -73,15 +65,8 @@ from finpod.tournament.updater import Summary, Updater
 RESIZE_EVERY_S = 2.0
 #: Seconds between two progress polls of running pods (only with a display attached).
 POLL_EVERY_S = 2.0
-#: Seconds a local run (no autoscaler) waits for room for one pod before giving up.
-NO_ROOM_TIMEOUT_S = 120.0
-#: Seconds between two "waiting for resources" lines while a cluster scales up.
-WAIT_MESSAGE_EVERY_S = 30.0
 #: Seconds between two learning-curve plots while the run goes on (also drawn at the end).
 PLOT_EVERY_S = 300.0
-#: Seconds a pod actor may take to start (fetch the data, build the pod) before its slot
-#: is given up (not counted as a failure: the node may just be busy).
-START_TIMEOUT_S = 600.0
 
 
 @dataclass
@@ -138,25 +123,18 @@ class Orchestrator:
         self.stop = stop
         self.generator = Generator(setup.space, setup.config, setup.seed, setup.num_envs)
         self.policy = FailurePolicy(self.config.max_failures)
-        self.slots: dict[int, Slot] = {}
         self.summary = Summary()
         self.updater = Updater(board, run, self.summary)
         self.data: DataPlane | None = None
-        self.pod = PodResources(self.config.cpus_per_pod, setup.gpus_per_pod)
-        self._next_slot = 0
-        self._target = 0
+        self.actors = ActorPool(ray, setup, self.policy, self.summary, run, self._emit)
         self._replan = False
-        self._capacity: dict[str, int] = {}
         self._retry: list[tuple[PodSpec, bytes | None, Any]] = []
         self._deaths: list[Death] = []
         self.clock = BudgetClock(self.config.budget, board, stop)
         self.scheduler = make_scheduler(
-            self.config, self.generator, board, run.log, lambda: self._target
+            self.config, self.generator, board, run.log, lambda: self.actors.target
         )
         self.progress = ProgressPoller(ray)
-        self._node_versions: dict[str, dict[str, str]] = {}
-        self._driver_versions = package_versions()
-        self._worker_cls = ray.remote(concurrency_groups={"train": 1, "control": 2})(PodWorker)
         #: Children of off-policy pods inherit their parent's replay buffer (decided at
         #: start from ``tournament.inherit_buffer`` and the buffers' size).
         self._inherit = False
@@ -167,7 +145,7 @@ class Orchestrator:
         return self.clock.elapsed()
 
     def _inflight(self) -> list[Inflight]:
-        busy = [s.busy for s in self.slots.values() if s.busy is not None]
+        busy = [s.busy for s in self.actors.slots.values() if s.busy is not None]
         return busy + [d.inflight for d in self._deaths]
 
     def _budget_left(self) -> float:
@@ -182,77 +160,6 @@ class Orchestrator:
 
     def _may_retry(self) -> bool:
         return self.clock.allows_retry(self._budget_left())
-
-    # ----- pool -------------------------------------------------------------------------
-    def pool_target(self) -> int:
-        """Pods the alive, non-quarantined nodes fit now (per node), capped by ``pods``."""
-        nodes = self.ray.nodes()
-        self._capacity = node_capacity(nodes, self.pod, set(self.policy.quarantined))
-        if not self._capacity and self.policy.quarantined:
-            fitting = list(node_capacity(nodes, self.pod))
-            self.policy.all_quarantined(fitting, str(self.run_dir.path / "train.log"))
-        fit = sum(self._capacity.values())
-        if self.config.pods is not None:
-            fit = min(fit, self.config.pods)
-        if self.config.mode == "generational" and self.config.generation_size is not None:
-            fit = min(fit, self.config.generation_size)
-        return fit
-
-    def _resize(self) -> None:
-        target = self.pool_target()
-        if target != self._target:
-            self._target = target
-            self.summary.pool_sizes.append(target)
-            self.summary.max_pool = max(self.summary.max_pool, target)
-            self.run_dir.log(f"pool target {target} pod(s)")
-            self._emit("pool", {"target": target})
-        while len(self.slots) < self._target and self._start_slot():
-            pass
-        if len(self.slots) > self._target:
-            for slot in sorted(self.slots.values(), key=lambda s: -s.index):
-                if len(self.slots) <= self._target:
-                    break
-                if slot.busy is None:
-                    self._drop_slot(slot)
-
-    def _start_slot(self) -> bool:
-        """Start a pod actor on the node with the most room; False when none has room."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        used: dict[str, int] = {}
-        for slot in self.slots.values():
-            used[slot.node_id] = used.get(slot.node_id, 0) + 1
-        node = pick_node(self._capacity, used)
-        if node is None:
-            return False
-        assert self.data is not None
-        s = self.setup
-        options = {
-            **self.pod.actor_options(),
-            "max_restarts": 0,
-            "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False),
-        }
-        actor = self._worker_cls.options(**options).remote(
-            self.data.ref_list(),
-            s.env_config,
-            s.device,
-            self.config.cpus_per_pod,
-            self.config.num_learners,
-        )
-        index = self._next_slot
-        self._next_slot += 1
-        self.slots[index] = Slot(index, actor, actor.ready.remote(), time.monotonic(), node)
-        return True
-
-    def _drop_slot(self, slot: Slot, kill: bool = True) -> None:
-        self.slots.pop(slot.index, None)
-        if kill:
-            # An actor that is already gone needs no killing.
-            with contextlib.suppress(Exception):
-                self.ray.kill(slot.actor, no_restart=True)
-
-    def _node_alive(self, node_id: str) -> bool:
-        return any(n.get("NodeID") == node_id and n.get("Alive") for n in self.ray.nodes())
 
     # ----- dispatch ---------------------------------------------------------------------
     def _next_job(self) -> tuple[list[PodSpec], list[bytes | None], Any] | None:
@@ -293,11 +200,11 @@ class Orchestrator:
         return specs, parents, buffer
 
     def _dispatch(self) -> None:
-        for slot in sorted(self.slots.values(), key=lambda s: s.index):
+        for slot in sorted(self.actors.slots.values(), key=lambda s: s.index):
             if slot.busy is not None or slot.ready_ref is not None:
                 continue
-            if len(self.slots) > self._target:
-                self._drop_slot(slot)
+            if len(self.actors.slots) > self.actors.target:
+                self.actors.drop(slot)
                 continue
             if not (self._retry and self._may_retry()) and not self.can_dispatch():
                 return
@@ -348,58 +255,6 @@ class Orchestrator:
         job.retry_at = None
 
     # ----- results ----------------------------------------------------------------------
-    def _on_ready(self, slot: Slot) -> None:
-        ref, slot.ready_ref = slot.ready_ref, None
-        try:
-            info = self.ray.get(ref)
-        except self.ray.exceptions.RayError as err:
-            self._drop_slot(slot)
-            if not self._node_alive(slot.node_id):
-                self._node_lost(slot.node_id, [])
-                return
-            self._start_failed(slot, _short(err))
-            return
-        if info.get("error"):
-            self._drop_slot(slot)
-            self._start_failed(slot, info["error"])
-            return
-        self.policy.started(slot.node_id)
-        self._check_versions(slot.node_id, info.get("versions", {}))
-        self.summary.startup_s += time.monotonic() - slot.created
-        slot.idle_since = time.monotonic()
-        self._emit("slot", {"slot": slot.index, "node_id": slot.node_id})
-
-    def _start_failed(self, slot: Slot, message: str) -> None:
-        node = slot.node_id
-        self.run_dir.log(
-            f"pod actor on slot {slot.index} failed to start on node {node[:8]}: {message}",
-            logging.WARNING,
-        )
-        self._emit("failed", {"message": message, "node_id": node, "start": True})
-        reason = self.policy.start_failed(node, message)
-        if reason is not None:
-            self.summary.quarantined[node] = reason
-            self.run_dir.log(f"quarantined node {node}: {reason}", logging.WARNING)
-            self._emit("quarantine", {"node_id": node, "reason": reason})
-            self._replan = True  # re-plan the pool without that node
-        self.policy.check(str(self.run_dir.path / "train.log"))
-
-    def _check_versions(self, node: str, versions: dict[str, str]) -> None:
-        """Record a node's package versions; a Ray major.minor unlike the driver's stops."""
-        if node in self._node_versions:
-            return
-        self._node_versions[node] = versions
-        fatal, differ = version_mismatch(self._driver_versions, versions)
-        if fatal:
-            raise FinpodError(
-                f"node {node[:8]} {fatal}",
-                "install the same Ray version on every node and the driver",
-            )
-        if differ:
-            self.run_dir.log(f"node {node[:8]} differs: {', '.join(differ)}", logging.WARNING)
-        compact = {k: versions[k] for k in ("finpod", "ray", "torch", "python") if k in versions}
-        self.run_dir.record_nodes({node: compact})
-
     def _on_result(self, slot: Slot) -> None:
         job = slot.busy
         assert job is not None
@@ -412,7 +267,7 @@ class Orchestrator:
             if delay is not None:
                 self.summary.retries += 1
                 self.run_dir.log(
-                    f"pod {job.spec.pod_id} unreachable ({_short(err)}); retry {job.attempt} "
+                    f"pod {job.spec.pod_id} unreachable ({short_error(err)}); retry {job.attempt} "
                     f"in {delay:.1f}s",
                     logging.WARNING,
                 )
@@ -425,7 +280,7 @@ class Orchestrator:
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
             slot.busy, slot.idle_since = None, now
-            self._pod_failed(job, f"pod {job.ids} failed: {_short(err)}")
+            self._pod_failed(job, f"pod {job.ids} failed: {short_error(err)}")
             return
         slot.busy, slot.idle_since = None, now
         results: list[PodResult] = list(got) if job.group else [got]
@@ -438,11 +293,11 @@ class Orchestrator:
         job = slot.busy
         assert job is not None
         slot.busy = None
-        self._drop_slot(slot)
+        self.actors.drop(slot)
         text = str(err)
-        message = f"pod {job.ids} died on node {slot.node_id[:8]}: {_short(err)}"
+        message = f"pod {job.ids} died on node {slot.node_id[:8]}: {short_error(err)}"
         node_gone = getattr(err, "preempted", False) or "node has died" in text
-        if node_gone or not self._node_alive(slot.node_id):
+        if node_gone or not self.actors.node_alive(slot.node_id):
             self._node_lost(slot.node_id, [job])
         elif "killed by `ray.kill`" in text:
             self._pod_failed(job, message)
@@ -528,7 +383,7 @@ class Orchestrator:
         )
         self._publish()
         if self.config.pods is not None:
-            self._request(self.config.pods)
+            self.actors.request(self.config.pods)
         try:
             self._loop()
         finally:
@@ -539,9 +394,8 @@ class Orchestrator:
             self.summary.throughput = self.run_dir.record_throughput(
                 self.board.progress.env_steps, self.board.progress.wall_s
             )
-            for slot in list(self.slots.values()):
-                self._drop_slot(slot)
-            self._request(0)
+            self.actors.drop_all()
+            self.actors.request(0)
             self._plot()
         self.summary.best = self.board.best()
         self.run_dir.log(
@@ -572,7 +426,8 @@ class Orchestrator:
             on_gpu=self.setup.gpus_per_pod > 0,
             buffer_bytes=buffer_bytes,
         )
-        self.pod = replace(self.pod, memory=memory)
+        self.actors.pod = replace(self.actors.pod, memory=memory)
+        self.actors.data = self.data
         self._inherit = bool(buffer_bytes) and inherit_buffers(self.config, buffer_bytes)
         if self._inherit:
             self.run_dir.log(
@@ -587,9 +442,9 @@ class Orchestrator:
         last_wait_msg = -math.inf
         while True:
             now = time.monotonic()
-            if self._replan or now - last_resize >= RESIZE_EVERY_S:
-                self._replan = False
-                self._resize()
+            if self._replan or self.actors.replan or now - last_resize >= RESIZE_EVERY_S:
+                self._replan = self.actors.replan = False
+                self.actors.resize()
                 last_resize = now
             self._classify_deaths()
             if self._retry and not self._may_retry():
@@ -598,23 +453,23 @@ class Orchestrator:
                 self._retry = []
             self._retry_due(now)
             self._dispatch()
-            waiting = {s.ready_ref: s for s in self.slots.values() if s.ready_ref is not None}
+            waiting = {s.ready_ref: s for s in self.actors.slots.values() if s.ready_ref is not None}
             running = {
-                s.busy.ref: s for s in self.slots.values() if s.busy is not None and s.busy.ref
+                s.busy.ref: s for s in self.actors.slots.values() if s.busy is not None and s.busy.ref
             }
-            retrying = any(s.busy is not None and s.busy.ref is None for s in self.slots.values())
+            retrying = any(s.busy is not None and s.busy.ref is None for s in self.actors.slots.values())
             idle = not running and not retrying and not self._deaths and not self._retry
             if idle and not self.can_dispatch():
                 break
             if not waiting and not running:
-                if not self.slots and not self._deaths:
+                if not self.actors.slots and not self._deaths:
                     no_room_since = no_room_since or now
-                    last_wait_msg = self._wait_for_room(now - no_room_since, now, last_wait_msg)
+                    last_wait_msg = self.actors.wait_for_room(now - no_room_since, now, last_wait_msg)
                     last_resize = -math.inf
                 time.sleep(0.2)
                 continue
             no_room_since = None
-            self._give_up_slow_starts(now)
+            self.actors.give_up_slow_starts(now)
             refs = [*waiting, *running]
             ready, rest = self.ray.wait(refs, num_returns=1, timeout=0.25, fetch_local=False)
             if ready and rest:
@@ -622,19 +477,19 @@ class Orchestrator:
                 ready += more
             for ref in ready:
                 if ref in waiting:
-                    self._on_ready(waiting[ref])
+                    self.actors.on_ready(waiting[ref], lambda node: self._node_lost(node, []))
                 else:
                     self._on_result(running[ref])
             if any(ref in running for ref in ready):
                 # Re-check the cluster whenever a pod finishes, and refill the idle
                 # slots before any cosmetic work (display, plots).
-                self._resize()
+                self.actors.resize()
                 last_resize = time.monotonic()
                 self._dispatch()
             now = time.monotonic()
             if self.display is not None:
                 if now - last_poll >= POLL_EVERY_S:
-                    self.progress.ask(self.slots)
+                    self.progress.ask(self.actors.slots)
                     last_poll = now
                 self.progress.collect()
                 self.display(self.snapshot())
@@ -643,52 +498,11 @@ class Orchestrator:
                 last_plot = time.monotonic()
 
     def _retry_due(self, now: float) -> None:
-        for slot in self.slots.values():
+        for slot in self.actors.slots.values():
             job = slot.busy
             due = job is not None and job.retry_at is not None and now >= job.retry_at
             if due and job.ref is None:
                 self._submit(slot)
-
-    def _give_up_slow_starts(self, now: float) -> None:
-        for slot in list(self.slots.values()):
-            if slot.ready_ref is not None and now - slot.created > START_TIMEOUT_S:
-                self.run_dir.log(
-                    f"pod actor on slot {slot.index} did not start on node {slot.node_id[:8]} "
-                    f"within {START_TIMEOUT_S:.0f}s; giving its slot up",
-                    logging.WARNING,
-                )
-                self._drop_slot(slot)
-
-    def _wait_for_room(self, waited: float, now: float, last_msg: float) -> float:
-        """No node fits a pod: ask the autoscaler for one pod's resources and keep waiting
-        (cluster runs), or give up after :data:`NO_ROOM_TIMEOUT_S` (local runs)."""
-        need = f"{self.pod.cpus:g} CPU(s)" + (
-            f" and {self.pod.gpus:g} GPU(s)" if self.pod.gpus else ""
-        )
-        if not self.setup.request_resources:
-            if waited > NO_ROOM_TIMEOUT_S:
-                raise FinpodError(
-                    f"the Ray cluster has no node with {need} free for a pod",
-                    "lower tournament.cpus_per_pod / gpus_per_pod or add nodes",
-                )
-            return last_msg
-        if now - last_msg >= WAIT_MESSAGE_EVERY_S:
-            if self.config.pods is None:
-                self._request(1)
-            self.run_dir.log(
-                f"waiting for a node with {need} (asked the autoscaler; {waited:.0f}s so far)"
-            )
-            self._emit("waiting", {"need": self.pod.bundle(), "waited_s": waited})
-            return now
-        return last_msg
-
-    def _request(self, pods: int) -> None:
-        """Tell the autoscaler how many pods' resources to provide (0 releases them)."""
-        if not self.setup.request_resources:
-            return
-        problem = request_pods(self.pod, pods)
-        if problem is not None:
-            self.run_dir.log(f"autoscaler request for {pods} pod(s) not made: {problem}")
 
     def _plot(self) -> None:
         try:
@@ -700,7 +514,7 @@ class Orchestrator:
 
     def snapshot(self) -> dict[str, Any]:
         """What a live display shows: running pods, leaderboard, counters."""
-        running = self.progress.running(self.slots, time.monotonic())
+        running = self.progress.running(self.actors.slots, time.monotonic())
         budget = self.config.budget
         used = self.clock.used()
         return {
@@ -708,8 +522,8 @@ class Orchestrator:
             "entries": self.board.entries,
             "candidates": self.board.candidates_evaluated,
             "failed": self.board.progress.pods_failed,
-            "pool": len(self.slots),
-            "target": self._target,
+            "pool": len(self.actors.slots),
+            "target": self.actors.target,
             "budget": budget,
             "budget_used": used,
             "elapsed_s": self.elapsed(),
@@ -719,12 +533,3 @@ class Orchestrator:
     def _emit(self, kind: str, payload: dict[str, Any]) -> None:
         if self.on_event is not None:
             self.on_event(kind, payload)
-
-
-def _short(err: BaseException) -> str:
-    """The last meaningful line of a (possibly remote) exception."""
-    cause = getattr(err, "cause", None)
-    if isinstance(cause, BaseException):
-        err = cause
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:300]
