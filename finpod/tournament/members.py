@@ -256,8 +256,8 @@ class PopulationTrainer:
                 if lead.score_name != "return":
                     annual = score_returns(pd.Series(r, index=index), "return", ann)
                     metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
-                for key, per_member in (("turnover", turnover), ("costs", costs)):
-                    metrics[k].append((int(steps[k]), wall, "validation", key, float(per_member[k])))
+                for key, by_member in (("turnover", turnover), ("costs", costs)):
+                    metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))
             best = max((s for s in scores if math.isfinite(s)), default=None)
             self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
             if all(failure) or (lead.max_seconds is not None and wall >= lead.max_seconds):
