@@ -65,8 +65,9 @@ def test_every_member_of_a_population_has_its_event_folder_with_every_key(popula
         want = COMMON_TAGS | (PPO_TAGS if hp["algorithm"] == "ppo" else set())
         assert want <= set(got), (pod, want - set(got))
         assert all(len(got[t]) == 2 for t in want), pod  # one point per epoch
-        assert "learning_rate" in hp and "parent" not in hp or hp.get("parent")
-        assert all(v is not None for v in hp.values())
+        assert "learning_rate" in hp and "num_envs" in hp
+        # A fresh pod has no parent: the key is left out, never written as "None".
+        assert "None" not in {str(v) for v in hp.values()}
 
 
 def test_members_of_one_population_log_their_own_numbers(population_run):
@@ -101,3 +102,43 @@ def test_event_values_equal_the_metrics_csv_rows(population_run):
             offsets = [e[1] - r[1] for e, r in zip(events, rows, strict=True)]
             origin = offsets[0] if origin is None else origin
             assert offsets == pytest.approx([origin] * len(offsets), abs=2e-3)
+
+
+def test_a_pod_of_its_own_reports_sps_learning_rate_turnover_and_costs(tiny_dataset, tmp_path):
+    """A pod trained alone (not in a population) reports the same rows, scored with its
+    own rollout: turnover and costs of that rollout."""
+    from finpod.data import load_split
+    from finpod.env import EnvConfig, rollout
+    from finpod.env.rollout import activity
+    from finpod.tournament.generator import PodSpec
+    from finpod.tournament.pod import Pod
+
+    config = EnvConfig(episode_length=40)
+    pod = Pod(load_split(tiny_dataset, "train"), load_split(tiny_dataset, "validation"), config)
+    hp = {"horizon": 16, "minibatch_size": 64, "update_epochs": 1, "learning_rate": 1e-3}
+    spec = PodSpec(
+        pod_id="p0",
+        algorithm="ppo",
+        hparams={**hp, "actor_hidden": [8], "critic_hidden": [8]},
+        seed=3,
+        steps=128,
+        epochs=2,
+        num_envs=4,
+        num_learners=1,
+        score_name="sharpe",
+        max_seconds=None,
+    )
+    result = pod.train(spec)
+    rows = {(split, metric): value for _, _, split, metric, value in result.metrics}
+    assert rows[("train", "learning_rate")] == 1e-3 and rows[("train", "sps")] > 0
+    assert "explained_variance" in {m for s, m in rows if s == "train"}
+    # The last validation rows are the final agent's rollout's turnover and costs.
+    from finpod.agents import load_checkpoint
+
+    path = tmp_path / "p0.safetensors"
+    path.write_bytes(result.checkpoint)
+    agent = load_checkpoint(path)
+    scored = activity(rollout(lambda o: agent.act(o, deterministic=True), pod.valid_market, config))
+    assert scored["turnover"] > 0
+    assert rows[("validation", "turnover")] == pytest.approx(scored["turnover"], rel=1e-9)
+    assert rows[("validation", "costs")] == pytest.approx(scored["costs"], rel=1e-9)
