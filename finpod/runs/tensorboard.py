@@ -19,7 +19,8 @@ Tags (one scheme for single agents and tournaments; :func:`tag`):
   ``charts/alpha_lr`` (SAC, TD3, DDPG): the optimizers' step sizes;
 - ``train/<name>``: what the algorithm reports, e.g. ``train/policy_loss``,
   ``train/value_loss``, ``train/entropy``, ``train/approx_kl``, ``train/clip_frac``,
-  ``train/explained_variance`` (PPO, A2C), ``train/actor_loss``, ``train/critic_loss``;
+  ``train/explained_variance`` (PPO, A2C), ``train/q_loss``, ``train/actor_loss`` (SAC,
+  TD3, DDPG);
 - ``validation/<name>``: the selection score (``validation/sharpe`` by default),
   ``validation/return`` (annualized), ``validation/turnover`` (annual, a multiple of the
   account) and ``validation/costs`` (costs paid over the split / initial capital).
