@@ -13,7 +13,7 @@ hyperparameters (:mod:`finpod.runs.tensorboard`).
 Rows of a segment: the agent's training stats, ``sps`` (env steps per second of
 ``learn``) and its step sizes (``learning_rate``, or ``actor_lr``/``critic_lr``/…);
 after validation the score and, with :func:`make_trading_eval`, the validation
-``turnover`` and ``costs``. Each segment starts
+``return``, ``turnover`` and ``costs``. Each segment starts
 from an env reset seeded by the agent's own generator, so a run restored from
 ``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
 """
@@ -386,8 +386,9 @@ def make_trading_eval(
     backtest split. ``config`` is the env settings of the run (execution controls
     included), the same the backtest replays. ``returns`` is the (T − 1,) float64 per-bar
     simple returns of the rollout, the candidate's record for the selection statistics.
-    Its ``activity`` attribute holds the last call's validation ``turnover`` and ``costs``
-    (see :func:`finpod.env.rollout.activity`), which :func:`train` logs with the score.
+    Its ``activity`` attribute holds the last call's validation ``return`` (annualized)
+    and ``turnover`` and ``costs`` (see :func:`finpod.env.rollout.activity`), which
+    :func:`train` logs with the score.
     """
     from finpod.env import rollout, score
     from finpod.env.rollout import activity
@@ -396,7 +397,9 @@ def make_trading_eval(
         result = rollout(
             lambda obs: agent.act(obs, deterministic=True), market, config, device=agent.device
         )
-        eval_fn.activity = activity(result)
+        # The annualized return and the trading beside the score, as a tournament pod logs.
+        annual = {} if score_name == "return" else {"return": score(result, "return")}
+        eval_fn.activity = {**annual, **activity(result)}
         return score(result, score_name), result.returns.to_numpy(dtype=np.float64)
 
     eval_fn.activity = {}

@@ -26,6 +26,7 @@ PPO_TAGS = {
     "train/clip_frac",
     "train/explained_variance",
     "validation/sharpe",
+    "validation/return",
     "validation/turnover",
     "validation/costs",
 }
