@@ -19,7 +19,7 @@ import torch
 from finpod.agents.batched import clip_grad_norm_, gather_rows, mlp
 from finpod.agents.nets import gaussian_entropy, gaussian_log_prob
 from finpod.agents.population import Population
-from finpod.agents.ppo import VALUE_CHUNK
+from finpod.agents.ppo import VALUE_CHUNK, explained_variance
 
 
 class PPOPopulation(Population):
@@ -159,6 +159,10 @@ class PPOPopulation(Population):
             )
         self._obs = obs
         out = dict(stats)
+        # Per member, over the last rollout, as its single agent computes it.
+        out["explained_variance"] = explained_variance(
+            self._per_member(self.val_buf, w), self._per_member(ret, w)
+        )
         out["reward_mean"] = self.rew_buf.reshape(horizon, K, w).mean(dim=(0, 2))
         return {**out, **self._episodes_stats()}
 

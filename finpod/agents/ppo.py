@@ -26,6 +26,16 @@ from finpod.agents.nets import GaussianActor, VCritic, gaussian_entropy, gaussia
 VALUE_CHUNK = 65_536
 
 
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """1 − Var(returns − values) / Var(returns) over the last axis: how much of the
+    rollout's return targets the critic's values explain (1 perfect, 0 no better than a
+    constant, < 0 worse). Constant returns (nothing to explain) give 0. ``(..., n)`` →
+    ``(...)``."""
+    var = returns.var(-1, unbiased=False)
+    ev = 1.0 - (returns - values).var(-1, unbiased=False) / var
+    return torch.where(var > 0, ev, torch.zeros_like(ev))
+
+
 @dataclass
 class PPOParams:
     """PPO hyperparameters (defaults follow CleanRL's continuous-action PPO)."""
@@ -184,6 +194,8 @@ class PPO(Agent):
         # The next learn() call continues the episodes in flight from this observation.
         self._obs = obs
         out = {k: float(v) for k, v in stats.items()}
+        ev = explained_variance(self.val_buf.reshape(-1), ret.reshape(-1))
+        out["explained_variance"] = float(ev)
         out["reward_mean"] = float(self.rew_buf.mean())
         return {**out, **self._episodes_stats()}
 

@@ -6,13 +6,21 @@ training statistics and the score to ``metrics.csv``, saves ``checkpoints/last.s
 and, when the score improved, the best-on-validation checkpoint. Every checkpoint scored
 is a candidate of that best-on-validation selection: when ``eval_fn`` also gives its
 per-bar validation returns, they are appended to the run's candidate record
-(:mod:`finpod.runs.candidates`) for the Deflated Sharpe and the PBO. Each segment starts
+(:mod:`finpod.runs.candidates`) for the Deflated Sharpe and the PBO. Every row of
+``metrics.csv`` is mirrored into ``tensorboard/<pod_id>/`` event files, with the agent's
+hyperparameters (:mod:`finpod.runs.tensorboard`).
+
+Rows of a segment: the agent's training stats, ``sps`` (env steps per second of
+``learn``) and its step sizes (``learning_rate``, or ``actor_lr``/``critic_lr``/…);
+after validation the score and, with :func:`make_trading_eval`, the validation
+``return``, ``turnover`` and ``costs``. Each segment starts
 from an env reset seeded by the agent's own generator, so a run restored from
 ``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -21,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from finpod.agents.checkpoint import save_checkpoint
 from finpod.atomic import atomic_write_text
@@ -30,6 +39,8 @@ from finpod.runs import (
     LOG_FILE,
     METRICS_FILE,
     METRICS_HEADER,
+    TENSORBOARD_DIR,
+    EventMirror,
     append_metrics,
     load_candidates,
     plot_learning_curves,
@@ -89,6 +100,7 @@ def train(
     score_name: str = "sharpe",
     log: Callable[[str], None] | None = None,
     resume_buffer: bool = False,
+    tensorboard: bool = True,
 ) -> TrainResult:
     """Train ``agent`` on ``env`` until ``agent.env_steps ≥ total_steps``.
 
@@ -108,6 +120,10 @@ def train(
         log: extra sink for log lines (e.g. the console).
         resume_buffer: also store an off-policy agent's replay buffer in
             ``last.safetensors`` so a resumed run continues exactly (large files).
+        tensorboard: mirror the metrics into ``run_dir``'s TensorBoard event files.
+
+    An ``eval_fn`` with an ``activity`` attribute (a dict of name → number, set by each
+    call, as :func:`make_trading_eval`'s has) adds those as validation rows.
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     # The env settings the agent trains with, recorded in every checkpoint.
@@ -146,17 +162,26 @@ def train(
             atomic_write_text(run_dir / LOG_FILE, "\n".join(log_lines) + "\n")
 
     start = time.perf_counter()
+    events = None
+    if run_dir is not None and tensorboard:
+        events = EventMirror(run_dir / TENSORBOARD_DIR, wall_origin=time.time())
+        if agent.env_steps > 0:
+            # A resumed run trains again the steps after its checkpoint: hide those events.
+            events.purge_after(pod_id, agent.env_steps)
     written = 0  # rows of result.metrics already in metrics.csv
     bar = _Progress(progress, total_steps, agent.env_steps)
     emit(f"{pod_id}: training {agent.algorithm} to {total_steps} env steps on {env.num_envs} envs")
-    with bar:
+    with bar, _Closing(events):
         while agent.env_steps < total_steps:
             agent.reset_rollout()
             chunk = min(eval_every, total_steps - agent.env_steps)
+            before, learn_t0 = agent.env_steps, time.perf_counter()
             stats = agent.learn(env, chunk)
             wall = time.perf_counter() - start
+            sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
             result.segments.append({"env_steps": agent.env_steps, **stats})
-            for name, value in stats.items():
+            charts = {"sps": sps, **learning_rates(agent)}
+            for name, value in {**stats, **charts}.items():
                 result.metrics.append(_row(pod_id, agent.env_steps, wall, "train", name, value))
             line = f"{pod_id}: {agent.env_steps} steps " + " ".join(
                 f"{k}={v:.4g}" for k, v in stats.items()
@@ -175,16 +200,12 @@ def train(
                         kind="checkpoint",
                     )
                 result.history.append({"env_steps": agent.env_steps, "score": score})
-                result.metrics.append(
-                    _row(
-                        pod_id,
-                        agent.env_steps,
-                        time.perf_counter() - start,
-                        "validation",
-                        score_name,
-                        score,
+                val_wall = time.perf_counter() - start
+                scored = {score_name: score, **(getattr(eval_fn, "activity", None) or {})}
+                for name, value in scored.items():
+                    result.metrics.append(
+                        _row(pod_id, agent.env_steps, val_wall, "validation", name, value)
                     )
-                )
                 line += f" | validation {score_name}={score:.4g}"
                 if not finite:
                     line += " (non-finite: not a candidate)"
@@ -206,10 +227,11 @@ def train(
                     result.best_checkpoint = save_checkpoint(
                         agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
                     )
-                append_metrics(
-                    run_dir / METRICS_FILE,
-                    [tuple(r[c] for c in METRICS_HEADER) for r in result.metrics[written:]],
-                )
+                new = [tuple(r[c] for c in METRICS_HEADER) for r in result.metrics[written:]]
+                append_metrics(run_dir / METRICS_FILE, new)
+                if events is not None:
+                    hparams = None if written else _hparams(agent, env)
+                    events = _mirror(events, pod_id, agent.env_steps, new, hparams, emit)
                 written = len(result.metrics)
             emit(line)
             bar.update(agent.env_steps, result.best_score)
@@ -224,6 +246,70 @@ def train(
     recorded = len(load_candidates(run_dir)) if run_dir is not None else 0
     result.candidates_evaluated = max(recorded, len(result.history))
     return result
+
+
+def learning_rates(agent: Any) -> dict[str, float]:
+    """Step size of each of ``agent``'s optimizers, named by its hyperparameter
+    (``learning_rate`` for PPO and A2C; ``actor_lr``, ``critic_lr``, ``alpha_lr``)."""
+    optims = getattr(agent, "optims", {})
+    return {
+        hp_name: float(optims[opt_name].param_groups[0]["lr"])
+        for opt_name, hp_name in getattr(agent, "lr_fields", {}).items()
+        if opt_name in optims
+    }
+
+
+def population_learning_rates(population: Any) -> dict[str, np.ndarray]:
+    """:func:`learning_rates` of every member of a population, each ``(K,) float64``."""
+    out = {}
+    for hp_name in population.agent_cls.lr_fields.values():
+        if hp_name in population.hp:
+            out[hp_name] = population.hp[hp_name].detach().to("cpu", torch.float64).numpy()
+        else:
+            out[hp_name] = np.array([float(getattr(h, hp_name)) for h in population.hparams])
+    return out
+
+
+def _hparams(agent: Any, env: Any) -> dict[str, Any]:
+    """What TensorBoard records of a single agent's settings."""
+    out: dict[str, Any] = {"algorithm": agent.algorithm, "num_envs": env.num_envs}
+    if dataclasses.is_dataclass(getattr(agent, "hparams", None)):
+        out.update(dataclasses.asdict(agent.hparams))
+    return out
+
+
+def _mirror(
+    events: EventMirror,
+    pod_id: str,
+    env_steps: int,
+    rows: list[tuple],
+    hparams: dict[str, Any] | None,
+    emit: Callable[[str], None],
+) -> EventMirror | None:
+    """Write ``rows`` (and ``hparams``) to the event files; ``None`` once that failed (the
+    event files mirror metrics.csv: a failure there is told once and never ends the run)."""
+    try:
+        events.write_rows(rows)
+        if hparams is not None:
+            events.write_hparams(pod_id, hparams, env_steps)
+    except Exception as err:  # noqa: BLE001 - a mirror must never stop a training run
+        emit(f"TensorBoard event files not written: {err}")
+        return None
+    return events
+
+
+class _Closing:
+    """Closes an :class:`~finpod.runs.EventMirror` (or nothing) on leaving the block."""
+
+    def __init__(self, events: EventMirror | None) -> None:
+        self.events = events
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self.events is not None:
+            self.events.close()
 
 
 def _evaluate(eval_fn: Callable[[Any], Evaluation], agent: Any) -> tuple[float, np.ndarray | None]:
@@ -300,13 +386,21 @@ def make_trading_eval(
     backtest split. ``config`` is the env settings of the run (execution controls
     included), the same the backtest replays. ``returns`` is the (T − 1,) float64 per-bar
     simple returns of the rollout, the candidate's record for the selection statistics.
+    Its ``activity`` attribute holds the last call's validation ``return`` (annualized)
+    and ``turnover`` and ``costs`` (see :func:`finpod.env.rollout.activity`), which
+    :func:`train` logs with the score.
     """
     from finpod.env import rollout, score
+    from finpod.env.rollout import activity
 
     def eval_fn(agent: Any) -> tuple[float, np.ndarray]:
         result = rollout(
             lambda obs: agent.act(obs, deterministic=True), market, config, device=agent.device
         )
+        # The annualized return and the trading beside the score, as a tournament pod logs.
+        annual = {} if score_name == "return" else {"return": score(result, "return")}
+        eval_fn.activity = {**annual, **activity(result)}
         return score(result, score_name), result.returns.to_numpy(dtype=np.float64)
 
+    eval_fn.activity = {}
     return eval_fn

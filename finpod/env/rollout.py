@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -143,6 +144,35 @@ def rollout(
         bar=market.bar,
         annualization=market.annualization,
     )
+
+
+def trading_activity(
+    turnover: np.ndarray, costs: np.ndarray, initial_cash: float, bars_per_year: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(annual turnover, costs paid) of accounts traded over a split, each ``(...)``.
+
+    ``turnover`` ``(..., bars)``: traded notional / account value before each bar's trade;
+    ``costs`` ``(..., bars)``: dollars paid at each bar. Annual turnover is the sum of the
+    per-bar turnover per year of bars (1.0: the whole account traded once a year, buys and
+    sells each counted); costs paid are their sum over the split / ``initial_cash``.
+    """
+    turnover = np.asarray(turnover, dtype=np.float64)
+    costs = np.asarray(costs, dtype=np.float64)
+    years = turnover.shape[-1] / float(bars_per_year) if turnover.shape[-1] else math.nan
+    return turnover.sum(-1) / years, costs.sum(-1) / float(initial_cash)
+
+
+def activity(result: Rollout) -> dict[str, float]:
+    """``{"turnover", "costs"}`` of a rollout (see :func:`trading_activity`), annualized
+    as :func:`score` does."""
+    ann = float(result.annualization) or periods_per_year(result.bar)
+    turnover, costs = trading_activity(
+        result.turnover.to_numpy()[1:],
+        result.costs.to_numpy()[1:],
+        float(result.config.initial_cash),
+        ann,
+    )
+    return {"turnover": float(turnover), "costs": float(costs)}
 
 
 def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> float:

@@ -10,6 +10,8 @@ directories only through it.
 - :mod:`finpod.runs.metrics`: ``metrics.csv`` and ``learning_curves.png``.
 - :mod:`finpod.runs.leaderboard`: ``leaderboard.json`` and the checkpoints it names.
 - :mod:`finpod.runs.candidates`: ``candidates.bin``, every candidate selection chose among.
+- :mod:`finpod.runs.tensorboard`: ``tensorboard/<pod_id>/``, ``metrics.csv`` mirrored as
+  TensorBoard event files (with each pod's hyperparameters).
 """
 
 from finpod.runs.candidates import (
@@ -51,6 +53,7 @@ from finpod.runs.rundir import (
     read_json,
     read_run_info,
 )
+from finpod.runs.tensorboard import TENSORBOARD_DIR, EventMirror, read_events, read_hparams
 from finpod.runs.toml_writer import toml_dumps
 
 __all__ = [
@@ -64,8 +67,10 @@ __all__ = [
     "METRICS_HEADER",
     "RUN_FILE",
     "STRATEGY_FILE",
+    "TENSORBOARD_DIR",
     "CandidateSet",
     "Entry",
+    "EventMirror",
     "Leaderboard",
     "MetricRow",
     "Progress",
@@ -80,6 +85,8 @@ __all__ = [
     "package_versions",
     "per_bar_sharpes",
     "plot_learning_curves",
+    "read_events",
+    "read_hparams",
     "read_json",
     "read_metrics",
     "read_run_info",

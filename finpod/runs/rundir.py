@@ -13,6 +13,8 @@ One format for a single agent (``kind = "agent"``) and a tournament
       metrics.csv        see :mod:`finpod.runs.metrics`
       learning_curves.png
       train.log
+      tensorboard/<pod_id>/events.out.tfevents.*   metrics.csv's rows and each pod's
+                         hyperparameters for TensorBoard (see :mod:`finpod.runs.tensorboard`)
 
 Every file except the append-only ``metrics.csv`` and ``train.log`` is written atomically
 (write-then-rename), so killing the driver at any instant leaves each file either old or
@@ -45,6 +47,7 @@ from finpod.runs.metrics import (
     read_metrics,
     write_metrics,
 )
+from finpod.runs.tensorboard import TENSORBOARD_DIR, EventMirror
 from finpod.runs.toml_writer import toml_dumps
 
 RUN_FILE = "run.json"
@@ -127,6 +130,8 @@ class RunDir:
         self.path = Path(path)
         self.metrics: list[MetricRow] = []
         self._logger: logging.Logger | None = None
+        self._events: EventMirror | None = None
+        self._events_broken = False
 
     @property
     def logger(self) -> logging.Logger:
@@ -226,6 +231,45 @@ class RunDir:
             return
         self.metrics.extend(new)
         append_metrics(self.path / METRICS_FILE, new)
+        self._mirror(lambda events: events.write_rows(new))
+
+    def add_hparams(self, pod_id: str, hparams: dict[str, Any], env_steps: int = 0) -> None:
+        """Record ``pod_id``'s hyperparameters in its TensorBoard folder (HParams dashboard
+        and a text table; see :func:`~finpod.runs.tensorboard.clean_hparams`)."""
+        self._mirror(lambda events: events.write_hparams(pod_id, hparams, env_steps))
+
+    @property
+    def events(self) -> EventMirror:
+        """The writer of ``tensorboard/<pod_id>/`` event files, opened on first use; its
+        wall clock starts at the run's creation."""
+        if self._events is None:
+            try:
+                created = _dt.datetime.fromisoformat(str(self.info()["created"])).timestamp()
+            except (FinpodError, KeyError, ValueError):
+                created = None
+            self._events = EventMirror(self.path / TENSORBOARD_DIR, wall_origin=created)
+        return self._events
+
+    def flush_events(self) -> None:
+        """Write the pending TensorBoard events to disk."""
+        if self._events is not None:
+            self._mirror(lambda events: events.flush())
+
+    def close_events(self) -> None:
+        """Flush and close the TensorBoard writers (a later row opens new event files)."""
+        if self._events is not None:
+            self._mirror(lambda events: events.close())
+
+    def _mirror(self, write: Any) -> None:
+        # The event files mirror metrics.csv: a failure there (TensorBoard missing, a full
+        # disk) is logged once and ends the mirroring, never the run.
+        if self._events_broken:
+            return
+        try:
+            write(self.events)
+        except Exception as err:  # noqa: BLE001 - a mirror must never stop a run
+            self._events_broken = True
+            self.log(f"TensorBoard event files not written: {err}", logging.WARNING)
 
     def record_nodes(self, nodes: dict[str, dict[str, str]]) -> None:
         """Store each node's package versions under ``run.json``'s ``nodes`` (atomically);
@@ -253,7 +297,11 @@ class RunDir:
     def plot_learning_curves(
         self, score_name: str, highlight: Iterable[str] = (), *, train_panel: bool = False
     ) -> Path | None:
-        """Validation score vs env steps of every pod (``highlight``ed pods drawn bold)."""
+        """Validation score vs env steps of every pod (``highlight``ed pods drawn bold).
+
+        Also flushes the TensorBoard event files (the same cadence: the curves on disk and
+        in TensorBoard stay as fresh as each other)."""
+        self.flush_events()
         n = len({r[0] for r in self.metrics})
         title = (
             f"Tournament learning curves — {n} pods"
@@ -283,7 +331,9 @@ def _file_logger(path: Path) -> logging.Logger:
 
 
 def close_logger(run: RunDir) -> None:
-    """Flush and detach ``train.log``'s handler (tests open many runs in one process)."""
+    """Close the run's TensorBoard writers, then flush and detach ``train.log``'s handler
+    (at the end of a run; tests open many runs in one process)."""
+    run.close_events()
     if run._logger is None:
         return
     for handler in list(run._logger.handlers):

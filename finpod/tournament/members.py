@@ -63,6 +63,7 @@ def member_returns(
     members: int,
     device: torch.device,
     env: Any = None,
+    activity: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Per-bar simple returns ``(members, T − 1) float64`` of ``members`` accounts, each
     traded deterministically over the whole of ``market`` by its own member.
@@ -72,16 +73,27 @@ def member_returns(
     accounting, next-bar fills, the config's execution controls), with one account per
     member instead of one: account k's returns equal a single-account rollout of member
     k's policy. ``env``: a :func:`scoring_env` of the same settings to reuse.
+
+    ``activity``, when given, receives each account's trading: ``"turnover"`` and
+    ``"costs"`` ``(members, T − 1) float64`` (the rollout's per-bar turnover and dollars
+    of costs, see :class:`finpod.env.Rollout`).
     """
     if env is None:
         env = scoring_env(market, config, members, device)
     obs = env.reset()
     values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
+    turnover, costs = [], []
     for _ in range(env.episode_length):
         action = act(obs).to(env.device, torch.float32)
         obs, _, _, _, info = env.step(action)
         values.append(info["account_value"].to("cpu", torch.float64))
+        if activity is not None:
+            turnover.append(info["turnover"])
+            costs.append(info["cost"])
     v = torch.stack(values, dim=1).numpy()  # (members, T)
+    if activity is not None:
+        activity["turnover"] = torch.stack(turnover, 1).to("cpu", torch.float64).numpy()
+        activity["costs"] = torch.stack(costs, 1).to("cpu", torch.float64).numpy()
     return v[:, 1:] / v[:, :-1] - 1.0
 
 
@@ -139,7 +151,9 @@ class PopulationTrainer:
         from finpod.agents import ALGORITHMS, make_agent
         from finpod.agents.base import build_hparams
         from finpod.agents.populations import make_population
+        from finpod.agents.train import population_learning_rates
         from finpod.data.market import periods_per_year
+        from finpod.env.rollout import trading_activity
         from finpod.scores import score_returns
 
         t0 = time.perf_counter()
@@ -184,13 +198,19 @@ class PopulationTrainer:
         returns: list[np.ndarray | None] = [None] * k_members
         epochs_done = [0] * k_members
         self.pod._set_progress(lead, 0, int(start.max()), None, t0)
+        before = start
         for epoch in range(lead.epochs):
+            learn_t0 = time.perf_counter()
             stats = population.learn(env, per_member)
             steps = population.env_steps().cpu().numpy().astype(np.int64)
             wall = time.perf_counter() - t0
+            learn_s = max(time.perf_counter() - learn_t0, 1e-9)
             host = {
                 key: value.detach().to("cpu", torch.float64).numpy() for key, value in stats.items()
             }
+            # Each member's own env steps per second of training, and its step sizes.
+            charts = {"sps": (steps - before) / learn_s, **population_learning_rates(population)}
+            before = steps
             alive = [k for k in range(k_members) if not failure[k]]
             for k in alive:
                 for key, value in host.items():
@@ -198,10 +218,16 @@ class PopulationTrainer:
                     if key not in ("episode_return", "episodes") and not math.isfinite(value[k]):
                         failure[k] = f"{NON_FINITE}: loss {key} = {value[k]} at epoch {epoch + 1}"
                         break
+                if not failure[k]:
+                    metrics[k].extend(
+                        (int(steps[k]), wall, "train", key, float(value[k]))
+                        for key, value in charts.items()
+                    )
             finite_weights = _finite_members(population, k_members)
             for k in alive:
                 if not failure[k] and not finite_weights[k]:
                     failure[k] = f"{NON_FINITE}: weights at epoch {epoch + 1}"
+            trading: dict[str, np.ndarray] = {}
             rets = member_returns(
                 lambda obs: population.act(obs, deterministic=True),
                 valid,
@@ -209,6 +235,10 @@ class PopulationTrainer:
                 k_members,
                 device,
                 env=self.scoring_env(lead, k_members),
+                activity=trading,
+            )
+            turnover, costs = trading_activity(
+                trading["turnover"], trading["costs"], float(config.initial_cash), ann
             )
             wall = time.perf_counter() - t0
             for k in range(k_members):
@@ -226,6 +256,8 @@ class PopulationTrainer:
                 if lead.score_name != "return":
                     annual = score_returns(pd.Series(r, index=index), "return", ann)
                     metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
+                for key, by_member in (("turnover", turnover), ("costs", costs)):
+                    metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))
             best = max((s for s in scores if math.isfinite(s)), default=None)
             self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
             if all(failure) or (lead.max_seconds is not None and wall >= lead.max_seconds):

@@ -185,12 +185,19 @@ class Pod:
         return mean_stats, sds
 
     def evaluate(
-        self, agent: Any, score_name: str, env_config: Any | None = None
+        self,
+        agent: Any,
+        score_name: str,
+        env_config: Any | None = None,
+        activity: dict[str, float] | None = None,
     ) -> tuple[float, float, np.ndarray]:
         """(score, annual return, per-bar returns ``(T − 1,) float32``) of ``agent``'s
         deterministic policy on the validation split, with ``env_config`` (default: the
-        run's env; a pod passes its own, see :meth:`env_config_for`)."""
+        run's env; a pod passes its own, see :meth:`env_config_for`). ``activity``, when
+        given, receives the rollout's ``turnover`` and ``costs`` (see
+        :func:`finpod.env.rollout.activity`)."""
         from finpod.env import rollout, score
+        from finpod.env.rollout import activity as trading
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
             return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
@@ -198,6 +205,8 @@ class Pod:
         config = self.env_config if env_config is None else env_config
         result = rollout(policy, self.valid_market, config, device=self.device)
         returns = result.returns.to_numpy(dtype=np.float32)
+        if activity is not None:
+            activity.update(trading(result))
         return score(result, score_name), score(result, "return"), returns
 
     # ----- a whole pod ------------------------------------------------------------------
@@ -220,6 +229,8 @@ class Pod:
         export_buffer: bool = True,
     ) -> tuple[PodResult, dict[str, np.ndarray] | None]:
         """:meth:`train`, plus learner 0's replay buffer (off-policy agents, when asked)."""
+        from finpod.agents.train import learning_rates
+
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
         envs = self.make_envs(spec)
@@ -237,16 +248,22 @@ class Pod:
         failure = ""
         self._set_progress(spec, 0, agent.env_steps, None, t0)
         for epoch in range(spec.epochs):
+            before, learn_t0 = agent.env_steps, time.perf_counter()
             stats, _ = self.run_epoch(learners, envs, per_learner, spec.seed + epoch + 1)
             wall = time.perf_counter() - t0
+            # Env steps per second of training (every learner's steps), and the step sizes.
+            sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
+            charts = {"sps": sps, **learning_rates(agent)}
             metrics.extend(
-                (int(agent.env_steps), wall, "train", k, float(v)) for k, v in stats.items()
+                (int(agent.env_steps), wall, "train", k, float(v))
+                for k, v in {**stats, **charts}.items()
             )
+            trading: dict[str, float] = {}
             try:
                 check_finite_stats(stats)
                 check_finite_weights(agent)
                 value, annual, returns = self.evaluate(
-                    agent, spec.score_name, self.env_config_for(spec)
+                    agent, spec.score_name, self.env_config_for(spec), activity=trading
                 )
                 if not bool(np.isfinite(returns).all()) or not math.isfinite(value):
                     raise NonFiniteError("validation returns")
@@ -260,6 +277,9 @@ class Pod:
             metrics.append((int(agent.env_steps), wall, "validation", spec.score_name, value))
             if spec.score_name != "return":
                 metrics.append((int(agent.env_steps), wall, "validation", "return", annual))
+            metrics.extend(
+                (int(agent.env_steps), wall, "validation", k, v) for k, v in trading.items()
+            )
             self._set_progress(spec, epochs_done, agent.env_steps, value, t0)
             if spec.max_seconds is not None and wall >= spec.max_seconds:
                 break

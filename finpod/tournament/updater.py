@@ -142,6 +142,12 @@ class Updater:
             (result.pod_id, steps, started_s + wall, split, metric, value)
             for steps, wall, split, metric, value in result.metrics
         )
+        self.run_dir.add_hparams(
+            result.pod_id,
+            {"algorithm": result.algorithm, "parent": spec.parent, "seed": spec.seed}
+            | {"num_envs": spec.num_envs, **result.hparams, "env": dict(result.env or {})},
+            env_steps=min((m[0] for m in result.metrics), default=0),
+        )
         rank = next(
             (i + 1 for i, e in enumerate(self.board.entries) if e.pod_id == result.pod_id), None
         )
