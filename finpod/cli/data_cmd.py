@@ -135,6 +135,14 @@ def download(
             "a signal that outlives 0.2 % costs on minute bars).",
         ),
     ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        Opt(
+            "--cache-dir",
+            help=r"yfinance/alpaca: download cache \[default: data/cache/<source>]; a rerun "
+            "requests only what is not there.",
+        ),
+    ] = None,
     feed: Annotated[
         str | None,
         Opt("--feed", help="alpaca: iex (free, default) or sip (all US exchanges)."),
@@ -211,6 +219,7 @@ def download(
         "adjust": adjust,
         "point_in_time": point_in_time or None,
         "date_format": date_format,
+        "cache_dir": cache_dir,
         "feed": feed,
         "adjustment": adjustment,
     }
