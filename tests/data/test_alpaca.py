@@ -188,19 +188,27 @@ def _load(cache: Path, **kw):
     return load_source("alpaca", **opts)
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``finpod ARGS`` in its own process (no inherited keys unless given)."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("APCA_", "FINPOD_ALPACA"))}
-    base.update(env or {})
-    base["PYTHONPATH"] = str(REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "finpod", *args],
-        capture_output=True,
-        text=True,
-        env=base,
-        cwd=REPO,
-        timeout=120,
-    )
+@pytest.fixture
+def finpod_cli(capsys, monkeypatch):
+    """``finpod ARGS`` through the real entry point, in process: (returncode, stdout, stderr);
+    ``env`` replaces the Alpaca variables."""
+    from finpod.cli import main
+
+    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        for k in list(os.environ):
+            if k.startswith(("APCA_", "FINPOD_ALPACA")):
+                monkeypatch.delenv(k)
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        cap = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
+
+    return run
 
 
 def _one_line(out: subprocess.CompletedProcess, *words: str) -> str:
@@ -242,9 +250,9 @@ def test_rate_limit_429_is_retried_then_succeeds(alpaca_env, tmp_path):
     assert loaded.bars.tickers == sorted(SYMBOLS)
 
 
-def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, tmp_path):
+def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, finpod_cli, tmp_path):
     srv = alpaca_env(always=429)
-    out = _cli(
+    out = finpod_cli(
         "download", "--source", "alpaca", "--tickers", "AAA", "--start", START, "--end", END,
         "--bar", "1min", "--out", str(tmp_path / "ds"),
         env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
@@ -255,20 +263,20 @@ def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, tmp_pat
     assert not (tmp_path / "ds").exists()
 
 
-def test_403_on_sip_is_one_line_naming_the_feed(alpaca_env, tmp_path):
+def test_403_on_sip_is_one_line_naming_the_feed(alpaca_env, finpod_cli, tmp_path):
     srv = alpaca_env(forbid_feed="sip")
-    out = _cli(
+    out = finpod_cli(
         "download", "--source", "alpaca", "--tickers", "AAA,BBB", "--start", START, "--end",
         END, "--bar", "1min", "--feed", "sip", "--out", str(tmp_path / "ds"),
         env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
              "FINPOD_ALPACA_DATA_URL": srv.url},
     )  # fmt: skip
-    _one_line(out, "sip", "HTTP 403", "--feed iex", "15 minutes")
+    print(_one_line(out, "sip", "HTTP 403", "--feed iex", "15 minutes"))
     assert len(srv.requests) == 1  # a 403 is not retried
 
 
-def test_missing_keys_is_one_line_saying_how_to_get_them(tmp_path):
-    out = _cli(
+def test_missing_keys_is_one_line_saying_how_to_get_them(finpod_cli, tmp_path):
+    out = finpod_cli(
         "download", "--source", "alpaca", "--tickers", "AAA", "--start", START,
         "--out", str(tmp_path / "ds"),
     )  # fmt: skip

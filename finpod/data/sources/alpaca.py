@@ -224,7 +224,7 @@ def _api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodErr
         return FinpodError(
             f"Alpaca refused the {feed} feed data for {what} (HTTP 403: {msg})",
             "the free plan has no SIP data of the last 15 minutes: use --feed iex, or an --end "
-            "earlier than 15 minutes ago (and check that the keys are for market data)",
+            "earlier than 15 minutes ago; check that the keys are for market data",
         )
     if status == 401:
         return FinpodError(
