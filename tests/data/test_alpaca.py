@@ -356,3 +356,17 @@ def test_dataset_equals_the_files_source_on_the_same_bars(alpaca_env, tmp_path):
     for k in ("dropped", "repaired", "listed_late", "tickers", "bars", "kept_rows"):
         assert ra[k] == rf[k], k
     assert ra["dropped"]["outside_sessions"] == 3 * (7 + 7 + 4)  # the pre-market bars
+
+
+def test_todays_partial_day_is_fetched_but_never_cached(alpaca_env, tmp_path):
+    cache = tmp_path / "cache"
+    now = pd.Timestamp("2024-02-06 11:00", tz=TZ)  # the range's last session is today
+    alpaca_env()
+    _load(cache, now=now)
+    names = sorted({p.name for p in cache.rglob("*.parquet")})
+    assert names == ["20240129_20240131.parquet", "20240201_20240205.parquet"], names
+    again = alpaca_env()
+    _load(cache, now=now)
+    assert again.requests and all(
+        pd.Timestamp(r["start"]) >= pd.Timestamp("2024-02-06", tz=TZ) for r in again.requests
+    )
