@@ -51,7 +51,7 @@ def download(
         Opt("--out", "-o", help=r"Dataset directory to write \[default: data/datasets/<source>]."),
     ] = None,
     source: Annotated[
-        str, Opt("--source", "-s", help="sample | yfinance | files | synthetic.")
+        str, Opt("--source", "-s", help="sample | yfinance | alpaca | files | synthetic.")
     ] = "sample",
     path: Annotated[
         Path | None, Opt("--path", help="files: directory (or file) of CSV/Parquet bars.")
@@ -60,7 +60,7 @@ def download(
         str | None,
         Opt(
             "--tickers",
-            help="Comma-separated symbols; 'nasdaq100' = yfinance point-in-time universe.",
+            help="Comma-separated symbols; 'nasdaq100' = yfinance/alpaca point-in-time universe.",
         ),
     ] = None,
     start: Annotated[str | None, Opt("--start", help="First date (YYYY-MM-DD).")] = None,
@@ -111,7 +111,8 @@ def download(
         Opt(
             "--benchmark",
             help="files: CSV/Parquet of index levels (daily or intraday), aligned causally; "
-            r"yfinance: index symbol \[default: ^NDX; 'none' for no index].",
+            r"yfinance: index symbol \[default: ^NDX; 'none' for no index]; alpaca: a "
+            "file of index levels or a fund symbol (e.g. QQQ) used as a labelled proxy.",
         ),
     ] = None,
     n_tickers: Annotated[
@@ -132,6 +133,25 @@ def download(
             "--signal-persistence",
             help="synthetic alpha: AR(1) persistence of the signal per bar (0.9; 0.99 for "
             "a signal that outlives 0.2 % costs on minute bars).",
+        ),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        Opt(
+            "--cache-dir",
+            help=r"yfinance/alpaca: download cache \[default: data/cache/<source>]; a rerun "
+            "requests only what is not there.",
+        ),
+    ] = None,
+    feed: Annotated[
+        str | None,
+        Opt("--feed", help="alpaca: iex (free, default) or sip (all US exchanges)."),
+    ] = None,
+    adjustment: Annotated[
+        str | None,
+        Opt(
+            "--adjustment",
+            help="alpaca: all (splits + dividends, default), split, dividend or raw.",
         ),
     ] = None,
     adjust: Annotated[
@@ -199,6 +219,9 @@ def download(
         "adjust": adjust,
         "point_in_time": point_in_time or None,
         "date_format": date_format,
+        "cache_dir": cache_dir,
+        "feed": feed,
+        "adjustment": adjustment,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
     t0 = time.perf_counter()

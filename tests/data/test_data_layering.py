@@ -76,6 +76,7 @@ def test_each_source_has_its_own_module():
     assert {fn.__module__ for fn in LOADERS.values()} == {
         "finpod.data.sources.sample",
         "finpod.data.sources.yahoo",
+        "finpod.data.sources.alpaca",
         "finpod.data.sources.files",
         "finpod.data.sources.synthetic",
     }

@@ -1,4 +1,4 @@
-"""The four sources behind one interface: :func:`load_source` → :class:`LoadedSource`.
+"""The sources behind one interface: :func:`load_source` → :class:`LoadedSource`.
 
 One module per source, each reading its input and handing cleaned bars (and, where there
 is one, an index benchmark) to the dataset builder:
@@ -7,6 +7,9 @@ is one, an index benchmark) to the dataset builder:
   2019-12-31) and the ^NDX index, shipped in ``data/sample``; works offline.
 - :mod:`~finpod.data.sources.yahoo`: Yahoo Finance through yfinance, chunked within
   Yahoo's per-interval limits, cached per chunk on disk, with ^NDX fetched alongside.
+- :mod:`~finpod.data.sources.alpaca`: Alpaca's market data through the ``alpaca-py`` SDK:
+  years of 1-minute to daily bars, chunked, rate-paced, cached per chunk (the resume state),
+  cleaned like ``files``.
 - :mod:`~finpod.data.sources.files`: a directory (or one file) of vendor CSV/Parquet bars,
   with an optional ``--benchmark`` file of index levels.
 - :mod:`~finpod.data.sources.synthetic`: the seeded generator of
@@ -22,6 +25,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from finpod.data.sources.alpaca import load_alpaca
 from finpod.data.sources.base import LoadedSource
 from finpod.data.sources.files import load_files
 from finpod.data.sources.sample import (
@@ -47,6 +51,7 @@ from finpod.errors import FinpodError
 LOADERS = {
     "sample": load_sample,
     "yfinance": load_yfinance,
+    "alpaca": load_alpaca,
     "files": load_files,
     "synthetic": load_synthetic,
 }
@@ -57,7 +62,9 @@ def load_source(source: str, *, progress: Any = None, **opts: Any) -> LoadedSour
     them."""
     fn = LOADERS.get(source)
     if fn is None:
-        raise FinpodError(f"unknown source {source!r}", "use sample, yfinance, files or synthetic")
+        raise FinpodError(
+            f"unknown source {source!r}", "use sample, yfinance, alpaca, files or synthetic"
+        )
     params = inspect.signature(fn).parameters
     unknown = [k for k, v in opts.items() if k not in params and v is not None]
     if unknown:
@@ -82,6 +89,7 @@ __all__ = [
     "YF_INTERVALS",
     "YF_LIMITS",
     "LoadedSource",
+    "load_alpaca",
     "load_files",
     "load_membership",
     "load_sample",

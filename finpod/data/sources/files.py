@@ -19,7 +19,7 @@ import pandas as pd
 
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
 from finpod.data.calendar import TZ
-from finpod.data.clean import check_tickers, clean_long, normalize_columns, ticker_problem
+from finpod.data.clean import Bars, check_tickers, clean_long, normalize_columns, ticker_problem
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
@@ -57,6 +57,63 @@ def _common_stamp_type(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
             f = f.assign(timestamp=col.dt.strftime("%Y-%m-%d %H:%M:%S"))
         out.append(f)
     return out
+
+
+def clean_vendor_bars(
+    df: pd.DataFrame,
+    bar: str | None,
+    *,
+    timezone: str = TZ,
+    bar_label: str = "auto",
+    start: str | None = None,
+    end: str | None = None,
+    min_coverage: float = 0.8,
+    calendar: str = "XNYS",
+    where: str = "input",
+    date_format: str | None = None,
+    benchmark: str | Path | None = None,
+    benchmark_bar_label: str | None = None,
+) -> tuple[Bars, dict, pd.Series | None, dict | None]:
+    """A long table of vendor bars → cleaned bars, report and the aligned ``benchmark`` file.
+
+    The one path from a long table (``timestamp, tic, open, high, low, close, volume``) to a
+    source's bars, shared by the sources that read vendor rows (``files``, ``alpaca``).
+    ``benchmark_bar_label`` is how the benchmark file's intraday stamps are labelled
+    (default: as the bars). Returns ``(bars, report, benchmark, benchmark_info)``.
+    """
+    bars, report = clean_long(
+        df,
+        bar,
+        timezone=timezone,
+        bar_label=bar_label,
+        start=start,
+        end=end,
+        min_coverage=min_coverage,
+        calendar=calendar,
+        where=where,
+        date_format=date_format,
+    )
+    bench = bench_info = None
+    if benchmark is not None:
+        series, name = read_benchmark_file(benchmark, columns=None)
+        bench = align_benchmark(
+            series,
+            bars.timestamps,
+            bars.bar,
+            calendar=calendar,
+            timezone=timezone,
+            bar_label=benchmark_bar_label or bar_label,
+        )
+        covered = int(np.isfinite(bench.to_numpy()).sum())
+        if covered == 0:
+            raise FinpodError(
+                f"the benchmark {benchmark} has no level on or before any bar "
+                f"({bars.timestamps[0]} → {bars.timestamps[-1]})",
+                "give index levels covering the bars' dates",
+            )
+        report["benchmark_bars_without_level"] = int(len(bench) - covered)
+        bench_info = {"name": name, "kind": BENCHMARK_KIND, "source": str(benchmark)}
+    return bars, report, bench, bench_info
 
 
 def load_files(
@@ -166,7 +223,7 @@ def load_files(
     check_known(tick, known, str(root))
     if tick is not None:
         df = df[names.isin(tick).fillna(False).to_numpy(dtype=bool)]
-    bars, report = clean_long(
+    bars, report, bench, bench_info = clean_vendor_bars(
         df,
         bar,
         timezone=timezone,
@@ -177,6 +234,7 @@ def load_files(
         calendar=calendar,
         where=str(root),
         date_format=date_format,
+        benchmark=benchmark,
     )
     report["files"] = [f.name for f in files]
     delisted = sorted(report.get("delisted", {}))
@@ -187,26 +245,6 @@ def load_files(
     )
     if delisted:
         note += f"; {len(delisted)} ticker(s) end inside the range and are treated as delisted"
-    bench = bench_info = None
-    if benchmark is not None:
-        series, name = read_benchmark_file(benchmark, columns=None)
-        bench = align_benchmark(
-            series,
-            bars.timestamps,
-            bars.bar,
-            calendar=calendar,
-            timezone=timezone,
-            bar_label=bar_label,
-        )
-        covered = int(np.isfinite(bench.to_numpy()).sum())
-        if covered == 0:
-            raise FinpodError(
-                f"the benchmark {benchmark} has no level on or before any bar "
-                f"({bars.timestamps[0]} → {bars.timestamps[-1]})",
-                "give index levels covering the bars' dates",
-            )
-        report["benchmark_bars_without_level"] = int(len(bench) - covered)
-        bench_info = {"name": name, "kind": BENCHMARK_KIND, "source": str(benchmark)}
     return LoadedSource(
         bars=bars,
         report=report,

@@ -1,0 +1,372 @@
+"""``finpod download --source alpaca`` against a real HTTP server on loopback that answers
+GET /v2/stocks/bars in Alpaca's documented shape (multi-symbol ``bars`` dict of
+``{t, o, h, l, c, v, n, vw}`` lists, ``next_page_token`` pagination), built here from a
+fixed seeded table: pagination, 429 retries, 403 and missing keys as one line, resume after a
+kill, and a dataset identical to the ``files`` source's on the same bars."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from finpod.data import build_dataset
+from finpod.data.calendar import TZ, sessions
+
+REPO = Path(__file__).resolve().parents[2]
+SYMBOLS = ("AAA", "BBB", "NEWCO")
+#: Two calendar months → two chunks per symbol (January: 3 sessions, February: 4).
+START, END = "2024-01-29", "2024-02-06"
+#: Bars per page the server sends (Alpaca sends up to the request's limit; fewer is legal).
+PAGE = 1000
+
+
+def make_bars(seed: int = 7) -> dict[str, pd.DataFrame]:
+    """Seeded 1-minute bars, Alpaca's fields, ``t`` as UTC ISO strings: the regular session,
+    a few pre-market bars (the cleaner drops them), a missing minute (forward-filled), and
+    NEWCO listing in February (nothing in January: empty answers for it)."""
+    rng = np.random.default_rng(seed)
+    days = sessions(START, END)
+    out = {}
+    for k, sym in enumerate(SYMBOLS):
+        stamps = []
+        for d in days:
+            if sym == "NEWCO" and d.month == 1:
+                continue
+            open_ = pd.Timestamp(d).tz_localize(TZ) + pd.Timedelta(hours=9, minutes=30)
+            pre = [open_ - pd.Timedelta(minutes=m) for m in (90, 60, 30)]
+            stamps += pre + [open_ + pd.Timedelta(minutes=i) for i in range(390)]
+        idx = pd.DatetimeIndex(stamps).tz_convert("UTC")
+        if sym == "BBB":
+            idx = idx.delete(500)  # one minute without a trade
+        n = len(idx)
+        close = 20.0 * (k + 1) * np.exp(np.cumsum(0.001 * rng.standard_normal(n)))
+        open_p = close * np.exp(0.0005 * rng.standard_normal(n))
+        out[sym] = pd.DataFrame(
+            {
+                "t": idx.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "o": open_p.round(4),
+                "h": (np.maximum(open_p, close) * 1.001).round(4),
+                "l": (np.minimum(open_p, close) * 0.999).round(4),
+                "c": close.round(4),
+                "v": rng.integers(100, 5000, n),
+                "n": rng.integers(1, 60, n),
+                "vw": close.round(4),
+            }
+        )
+    return out
+
+
+BARS = make_bars()
+
+
+class AlpacaReplay:
+    """A loopback server for GET /v2/stocks/bars. ``script`` is a list of status codes for the
+    first requests (e.g. ``[429]``); ``forbid_feed`` answers 403 to that feed; ``stall_after``
+    holds the (n+1)-th request open until released. Every request is recorded."""
+
+    def __init__(self, script=(), forbid_feed=None, stall_after=None, always=None):
+        self.script = list(script)
+        self.forbid_feed = forbid_feed
+        self.stall_after = stall_after
+        self.always = always
+        self.requests: list[dict] = []
+        self.stalled = threading.Event()
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urlparse(self.path)
+                q = {k: v[0] for k, v in parse_qs(u.query).items()}
+                q["path"] = u.path
+                q["key"] = self.headers.get("APCA-API-KEY-ID")
+                server.requests.append(q)
+                if server.stall_after is not None and len(server.requests) > server.stall_after:
+                    server.stalled.set()
+                    server.release.wait(30)
+                    return
+                status = server.always or (server.script.pop(0) if server.script else 200)
+                if q.get("feed") == server.forbid_feed:
+                    status = 403
+                if u.path != "/v2/stocks/bars":
+                    status = 404
+                if status != 200:
+                    msg = {
+                        429: "too many requests.",
+                        403: "subscription does not permit querying recent SIP data",
+                    }.get(status, "not found")
+                    return self._send(status, {"code": 40000000 + status, "message": msg})
+                return self._send(200, server.page(q))
+
+            def _send(self, status, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def page(self, q: dict) -> dict:
+        """Rows of the asked symbols in [start, end], by symbol then time, one page of them."""
+        lo, hi = pd.Timestamp(q["start"]), pd.Timestamp(q["end"])
+        lo = lo.tz_localize("UTC") if lo.tzinfo is None else lo
+        hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi
+        assert q["timeframe"] == "1Min", q
+        rows = []
+        for sym in sorted(q["symbols"].split(",")):
+            df = BARS.get(sym)
+            if df is None:
+                continue
+            t = pd.to_datetime(df["t"], utc=True)
+            for rec in df[(t >= lo) & (t <= hi)].to_dict("records"):
+                rows.append((sym, rec))
+        offset = int(base64.b64decode(q["page_token"])) if q.get("page_token") else 0
+        limit = min(int(q.get("limit") or 10_000), PAGE)
+        chunk = rows[offset : offset + limit]
+        bars: dict[str, list] = {}
+        for sym, rec in chunk:
+            bars.setdefault(sym, []).append({k: _plain(v) for k, v in rec.items()})
+        nxt = offset + limit
+        token = base64.b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
+        return {"bars": bars, "next_page_token": token}
+
+    def close(self):
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+@pytest.fixture
+def alpaca_env(monkeypatch, tmp_path):
+    """Keys, a fast backoff and a private cache; yields a function that starts a server."""
+    servers = []
+    monkeypatch.setenv("APCA_API_KEY_ID", "test-key")
+    monkeypatch.setenv("APCA_API_SECRET_KEY", "test-secret")
+    monkeypatch.setenv("FINPOD_ALPACA_BACKOFF_S", "0.01")
+
+    def start(**kw) -> AlpacaReplay:
+        srv = AlpacaReplay(**kw)
+        servers.append(srv)
+        monkeypatch.setenv("FINPOD_ALPACA_DATA_URL", srv.url)
+        return srv
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def _load(cache: Path, **kw):
+    from finpod.data.sources import load_source
+
+    opts = dict(tickers=",".join(SYMBOLS), start=START, end=END, bar="1min", cache_dir=cache)
+    opts.update(kw)
+    return load_source("alpaca", **opts)
+
+
+@pytest.fixture
+def finpod_cli(capsys, monkeypatch):
+    """``finpod ARGS`` through the real entry point, in process: (returncode, stdout, stderr);
+    ``env`` replaces the Alpaca variables."""
+    from finpod.cli import main
+
+    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        for k in list(os.environ):
+            if k.startswith(("APCA_", "FINPOD_ALPACA")):
+                monkeypatch.delenv(k)
+        for k, v in (env or {}).items():
+            monkeypatch.setenv(k, v)
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        cap = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
+
+    return run
+
+
+def _one_line(out: subprocess.CompletedProcess, *words: str) -> str:
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 1, (out.returncode, out.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert "Traceback" not in out.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def test_pages_are_followed_and_every_bar_arrives(alpaca_env, tmp_path):
+    srv = alpaca_env()
+    loaded = _load(tmp_path / "cache")
+    tokens = [r.get("page_token") for r in srv.requests]
+    assert sum(t is not None for t in tokens) >= 5, tokens  # pages 2.. of both months
+    # Every regular-session bar the server has is on the grid with its close.
+    b = loaded.bars
+    for j, sym in enumerate(b.tickers):
+        df = BARS[sym]
+        t = pd.to_datetime(df["t"], utc=True).dt.tz_convert(TZ)
+        reg = (t.dt.hour * 60 + t.dt.minute >= 570).to_numpy()
+        got = pd.Series(b.close[:, j], index=b.timestamps)
+        np.testing.assert_allclose(
+            got.reindex(pd.DatetimeIndex(t[reg])).to_numpy(), df["c"][reg], rtol=1e-6
+        )
+    assert loaded.report["alpaca_requests"] == len(srv.requests)
+    assert srv.requests[0]["key"] == "test-key"
+    assert srv.requests[0]["feed"] == "iex" and srv.requests[0]["adjustment"] == "all"
+
+
+def test_rate_limit_429_is_retried_then_succeeds(alpaca_env, tmp_path):
+    srv = alpaca_env(script=[429, 429])
+    loaded = _load(tmp_path / "cache")
+    assert loaded.report["alpaca_retries"] == 2
+    # The retried request is the same request again, not a skipped page.
+    assert srv.requests[0] == srv.requests[1] == srv.requests[2]
+    assert loaded.bars.tickers == sorted(SYMBOLS)
+
+
+def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, finpod_cli, tmp_path):
+    srv = alpaca_env(always=429)
+    out = finpod_cli(
+        "download", "--source", "alpaca", "--tickers", "AAA", "--start", START, "--end", END,
+        "--bar", "1min", "--out", str(tmp_path / "ds"),
+        env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
+             "FINPOD_ALPACA_DATA_URL": srv.url, "FINPOD_ALPACA_BACKOFF_S": "0.001"},
+    )  # fmt: skip
+    _one_line(out, "HTTP 429", "rerun")
+    assert len(srv.requests) == 8  # one try + 7 retries, then it stops
+    assert not (tmp_path / "ds").exists()
+
+
+def test_403_on_sip_is_one_line_naming_the_feed(alpaca_env, finpod_cli, tmp_path):
+    srv = alpaca_env(forbid_feed="sip")
+    out = finpod_cli(
+        "download", "--source", "alpaca", "--tickers", "AAA,BBB", "--start", START, "--end",
+        END, "--bar", "1min", "--feed", "sip", "--out", str(tmp_path / "ds"),
+        env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
+             "FINPOD_ALPACA_DATA_URL": srv.url},
+    )  # fmt: skip
+    print(_one_line(out, "sip", "HTTP 403", "--feed iex", "15 minutes"))
+    assert len(srv.requests) == 1  # a 403 is not retried
+
+
+def test_missing_keys_is_one_line_saying_how_to_get_them(finpod_cli, tmp_path):
+    out = finpod_cli(
+        "download", "--source", "alpaca", "--tickers", "AAA", "--start", START,
+        "--out", str(tmp_path / "ds"),
+    )  # fmt: skip
+    _one_line(out, "APCA_API_KEY_ID", "APCA_API_SECRET_KEY", "alpaca.markets", "paper")
+
+
+def test_resume_after_a_kill_fetches_only_the_missing_days(alpaca_env, tmp_path):
+    cache = tmp_path / "cache"
+    srv = alpaca_env(stall_after=5)  # January = 3 pages, then February's 3rd page hangs
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "finpod", "download", "--source", "alpaca", "--tickers",
+         ",".join(SYMBOLS), "--start", START, "--end", END, "--bar", "1min",
+         "--out", str(tmp_path / "ds1"), "--cache-dir", str(cache)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert srv.stalled.wait(90), "the download never reached the stalled request"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    assert all(pd.Timestamp(r["start"]).month == 1 for r in srv.requests[:3])
+    jan = sorted(p.name for p in cache.rglob("*.parquet"))
+    assert len(jan) == 3 and all(n.startswith("20240129_20240131") for n in jan), jan
+    assert not list(cache.rglob("*.tmp")), "a half-written cache file was left"
+
+    again = alpaca_env()
+    loaded = _load(cache)
+    assert len(again.requests) == 5  # February's 4,716 bars in 1,000-bar pages
+    assert all(
+        pd.Timestamp(r["start"]) >= pd.Timestamp("2024-02-01", tz=TZ) for r in again.requests
+    )
+    assert loaded.bars.tickers == sorted(SYMBOLS)
+    # A third run is all cache: no request at all.
+    third = alpaca_env()
+    _load(cache)
+    assert third.requests == []
+
+
+def test_dataset_equals_the_files_source_on_the_same_bars(alpaca_env, tmp_path):
+    alpaca_env()
+    a = build_dataset(
+        "alpaca",
+        tmp_path / "alpaca",
+        tickers=",".join(SYMBOLS),
+        start=START,
+        end=END,
+        bar="1min",
+        cache_dir=tmp_path / "cache",
+    )
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    for sym, df in BARS.items():
+        df.rename(columns={"t": "timestamp", "o": "open", "h": "high", "l": "low", "c": "close",
+                           "v": "volume"})[
+            ["timestamp", "open", "high", "low", "close", "volume"]
+        ].to_csv(vendor / f"{sym}.csv", index=False)  # fmt: skip
+    f = build_dataset(
+        "files",
+        tmp_path / "files",
+        path=vendor,
+        bar="1min",
+        bar_label="start",
+        start=START,
+        end=END,
+    )
+    ma = json.loads((a / "manifest.json").read_text())
+    mf = json.loads((f / "manifest.json").read_text())
+    assert ma["hash"] == mf["hash"]
+    assert ma["splits"] == mf["splits"] and ma["tickers"] == mf["tickers"]
+    ta, tf = pq.read_table(a / "bars.parquet"), pq.read_table(f / "bars.parquet")
+    assert ta.schema == tf.schema
+    # Same bars, NaN where the same (prices before NEWCO's first bar): exact equality.
+    pd.testing.assert_frame_equal(ta.to_pandas(), tf.to_pandas(), check_exact=True)
+    ra = json.loads((a / "cleaning_report.json").read_text())
+    rf = json.loads((f / "cleaning_report.json").read_text())
+    for k in ("dropped", "repaired", "listed_late", "tickers", "bars", "kept_rows"):
+        assert ra[k] == rf[k], k
+    assert ra["dropped"]["outside_sessions"] == 3 * (7 + 7 + 4)  # the pre-market bars
+
+
+def test_todays_partial_day_is_fetched_but_never_cached(alpaca_env, tmp_path):
+    cache = tmp_path / "cache"
+    now = pd.Timestamp("2024-02-06 11:00", tz=TZ)  # the range's last session is today
+    alpaca_env()
+    _load(cache, now=now)
+    names = sorted({p.name for p in cache.rglob("*.parquet")})
+    assert names == ["20240129_20240131.parquet", "20240201_20240205.parquet"], names
+    again = alpaca_env()
+    _load(cache, now=now)
+    assert again.requests and all(
+        pd.Timestamp(r["start"]) >= pd.Timestamp("2024-02-06", tz=TZ) for r in again.requests
+    )
