@@ -210,6 +210,7 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
             progress=False,
             pod_id=pod_id,
             score_name=spec.score,
+            tensorboard=False,  # the job's run folder is temporary; metrics go to the report
         )
         t1 = time.perf_counter()
         if result.best_checkpoint is None:
