@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from finpod.backtest.metrics import STATISTIC_MEANINGS
+from finpod.backtest.selection import STATISTIC_MEANINGS
 from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html, _png
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 

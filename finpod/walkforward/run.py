@@ -366,7 +366,7 @@ def _connect(address: str | None, num_cpus: int | None) -> bool:
 # ------------------------------------------------------------------------- aggregation
 def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
     """The fold's winner among its seeds and the DSR/PBO of that choice (``fold.json``)."""
-    from finpod.backtest.metrics import selection_statistics
+    from finpod.backtest.selection import selection_statistics
     from finpod.runs.candidates import CandidateSet
 
     recs = [store.load_seed(out, fold.index, s) for s in seeds]
