@@ -158,6 +158,9 @@ def test_training_without_a_terminal_names_the_run_first_and_resume_after_ctrl_c
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # Ctrl-C in a terminal: SIGINT at its default even when the suite itself was
+        # started in the background (where the shell sets it to "ignore", inherited).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         first = proc.stdout.readline()

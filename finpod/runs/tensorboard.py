@@ -123,6 +123,9 @@ class EventMirror:
         self.max_open = max(1, int(max_open))
         self._writers: OrderedDict[str, Any] = OrderedDict()
         self._purge: dict[str, int] = {}
+        # Import the writer now, at the start of a run, not in the middle of its first
+        # training segment: a first import of tensorboard takes seconds on a cold install.
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
 
     def purge_after(self, pod_id: str, env_steps: int) -> None:
         """Hide ``pod_id``'s events past ``env_steps`` written by an earlier session (a run
