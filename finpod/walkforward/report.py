@@ -17,7 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest.selection import STATISTIC_MEANINGS
-from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html, _png
+from finpod.backtest.plots import _png
+from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
 if TYPE_CHECKING:
