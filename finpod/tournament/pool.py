@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.config import TournamentConfig
+from finpod.tournament.search import SearchSpace
 
 #: Bytes of Python, torch and the agent's networks in one pod actor, beyond its tables.
 POD_BASE_MEMORY = 512 * 2**20
