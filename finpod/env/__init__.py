@@ -1,10 +1,10 @@
 """Vectorized trading MDP in torch (CPU and CUDA), rollouts, scores, gymnasium wrappers."""
 
 from finpod.env.config import EnvConfig
-from finpod.env.core import ObsLayout
 from finpod.env.diagnostics import observation_stats
 from finpod.env.gymnasium_env import TradingGymEnv, TradingGymVectorEnv
 from finpod.env.rollout import Rollout, rollout, score
+from finpod.env.tables import ObsLayout
 from finpod.env.vec_env import VecTradingEnv
 
 __all__ = [
