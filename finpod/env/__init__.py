@@ -3,6 +3,7 @@
 from finpod.env.config import EnvConfig
 from finpod.env.diagnostics import observation_stats
 from finpod.env.gymnasium_env import TradingGymEnv, TradingGymVectorEnv
+from finpod.env.protocol import VecEnv
 from finpod.env.rollout import Rollout, rollout, score
 from finpod.env.tables import ObsLayout
 from finpod.env.vec_env import VecTradingEnv
@@ -13,6 +14,7 @@ __all__ = [
     "Rollout",
     "TradingGymEnv",
     "TradingGymVectorEnv",
+    "VecEnv",
     "VecTradingEnv",
     "observation_stats",
     "rollout",
