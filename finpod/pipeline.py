@@ -164,7 +164,7 @@ def backtest_and_report(
     tearsheet path.
     """
     from finpod.backtest import run_backtest
-    from finpod.backtest.runner import resolve_agent
+    from finpod.backtest.agents import resolve_agent
     from finpod.device import pick_device
     from finpod.runs import find_run
 

@@ -12,8 +12,8 @@ from finpod.data.synthetic import make_synthetic
 from finpod.env import EnvConfig, VecTradingEnv, rollout
 from finpod.errors import FinpodError
 from finpod.strategy import load_strategy
-from finpod.tournament.config import parse_search, pod_env
 from finpod.tournament.run import resolve
+from finpod.tournament.search import parse_search, pod_env
 
 STRATEGIES = Path(__file__).resolve().parents[1] / "strategies"
 TOURNAMENTS = sorted(p for p in STRATEGIES.glob("*.toml") if load_strategy(p).tournament)

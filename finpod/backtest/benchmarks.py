@@ -31,8 +31,8 @@ BENCHMARKS = ("equal_weight_buy_hold", "equal_weight_daily", "momentum")
 
 
 def _holdings_slice(market: MarketData) -> slice:
-    # Mirrors finpod.env.core.ObsLayout: [value, cash, holdings (N), prices (N), features].
-    from finpod.env.core import ObsLayout
+    # Mirrors finpod.env.tables.ObsLayout: [value, cash, holdings (N), prices (N), features].
+    from finpod.env.tables import ObsLayout
 
     return ObsLayout(market.num_stocks, market.num_features).holdings
 

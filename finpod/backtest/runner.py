@@ -9,8 +9,7 @@ series. Nothing outside the backtest split is read.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,22 @@ import pandas as pd
 import torch
 
 from finpod.backtest import metrics as m
+from finpod.backtest.agents import (
+    Policy,
+    ensemble_policy,
+    is_ensemble,
+    load_agents,
+    parse_agent,
+    recorded_env_config,
+    resolve_agent,
+)
 from finpod.backtest.benchmarks import (
     benchmark_config,
     benchmark_policies,
     reference_config,
     zero_policy,
 )
+from finpod.backtest.disclosures import dataset_disclosure, largest_tilts, start_disclosure
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.data.disclosure import benchmark_label, universe_disclosure
@@ -39,46 +48,8 @@ from finpod.runs import (
     read_run_info,
 )
 
-#: Entries averaged by ``agent="top-k"`` when no number is given.
-DEFAULT_TOP_K = 3
-
-Policy = Callable[[torch.Tensor], torch.Tensor]
-
 
 # ------------------------------------------------------------------------ run directory
-def parse_agent(agent: str) -> int:
-    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5;
-    ``ensemble`` → 3, ``ensemble-5`` → 5 (see :func:`is_ensemble`)."""
-    agent = agent.strip().lower()
-    if agent == "best":
-        return 1
-    if agent in ("top-k", "ensemble"):
-        return DEFAULT_TOP_K
-    match = re.fullmatch(r"(?:top|ensemble)-?(\d+)", agent)
-    if match and int(match.group(1)) >= 1:
-        return int(match.group(1))
-    raise FinpodError(
-        f"unknown agent selection {agent!r}",
-        "use best, top-k, top-N (mean action), ensemble or ensemble-N (mean target weights)",
-    )
-
-
-def resolve_agent(run_dir: str | Path, agent: str) -> str:
-    """``"selected"`` → what the run selected on validation (``leaderboard.json``'s
-    ``"selected"``: ``"ensemble-K"`` when the leaderboard ensemble won, else ``"best"``);
-    any other name is returned as given."""
-    if agent.strip().lower() != "selected":
-        return agent
-    board = read_json(Path(run_dir) / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    return str(board.get("selected") or "best")
-
-
-def is_ensemble(agent: str) -> bool:
-    """Whether ``agent`` asks for the leaderboard ensemble (mean of the members' target
-    weights, :mod:`finpod.env.ensemble`) rather than the mean action (``top-k``)."""
-    return agent.strip().lower().startswith("ensemble")
-
-
 def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
     """Annualized validation Sharpe of every candidate the run recorded.
 
@@ -153,33 +124,6 @@ def _dataset_dir(run_dir: Path, run_meta: dict[str, Any], data_dir: str | Path |
         if path.is_dir():
             return path
     raise FinpodError(f"the run's dataset {recorded} is not on disk", "pass --data DIR")
-
-
-# ------------------------------------------------------------------------------- agents
-def ensemble_policy(agents: Sequence[Any]) -> Policy:
-    """Deterministic policy averaging the actions of ``agents`` (each (B, A) in [-1, 1])."""
-
-    @torch.no_grad()
-    def policy(obs: torch.Tensor) -> torch.Tensor:
-        actions = [a.act(obs, deterministic=True) for a in agents]
-        return torch.stack(actions).mean(0)
-
-    return policy
-
-
-def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
-    from finpod.agents import load_checkpoint
-
-    agents = []
-    for entry in entries:
-        rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
-        path = run_dir / rel
-        if not path.is_file():
-            raise FinpodError(
-                f"checkpoint of {entry.get('pod_id')} missing: {path}", "re-run train"
-            )
-        agents.append(load_checkpoint(path, device))
-    return agents
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -289,91 +233,6 @@ def backtest_market(
         leaderboard=leaderboard,
         learning_curves=learning_curves,
     )
-
-
-#: Names listed by :func:`largest_tilts`.
-TOP_TILTS = 5
-
-
-def largest_tilts(
-    positions: pd.DataFrame, reference_positions: pd.DataFrame, top: int = TOP_TILTS
-) -> list[dict[str, Any]]:
-    """The names with the largest average active weight, largest |tilt| first.
-
-    Weight = dollar position / account value at each bar's close; the tilt of a name is its
-    mean weight over the bars minus the reference portfolio's mean weight (portfolio weight
-    units: 0.01 = one percentage point). ``cash`` is listed like a name."""
-
-    def weights(frame: pd.DataFrame) -> pd.DataFrame:
-        total = frame.sum(axis=1)
-        return frame.div(total.where(total > 0), axis=0)
-
-    tilt = (weights(positions).mean() - weights(reference_positions).mean()).dropna()
-    order = tilt.abs().sort_values(ascending=False).index[:top]
-    return [{"ticker": str(k), "mean_active_weight": float(tilt[k])} for k in order]
-
-
-def start_disclosure(config: EnvConfig) -> str:
-    """How the agent and the benchmarks started, in a sentence."""
-    if config.start == "reference":
-        return (
-            f"Start: the agent and every rule-based benchmark start invested at the reference "
-            f"portfolio ({config.reference}), an endowment with no purchase cost."
-        )
-    return (
-        "Start: the agent and every rule-based benchmark start in cash; their first bar "
-        "buys the initial portfolio (turnover 'ex initial' leaves that purchase out)."
-    )
-
-
-# -------------------------------------------------------------------------- disclosures
-def dataset_disclosure(
-    run_id: str, run_hash: str | None, data_hash: str | None, dataset: Path
-) -> str | None:
-    """A sentence when the backtest's dataset is not the one the run was trained on."""
-    if run_hash is None or data_hash == run_hash:
-        return None
-    return (
-        f"Cross-dataset backtest: run {run_id} was trained and selected on dataset "
-        f"{str(run_hash)[:12]}, this backtest used {dataset} (hash {str(data_hash)[:12]}); "
-        "its numbers are not the run's own out-of-sample result."
-    )
-
-
-# ------------------------------------------------------------------------ run's settings
-def recorded_env_config(
-    run_dir: Path, run_meta: dict[str, Any], entry: dict[str, Any]
-) -> tuple[EnvConfig, str]:
-    """The env settings the entry was trained and scored with, and where they came from.
-
-    In order: the leaderboard entry's ``env`` (a tournament pod's searched execution
-    controls, applied over the run's strategy ``env`` table), the checkpoint's ``env``
-    metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
-    finpod: a setting the run did not record is the default it ran with.
-    """
-    recorded = entry.get("env") or entry.get("env_config")
-    if isinstance(recorded, dict) and recorded:
-        base = dict((run_meta.get("strategy") or {}).get("env") or {})
-        return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
-    rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
-    path = run_dir / rel
-    if path.is_file():
-        from finpod.agents import read_checkpoint
-
-        meta, _ = read_checkpoint(path)
-        if meta.get("env"):
-            try:
-                return EnvConfig.from_dict(json.loads(meta["env"])), "checkpoint"
-            except ValueError as err:
-                raise FinpodError(
-                    f"checkpoint {path} has unreadable env settings: {err}", "re-run train"
-                ) from err
-    strategy = run_meta.get("strategy") or {}
-    if "env" not in strategy:
-        raise FinpodError(
-            f"run {run_dir.name} recorded no env settings", "re-run finpod train to record them"
-        )
-    return EnvConfig.from_dict(dict(strategy.get("env") or {})), "run.json strategy"
 
 
 def _validation_bars(manifest: dict[str, Any]) -> int | None:

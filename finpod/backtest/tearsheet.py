@@ -6,25 +6,33 @@ leaderboard. pyfolio-reloaded draws the underwater drawdown (it wants UTC timest
 finpod draws the rest itself: the equity curve and annual returns with every benchmark,
 the monthly heatmap (pyfolio prints months without bars as 0 %), rolling ratios annualized
 for the bar size (pyfolio assumes daily bars), and holdings/exposure (pyfolio's exposure
-panel comes out blank under current pandas).
+panel comes out blank under current pandas). The figures are drawn in
+:mod:`finpod.backtest.plots`; this module assembles the tables, notes and page.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-import warnings
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
 from finpod.backtest.labels import METRIC_LABELS, format_metric
+from finpod.backtest.plots import (
+    _active,
+    _column_label,
+    _daily,
+    _drawdown,
+    _equity,
+    _holdings,
+    _learning,
+    _monthly,
+    _png,
+    _rolling,
+    _turnover,
+)
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -32,60 +40,8 @@ if TYPE_CHECKING:
 _LABELS = METRIC_LABELS
 #: Worst drawdowns listed in the drawdown table.
 _WORST_DRAWDOWNS = 5
-#: Most tickers drawn individually in the holdings panel; the rest are summed as "other".
-_TOP_HOLDINGS = 10
-
-
-def _png(draw: Callable[[Figure], None], size: tuple[float, float] = (10, 3.6)) -> str:
-    """Run ``draw(fig)`` on a fresh figure and return it as a data: URI."""
-    # A bare Figure (not pyplot) draws with Agg without touching the global backend, so
-    # notebooks keep showing their own plots inline.
-    fig = Figure(figsize=size)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        draw(fig)
-        fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _utc(series: pd.Series) -> pd.Series:
-    series = series.copy()
-    idx = pd.DatetimeIndex(series.index)
-    series.index = idx.tz_localize("UTC") if idx.tz is None else idx.tz_convert("UTC")
-    return series
-
-
-def _pyfolio_plotting():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pyfolio.plotting as pp
-    return pp
-
 
 _format = format_metric
-
-
-def _column_label(name: str) -> str:
-    if name == "index":
-        return "index (level, no costs)"
-    if name == m.REFERENCE:
-        return "reference (zero tilt)"
-    return name
-
-
-def _daily(result: BacktestResult) -> bool:
-    return result.bar.endswith("d")
-
-
-def _date_axis(ax, result: BacktestResult) -> None:
-    """Dates without times on daily bars (intraday keeps the time of day)."""
-    import matplotlib.dates as mdates
-
-    if _daily(result):
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
-    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
 
 
 def _stamp(value, result: BacktestResult) -> str:
@@ -128,64 +84,6 @@ def _tilts_html(result: BacktestResult) -> str:
     )
 
 
-def _active(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        ax1, ax2 = fig.subplots(1, 2)
-        agent = (1.0 + result.returns.fillna(0.0)).cumprod()
-        for name, style in ((m.REFERENCE, "-"), ("index", "--")):
-            if name in result.benchmark_returns:
-                other = (1.0 + result.benchmark_returns[name].fillna(0.0)).cumprod()
-                excess = (agent / other - 1.0) * 100.0
-                ax1.plot(excess.index, excess.values, ls=style, label=f"agent vs {name}")
-        ax1.axhline(0.0, color="k", lw=0.5)
-        ax1.set_ylabel("excess growth (%)")
-        ax1.set_title("Cumulative excess return (growth of agent / growth of other − 1)")
-        ax1.legend(fontsize=7)
-        window = _window(result)
-        for name, col in result.all_returns.items():
-            if name not in ("agent", m.REFERENCE, "index"):
-                continue
-            vol = col.rolling(window).std() * np.sqrt(result.bars_per_year) * 100.0
-            ax2.plot(vol.index, vol.values, label=str(name), lw=2.0 if name == "agent" else 1)
-        ax2.set_ylabel("annualized volatility (%)")
-        ax2.set_title(f"Rolling volatility ({window} bars)")
-        ax2.legend(fontsize=7)
-        for ax in (ax1, ax2):
-            ax.grid(alpha=0.3)
-            _date_axis(ax, result)
-
-    return draw
-
-
-def _turnover(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        window = _window(result)
-        in_cash = result.start == "cash"
-        series = {"agent": (result.traded_value, result.account_value)}
-        for name in result.benchmark_traded_value.columns:
-            series[name] = (
-                result.benchmark_traded_value[name],
-                result.benchmark_account_value.get(name),
-            )
-        for name, (traded, value) in series.items():
-            if value is None:
-                continue
-            traded = traded.astype("float64").fillna(0.0).copy()
-            if in_cash and len(traded):
-                traded.iloc[0] = 0.0  # the initial purchase
-            ratio = traded / value.reindex(traded.index).astype("float64")
-            annual = ratio.rolling(window).mean() * result.bars_per_year
-            ax.plot(annual.index, annual.values, label=str(name), lw=2.0 if name == "agent" else 1)
-        excluded = "excluding the initial purchase" if in_cash else "started invested"
-        ax.set_title(f"Turnover over time ({window}-bar mean, × capital / year; {excluded})")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        _date_axis(ax, result)
-
-    return draw
-
-
 def _metrics_html(result: BacktestResult) -> str:
     table = result.metrics
     head = "".join(f"<th>{html.escape(_column_label(str(c)))}</th>" for c in table.columns)
@@ -209,158 +107,6 @@ def _frame_html(frame: pd.DataFrame, max_rows: int = 20) -> str:
                 cells.append(f"<td>{html.escape(str(v))}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _equity(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        for name, col in result.all_returns.items():
-            equity = (1.0 + col.fillna(0.0)).cumprod() * result.initial_capital
-            ax.plot(equity.index, equity.values, label=str(name), lw=2.0 if name == "agent" else 1)
-        ax.set_ylabel("account value ($)")
-        ax.set_title("Equity curve (same capital, costs and fills for every strategy)")
-        ax.legend(loc="best", fontsize=8)
-        ax.grid(alpha=0.3)
-        _date_axis(ax, result)
-
-    return draw
-
-
-def _drawdown(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        _pyfolio_plotting().plot_drawdown_underwater(_utc(result.returns), ax=ax)
-        ax.set_title("Agent drawdown (underwater)")
-        _date_axis(ax, result)
-
-    return draw
-
-
-def _monthly(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        table = m.monthly_returns(result.returns) * 100.0
-        ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
-        values = table.to_numpy(dtype=float)
-        limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.1)
-        cmap = matplotlib.colormaps.get_cmap("RdYlGn").copy()
-        cmap.set_bad("#f3f3f3")
-        ax1.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
-        for (i, j), v in np.ndenumerate(values):
-            if np.isfinite(v):
-                ax1.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7)
-        ax1.set_xticks(range(12), ["J", "F", "M", "A", "M", "J", "J", "A", "S", "O", "N", "D"])
-        ax1.set_yticks(range(len(table.index)), [str(y) for y in table.index])
-        ax1.set_title("Agent monthly returns (%); grey: no bars")
-        yearly = (1.0 + result.all_returns.fillna(0.0)).groupby(result.returns.index.year).prod()
-        yearly = (yearly - 1.0) * 100.0
-        yearly.plot.barh(ax=ax2, width=0.8, legend=False)
-        ax2.axvline(0.0, color="k", lw=0.5)
-        ax2.set_xlabel("return (%)")
-        ax2.set_title("Annual returns, all strategies (%)")
-        ax2.legend(fontsize=6)
-        ax2.grid(alpha=0.3, axis="x")
-
-    return draw
-
-
-def _window(result: BacktestResult) -> int:
-    """Rolling window: about three months of bars, at least 10, at most half the data."""
-    quarter = int(round(result.bars_per_year / 4))
-    return max(10, min(quarter, len(result.returns) // 2))
-
-
-def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        window = _window(result)
-        ax1, ax2 = fig.subplots(1, 2)
-        for name, col in result.all_returns.items():
-            rs = m.rolling_sharpe(col, window, result.bars_per_year)
-            ax1.plot(rs.index, rs.values, label=str(name), lw=2.0 if name == "agent" else 1)
-        ax1.axhline(0.0, color="k", lw=0.5)
-        ax1.set_title(f"Rolling Sharpe ({window} bars, annualized)")
-        ax1.legend(fontsize=7)
-        bench = result.index_returns
-        if bench is not None:
-            rb = m.rolling_beta(result.returns, bench, window)
-            ax2.plot(rb.index, rb.values, color="tab:orange")
-            ax2.axhline(1.0, color="k", lw=0.5, ls="--")
-            ax2.set_title(f"Rolling beta to the index ({window} bars)")
-        else:
-            ax2.text(0.5, 0.5, "no index in this dataset", ha="center", va="center")
-            ax2.set_axis_off()
-        for ax in (ax1, ax2):
-            ax.grid(alpha=0.3)
-            _date_axis(ax, result)
-
-    return draw
-
-
-def _holdings(result: BacktestResult) -> Callable[[Figure], None]:
-    def draw(fig: Figure) -> None:
-        pos = result.positions.astype("float64")
-        total = result.account_value.reindex(pos.index).astype("float64")
-        stocks = pos.drop(columns=["cash"], errors="ignore")
-        weights = stocks.div(total.where(total > 0), axis=0).fillna(0.0)
-        ax1, ax2 = fig.subplots(1, 2)
-        top = weights.abs().mean().sort_values(ascending=False).index[:_TOP_HOLDINGS]
-        shown = weights[top].clip(lower=0.0)
-        other = weights.drop(columns=top).clip(lower=0.0).sum(axis=1)
-        if len(weights.columns) > len(top):
-            shown = shown.assign(other=other)
-        if shown.shape[1]:
-            palette = list(matplotlib.colormaps.get_cmap("tab20").colors[::2]) + list(
-                matplotlib.colormaps.get_cmap("tab20").colors[1::2]
-            )
-            colors = [palette[i % len(palette)] for i in range(len(top))]
-            colors += ["#bbbbbb"] * (shown.shape[1] - len(top))
-            ax1.stackplot(
-                shown.index, shown.T.values, labels=[str(c) for c in shown.columns], colors=colors
-            )
-            ax1.legend(fontsize=6, loc="upper left", ncol=2)
-        ax1.set_ylim(0, max(1.0, float(shown.sum(axis=1).max() or 0) * 1.05))
-        ax1.set_title("Holdings (weight of account value)")
-        long = weights.clip(lower=0.0).sum(axis=1)
-        short = weights.clip(upper=0.0).sum(axis=1)
-        cash = (pos["cash"] / total).fillna(0.0) if "cash" in pos else 1.0 - long - short
-        ax2.plot(long.index, long.values, label="long exposure")
-        if (short < 0).any():
-            ax2.plot(short.index, short.values, label="short exposure")
-        ax2.plot(cash.index, np.asarray(cash), label="cash", ls="--")
-        ax2.set_title("Exposure")
-        ax2.legend(fontsize=7)
-        for ax in (ax1, ax2):
-            ax.grid(alpha=0.3)
-            _date_axis(ax, result)
-
-    return draw
-
-
-def _learning(result: BacktestResult) -> Callable[[Figure], None] | None:
-    curves = result.learning_curves
-    if curves is None or curves.empty or not {"pod_id", "env_steps", "metric"} <= set(curves):
-        return None
-
-    def draw(fig: Figure) -> None:
-        splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
-        splits = splits or [None]
-        axes = np.atleast_1d(fig.subplots(1, len(splits)))
-        score = (result.info.get("score_name") or "sharpe") if result.info else "sharpe"
-        for ax, split in zip(axes, splits, strict=False):
-            sub = curves if split is None else curves[curves["split"] == split]
-            preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")
-            present = set(sub["metric"])
-            metric = next((p for p in preferred if p in present), sub["metric"].iloc[0])
-            sub = sub[sub["metric"] == metric]
-            for pod, g in sub.groupby("pod_id"):
-                g = g.sort_values("env_steps")
-                ax.plot(g["env_steps"], g["value"], lw=1, label=str(pod))
-            ax.set_xlabel("env steps")
-            ax.set_title(f"{split or ''} {metric} per pod".strip())
-            ax.grid(alpha=0.3)
-            if sub["pod_id"].nunique() <= 12:
-                ax.legend(fontsize=6)
-
-    return draw
 
 
 #: Order and titles of the selection statistics section.

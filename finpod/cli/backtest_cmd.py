@@ -80,8 +80,8 @@ def show_backtest(
     metrics, the selection statistics, the disclosures and where the tearsheet is."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    from finpod.backtest.agents import resolve_agent
     from finpod.backtest.benchmarks import BENCHMARKS
-    from finpod.backtest.runner import resolve_agent
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
     from finpod.runs import find_run
 

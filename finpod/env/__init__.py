@@ -1,10 +1,11 @@
 """Vectorized trading MDP in torch (CPU and CUDA), rollouts, scores, gymnasium wrappers."""
 
 from finpod.env.config import EnvConfig
-from finpod.env.core import ObsLayout
 from finpod.env.diagnostics import observation_stats
 from finpod.env.gymnasium_env import TradingGymEnv, TradingGymVectorEnv
+from finpod.env.protocol import VecEnv
 from finpod.env.rollout import Rollout, rollout, score
+from finpod.env.tables import ObsLayout
 from finpod.env.vec_env import VecTradingEnv
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "Rollout",
     "TradingGymEnv",
     "TradingGymVectorEnv",
+    "VecEnv",
     "VecTradingEnv",
     "observation_stats",
     "rollout",

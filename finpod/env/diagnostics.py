@@ -13,7 +13,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
-from finpod.env.core import ObsLayout, build_tables
+from finpod.env.tables import ObsLayout, build_tables
 
 #: Quantiles reported by :func:`observation_stats`.
 QUANTILES = (0.05, 0.5, 0.95)

@@ -30,7 +30,8 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
-from finpod.env.core import Tables, active_targets, build_tables
+from finpod.env.core import active_targets
+from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
 
 Policy = Callable[[torch.Tensor], torch.Tensor]

@@ -1,6 +1,6 @@
 """Valid prices and the mark price: the last tradable, valid close (host-side tables).
 
-Shared by the env's table building (:mod:`finpod.env.core`) and the reference portfolio
+Shared by the env's table building (:mod:`finpod.env.tables`) and the reference portfolio
 (:mod:`finpod.env.reference`).
 """
 

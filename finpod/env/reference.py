@@ -2,7 +2,7 @@
 
 A reference is a table of weights ``(T, N)`` float64 over a market's bars: the weights a
 passive account re-targets at each decision bar (``EnvConfig.reference``). Everything here
-is built once per (market, config) on the host side of :func:`finpod.env.core.build_tables`
+is built once per (market, config) on the host side of :func:`finpod.env.tables.build_tables`
 and reads bar ``t`` (and earlier bars) only for row ``t``.
 """
 

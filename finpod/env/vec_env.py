@@ -10,17 +10,15 @@ import torch
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.env.core import (
-    ObsLayout,
     State,
     StepOut,
-    Tables,
-    build_tables,
     initial_state,
     observe,
     observe_functional,
     reset_where,
     transition,
 )
+from finpod.env.tables import ObsLayout, Tables, build_tables
 from finpod.errors import FinpodError
 
 #: Start bars drawn at once for envs that reset on their own (bankruptcy), see

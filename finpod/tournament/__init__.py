@@ -10,14 +10,7 @@ quarantine, when a run stops).
 """
 
 from finpod.runs.leaderboard import Entry, Leaderboard
-from finpod.tournament.config import (
-    Budget,
-    SearchSpace,
-    TournamentConfig,
-    parse_budget,
-    parse_search,
-    parse_tournament,
-)
+from finpod.tournament.config import Budget, TournamentConfig, parse_budget, parse_tournament
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.fusion import fuse_state_dicts
@@ -25,6 +18,7 @@ from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.orchestrator import Orchestrator, Setup, Summary
 from finpod.tournament.pod import Pod, PodResult, PodWorker
 from finpod.tournament.run import TournamentRun, run_tournament
+from finpod.tournament.search import SearchSpace, parse_search
 
 __all__ = [
     "Budget",

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from finpod.runs.leaderboard import Entry, Leaderboard
-from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.config import TournamentConfig
+from finpod.tournament.search import SearchSpace
 
 
 @dataclass
@@ -221,7 +222,7 @@ class Generator:
         if space is not None:
             return space.off_policy
         from finpod.agents import ALGORITHMS
-        from finpod.tournament.config import is_off_policy
+        from finpod.tournament.search import is_off_policy
 
         return algorithm in ALGORITHMS and is_off_policy(ALGORITHMS[algorithm][1])
 

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.config import TournamentConfig
+from finpod.tournament.search import SearchSpace
 
 #: Bytes of Python, torch and the agent's networks in one pod actor, beyond its tables.
 POD_BASE_MEMORY = 512 * 2**20
@@ -64,7 +65,7 @@ def pod_memory_bytes(
         buffer_bytes: one learner's replay buffer at capacity (0 for on-policy agents).
 
     Env tables per env: ``(T, 3N)`` float64 fill/mark/tradable and ``(T, N(1+F))`` float32
-    static observations (see :func:`finpod.env.core.build_tables`); the evaluator builds
+    static observations (see :func:`finpod.env.tables.build_tables`); the evaluator builds
     them once over the validation split.
     """
 

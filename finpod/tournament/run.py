@@ -16,15 +16,9 @@ from typing import Any
 
 from finpod.errors import FinpodError
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
-from finpod.tournament.config import (
-    SearchSpace,
-    TournamentConfig,
-    parse_budget,
-    parse_pods,
-    parse_search,
-    parse_tournament,
-)
+from finpod.tournament.config import TournamentConfig, parse_budget, parse_pods, parse_tournament
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
+from finpod.tournament.search import SearchSpace, parse_search
 
 
 @dataclass

@@ -13,12 +13,8 @@ Layer: above the data, env, agents and backtest building blocks (as
 """
 
 from finpod.walkforward.folds import Fold, FoldSpec, folds_frame, parse_length, plan_folds
-from finpod.walkforward.run import (
-    EQUAL_WEIGHT,
-    WalkForwardResult,
-    parse_seeds,
-    run_walkforward,
-)
+from finpod.walkforward.results import EQUAL_WEIGHT, WalkForwardResult
+from finpod.walkforward.run import parse_seeds, run_walkforward
 from finpod.walkforward.stats import hac_mean_test, naive_t, newey_west_lags
 
 __all__ = [

@@ -1,10 +1,11 @@
 """The walk-forward page: one self-contained HTML file (every image a base64 PNG).
 
-Built with the tearsheet's helpers (:mod:`finpod.backtest.tearsheet`: figure to data URI,
-table formatting, style sheet). Sections: the HAC t-test of the active return, metrics of
-the stitched out-of-sample record, the stitched equity curve against the index and equal
-weight (each seed's own record beside it), the cumulative active return, the fold plan,
-per-fold results, the distribution over seeds, and the DSR/PBO of every selection made.
+Built with the tearsheet's helpers (:mod:`finpod.backtest.plots`: figure to data URI;
+:mod:`finpod.backtest.tearsheet`: table formatting, style sheet). Sections: the HAC t-test
+of the active return, metrics of the stitched out-of-sample record, the stitched equity
+curve against the index and equal weight (each seed's own record beside it), the cumulative
+active return, the fold plan, per-fold results, the distribution over seeds, and the DSR/PBO
+of every selection made.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from finpod.backtest.plots import _png
 from finpod.backtest.selection import STATISTIC_MEANINGS
-from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html, _png
+from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
 if TYPE_CHECKING:
     from finpod.walkforward.folds import Fold
-    from finpod.walkforward.run import WalkForwardResult
+    from finpod.walkforward.results import WalkForwardResult
 
 AGENT, INDEX = "agent", "index"
 #: Keeps dates and numbers on one line in the wide tables.

@@ -60,7 +60,7 @@ def make_run_dir(
     from pathlib import Path
 
     from finpod.agents import make_agent, save_checkpoint
-    from finpod.env.core import ObsLayout
+    from finpod.env.tables import ObsLayout
 
     run = Path(root) / "run-test"
     (run / "checkpoints").mkdir(parents=True)

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from finpod.backtest import BacktestResult, run_backtest
 from finpod.backtest import metrics as m
-from finpod.backtest.runner import ensemble_policy, load_agents, parse_agent, trial_sharpes
+from finpod.backtest.agents import ensemble_policy, load_agents, parse_agent
+from finpod.backtest.runner import trial_sharpes
 from finpod.errors import FinpodError
 
 from .fakes import FakeDataset, make_market, make_run_dir

@@ -3,7 +3,7 @@
 The ``prices`` slice used to be ``log(price / first price of the split)``: on the shipped
 sample it averaged 0.62 in train and 0.14 in the backtest, so a policy met inputs in the
 backtest it never saw in training. The z-score of the price against its trailing mean
-(``finpod.env.core.price_zscore``) does not depend on where the split starts.
+(``finpod.env.tables.price_zscore``) does not depend on where the split starts.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def test_the_backtest_of_the_ensemble_counts_it_among_the_trials(ensemble_run, t
 
 
 def test_the_run_selects_the_ensemble_only_when_it_wins_on_validation(ensemble_run):
-    from finpod.backtest.runner import resolve_agent
+    from finpod.backtest.agents import resolve_agent
 
     board = json.loads((ensemble_run / "leaderboard.json").read_text())
     record = board["ensemble"]

@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 
 from finpod.errors import FinpodError
 from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
-from finpod.tournament.config import (
-    Budget,
-    TournamentConfig,
-    parse_budget,
-    parse_search,
-    parse_tournament,
-)
+from finpod.tournament.config import Budget, TournamentConfig, parse_budget, parse_tournament
 from finpod.tournament.generator import Generator
+from finpod.tournament.search import parse_search
 
 
 @dataclass
@@ -335,7 +330,7 @@ def test_every_env_field_but_the_cost_model_is_searchable():
     import dataclasses
 
     from finpod.env import EnvConfig
-    from finpod.tournament.config import FIXED_ENV_FIELDS
+    from finpod.tournament.search import FIXED_ENV_FIELDS
 
     defaults = EnvConfig().to_dict()
     for f in dataclasses.fields(EnvConfig):
@@ -476,7 +471,7 @@ def test_a_strategy_with_search_env_resolves_and_its_written_form_reads_back(tmp
 
 def test_a_pods_env_is_the_runs_env_with_its_controls_and_the_same_cost_model():
     from finpod.env import EnvConfig
-    from finpod.tournament.config import pod_env
+    from finpod.tournament.search import pod_env
 
     base = EnvConfig(cost_rate=0.001, episode_length=40).to_dict()
     env = pod_env(base, {"no_trade_band": 0.02, "decision_interval": 5})

@@ -1,0 +1,123 @@
+"""A run's agents as a backtest loads them: the agent selection (``best``, ``top-k``,
+``ensemble-N``, ``selected``), the checkpoints, their mean-action policy and the env
+settings each entry was trained and scored with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from finpod.env.config import EnvConfig
+from finpod.errors import FinpodError
+from finpod.runs import (
+    LEADERBOARD_FILE,
+    read_json,
+)
+
+#: Entries averaged by ``agent="top-k"`` when no number is given.
+DEFAULT_TOP_K = 3
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+
+
+# ---------------------------------------------------------------------- agent selection
+def parse_agent(agent: str) -> int:
+    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5;
+    ``ensemble`` → 3, ``ensemble-5`` → 5 (see :func:`is_ensemble`)."""
+    agent = agent.strip().lower()
+    if agent == "best":
+        return 1
+    if agent in ("top-k", "ensemble"):
+        return DEFAULT_TOP_K
+    match = re.fullmatch(r"(?:top|ensemble)-?(\d+)", agent)
+    if match and int(match.group(1)) >= 1:
+        return int(match.group(1))
+    raise FinpodError(
+        f"unknown agent selection {agent!r}",
+        "use best, top-k, top-N (mean action), ensemble or ensemble-N (mean target weights)",
+    )
+
+
+def resolve_agent(run_dir: str | Path, agent: str) -> str:
+    """``"selected"`` → what the run selected on validation (``leaderboard.json``'s
+    ``"selected"``: ``"ensemble-K"`` when the leaderboard ensemble won, else ``"best"``);
+    any other name is returned as given."""
+    if agent.strip().lower() != "selected":
+        return agent
+    board = read_json(Path(run_dir) / LEADERBOARD_FILE, LEADERBOARD_FILE)
+    return str(board.get("selected") or "best")
+
+
+def is_ensemble(agent: str) -> bool:
+    """Whether ``agent`` asks for the leaderboard ensemble (mean of the members' target
+    weights, :mod:`finpod.env.ensemble`) rather than the mean action (``top-k``)."""
+    return agent.strip().lower().startswith("ensemble")
+
+
+# ------------------------------------------------------------------------------- agents
+def ensemble_policy(agents: Sequence[Any]) -> Policy:
+    """Deterministic policy averaging the actions of ``agents`` (each (B, A) in [-1, 1])."""
+
+    @torch.no_grad()
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        actions = [a.act(obs, deterministic=True) for a in agents]
+        return torch.stack(actions).mean(0)
+
+    return policy
+
+
+def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
+    from finpod.agents import load_checkpoint
+
+    agents = []
+    for entry in entries:
+        rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
+        path = run_dir / rel
+        if not path.is_file():
+            raise FinpodError(
+                f"checkpoint of {entry.get('pod_id')} missing: {path}", "re-run train"
+            )
+        agents.append(load_checkpoint(path, device))
+    return agents
+
+
+# ------------------------------------------------------------------------ run's settings
+def recorded_env_config(
+    run_dir: Path, run_meta: dict[str, Any], entry: dict[str, Any]
+) -> tuple[EnvConfig, str]:
+    """The env settings the entry was trained and scored with, and where they came from.
+
+    In order: the leaderboard entry's ``env`` (a tournament pod's searched execution
+    controls, applied over the run's strategy ``env`` table), the checkpoint's ``env``
+    metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
+    finpod: a setting the run did not record is the default it ran with.
+    """
+    recorded = entry.get("env") or entry.get("env_config")
+    if isinstance(recorded, dict) and recorded:
+        base = dict((run_meta.get("strategy") or {}).get("env") or {})
+        return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
+    rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
+    path = run_dir / rel
+    if path.is_file():
+        from finpod.agents import read_checkpoint
+
+        meta, _ = read_checkpoint(path)
+        if meta.get("env"):
+            try:
+                return EnvConfig.from_dict(json.loads(meta["env"])), "checkpoint"
+            except ValueError as err:
+                raise FinpodError(
+                    f"checkpoint {path} has unreadable env settings: {err}", "re-run train"
+                ) from err
+    strategy = run_meta.get("strategy") or {}
+    if "env" not in strategy:
+        raise FinpodError(
+            f"run {run_dir.name} recorded no env settings", "re-run finpod train to record them"
+        )
+    return EnvConfig.from_dict(dict(strategy.get("env") or {})), "run.json strategy"

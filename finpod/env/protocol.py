@@ -1,0 +1,52 @@
+"""``VecEnv``: what finpod's agents ask of a vectorized environment.
+
+The agents (:mod:`finpod.agents`) train on anything with these attributes and methods:
+:class:`finpod.env.VecTradingEnv` (the trading MDP) and
+:class:`finpod.agents.gym_adapter.GymVecEnv` (any gymnasium env with Box actions). Every
+tensor is batched over envs and lives on ``device``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+#: ``step``'s answer: ``(obs, reward, terminated, truncated, info)``.
+StepResult = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
+
+
+@runtime_checkable
+class VecEnv(Protocol):
+    """``num_envs`` environments stepped together with torch tensors.
+
+    ``isinstance(env, VecEnv)`` checks that the attributes and methods exist (not their
+    types; see the attribute docstrings for those).
+    """
+
+    num_envs: int
+    """E: environments stepped together."""
+    obs_dim: int
+    """Length of one env's flat float32 observation."""
+    action_dim: int
+    """Length of one env's action; actions are in ``[-1, 1]``."""
+    device: torch.device
+    """Where the tensors ``reset`` and ``step`` return live."""
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Start every env; returns obs ``(num_envs, obs_dim)`` float32."""
+        ...
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        """One step of every env with ``action (num_envs, action_dim)`` in ``[-1, 1]``.
+
+        Returns ``obs (E, obs_dim)`` float32 (after any automatic reset), ``reward (E,)``,
+        ``terminated (E,)`` and ``truncated (E,)`` bool, and ``info``; ``info["final_obs"]``
+        (E, obs_dim) holds the last observation of each env whose episode just ended (the
+        same tensor as ``obs`` when none did).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the env holds (processes, buffers)."""
+        ...

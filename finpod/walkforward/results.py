@@ -1,0 +1,282 @@
+"""What a walk-forward produced (:class:`WalkForwardResult`) and how it is put together from
+the persisted seed records: each fold's winner and the DSR/PBO of that choice
+(:func:`aggregate_fold`), then the stitched out-of-sample record, its metrics, the HAC
+t-tests of the active return, the tables, ``summary.json`` and the report (:func:`summarize`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
+from finpod.errors import FinpodError
+from finpod.walkforward import store
+from finpod.walkforward.folds import Fold, folds_frame
+from finpod.walkforward.stats import hac_mean_test
+
+#: The benchmark the active return is measured against: equal-weight buy-and-hold of the
+#: universe from each fold's first bar, trading through the same env (costs included).
+EQUAL_WEIGHT = "equal_weight_buy_hold"
+INDEX = "index"
+AGENT = "agent"
+
+
+@dataclass
+class WalkForwardResult:
+    """What a walk-forward produced (also on disk under ``out``)."""
+
+    out: Path
+    """The walk-forward directory."""
+    report: Path
+    """Its HTML page."""
+    folds: pd.DataFrame
+    """One row per fold: windows, winner seed, validation score, backtest metrics, DSR, PBO."""
+    seeds: pd.DataFrame
+    """One row per fold × seed: validation score and backtest metrics of its own agent."""
+    selections: pd.DataFrame
+    """Every selection made: each fold's choice among its seeds' checkpoints, and each
+    fold × seed's choice among its checkpoints, with N, DSR and PBO."""
+    stitched: pd.DataFrame
+    """(T, ·) per-bar out-of-sample returns: ``agent`` (the fold winners), ``index``,
+    the benchmarks, and ``fold``."""
+    seed_returns: pd.DataFrame
+    """(T, S) per-bar out-of-sample returns of each seed's own agents (``seed-<k>``)."""
+    metrics: pd.DataFrame
+    """Metrics of the stitched returns, one column per strategy."""
+    hac: dict[str, Any]
+    """HAC t-tests of the active return: ``vs_equal_weight``, ``vs_index`` (if any),
+    ``per_seed_vs_equal_weight``."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """``summary.json``."""
+
+
+def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
+    """The fold's winner among its seeds and the DSR/PBO of that choice (``fold.json``)."""
+    from finpod.backtest.selection import selection_statistics
+    from finpod.runs.candidates import CandidateSet
+
+    recs = [store.load_seed(out, fold.index, s) for s in seeds]
+    scored = [r for r in recs if r.get("best_score") is not None]
+    if not scored:
+        raise FinpodError(
+            f"fold {fold.index}: no seed has a finite validation score", "check the strategy"
+        )
+    winner = max(scored, key=lambda r: (r["best_score"], -r["seed"]))
+    ids = [c["id"] for r in recs for c in r["candidates"]]
+    scores = np.array(
+        [np.nan if c["score"] is None else c["score"] for r in recs for c in r["candidates"]]
+    )
+    kinds = [c["kind"] for r in recs for c in r["candidates"]]
+    lengths = [r["candidate_returns"].shape[0] for r in recs for _ in r["candidates"]]
+    shortest = min(lengths) if lengths else 0
+    returns = (
+        np.concatenate([r["candidate_returns"][-shortest:] for r in recs], axis=1)
+        if shortest
+        else np.zeros((0, 0))
+    )
+    cands = CandidateSet(ids, scores, returns, kinds, lengths)
+    selection = selection_statistics(
+        winner["returns"][AGENT],
+        cands,
+        num_trials=len(ids),
+        selected_id=winner["selected_id"],
+        annualization=annualization,
+    )
+    rec = store.json_safe(
+        {
+            "fold": fold.index,
+            "splits": fold.splits,
+            "seeds": seeds,
+            "winner_seed": winner["seed"],
+            "winner_candidate": winner["selected_id"],
+            "winner_validation_score": winner["best_score"],
+            "score_name": winner["score_name"],
+            "selection": selection,
+            "selection_rule": "the seed whose selected checkpoint scored best on the fold's "
+            "validation window; N counts every checkpoint of every seed",
+        }
+    )
+    atomic_write_json(store.fold_dir(out, fold.index) / "fold.json", rec)
+    rec["_records"] = recs
+    return rec
+
+
+def summarize(
+    out: Path,
+    folds: list[Fold],
+    seeds: list[int],
+    annualization: float,
+    settings: dict[str, Any],
+    manifest: dict[str, Any],
+) -> WalkForwardResult:
+    """Stitch the folds, test the active return, write the tables, summary and report."""
+    from finpod.backtest import metrics as m
+    from finpod.data.disclosure import benchmark_label, universe_disclosure
+
+    fold_recs = [aggregate_fold(out, f, seeds, annualization) for f in folds]
+    stitched_parts, seed_parts = [], {f"seed-{s}": [] for s in seeds}
+    fold_rows, seed_rows, sel_rows = [], [], []
+    windows = folds_frame(folds).set_index("fold")
+    for f, rec in zip(folds, fold_recs, strict=True):
+        recs = {r["seed"]: r for r in rec["_records"]}
+        win = recs[rec["winner_seed"]]
+        part = win["returns"].copy()
+        part["fold"] = f.index
+        stitched_parts.append(part)
+        for s in seeds:
+            seed_parts[f"seed-{s}"].append(recs[s]["returns"][AGENT])
+        met = win["metrics"]
+        active = part[AGENT] - part[EQUAL_WEIGHT]
+        sel = rec["selection"]
+        fold_rows.append(
+            {
+                "fold": f.index,
+                "train": f"{windows.at[f.index, 'train_start']} → {windows.at[f.index, 'train_end']}",
+                "validation": f"{windows.at[f.index, 'validation_start']} → "
+                f"{windows.at[f.index, 'validation_end']}",
+                "backtest": f"{windows.at[f.index, 'backtest_start']} → "
+                f"{windows.at[f.index, 'backtest_end']}",
+                "winner_seed": rec["winner_seed"],
+                "validation_score": rec["winner_validation_score"],
+                "sharpe_agent": met[AGENT]["sharpe"],
+                "sharpe_equal_weight": met.get(EQUAL_WEIGHT, {}).get("sharpe"),
+                "sharpe_index": met.get(INDEX, {}).get("sharpe"),
+                "return_agent": met[AGENT]["cumulative_return"],
+                "return_equal_weight": met.get(EQUAL_WEIGHT, {}).get("cumulative_return"),
+                "active_annual_mean": float(active.mean() * annualization),
+                "n_candidates": sel.get("num_trials"),
+                "dsr": sel.get("dsr"),
+                "pbo": sel.get("pbo"),
+            }
+        )
+        sel_rows.append(
+            {
+                "fold": f.index,
+                "seed": "all",
+                "chose_among": f"{len(seeds)} seeds' checkpoints",
+                "selected": rec["winner_candidate"],
+                "n": sel.get("num_trials"),
+                "selected_validation_sharpe_per_bar": sel.get("selected_validation_sharpe"),
+                "dsr": sel.get("dsr"),
+                "pbo": sel.get("pbo"),
+            }
+        )
+        for s in seeds:
+            r = recs[s]
+            st = r["statistics"]
+            ra = r["returns"]
+            seed_rows.append(
+                {
+                    "fold": f.index,
+                    "seed": s,
+                    "winner": s == rec["winner_seed"],
+                    "validation_score": r["best_score"],
+                    "selected_at_steps": r["best_env_steps"],
+                    "sharpe_agent": r["metrics"][AGENT]["sharpe"],
+                    "return_agent": r["metrics"][AGENT]["cumulative_return"],
+                    "active_annual_mean": float(
+                        (ra[AGENT] - ra[EQUAL_WEIGHT]).mean() * annualization
+                    ),
+                    "train_seconds": r["train_seconds"],
+                    "warm_start_from": r.get("warm_start_from") or "",
+                }
+            )
+            sel_rows.append(
+                {
+                    "fold": f.index,
+                    "seed": s,
+                    "chose_among": "its checkpoints",
+                    "selected": r["selected_id"],
+                    "n": st.get("num_trials"),
+                    "selected_validation_sharpe_per_bar": st.get("selected_validation_sharpe"),
+                    "dsr": st.get("dsr"),
+                    "pbo": st.get("pbo"),
+                }
+            )
+    stitched = pd.concat(stitched_parts)
+    if not stitched.index.is_monotonic_increasing or stitched.index.has_duplicates:
+        raise FinpodError("the folds' backtest windows overlap", "this is a bug in the fold plan")
+    seed_returns = pd.DataFrame({k: pd.concat(v) for k, v in seed_parts.items()})
+    strategies = [c for c in stitched.columns if c != "fold"]
+    bench = stitched.get(INDEX)
+    metrics = pd.DataFrame(
+        {c: m.performance_metrics(stitched[c], annualization, benchmark=bench) for c in strategies}
+        | {
+            c: m.performance_metrics(seed_returns[c], annualization, benchmark=bench)
+            for c in seed_returns
+        }
+    )
+    hac = {
+        "vs_equal_weight": hac_mean_test(
+            (stitched[AGENT] - stitched[EQUAL_WEIGHT]).to_numpy(), bars_per_year=annualization
+        ),
+        "per_seed_vs_equal_weight": {
+            c: hac_mean_test(
+                (seed_returns[c] - stitched[EQUAL_WEIGHT]).to_numpy(), bars_per_year=annualization
+            )
+            for c in seed_returns
+        },
+    }
+    hac["vs_equal_weight"]["benchmark"] = EQUAL_WEIGHT
+    if bench is not None:
+        hac["vs_index"] = hac_mean_test(
+            (stitched[AGENT] - bench).to_numpy(), bars_per_year=annualization
+        )
+        hac["vs_index"]["benchmark"] = INDEX
+    folds_df, seeds_df, sel_df = (
+        pd.DataFrame(fold_rows),
+        pd.DataFrame(seed_rows),
+        pd.DataFrame(sel_rows),
+    )
+    atomic_write(out / "stitched_returns.parquet", lambda p: stitched.to_parquet(p))
+    atomic_write(out / "seed_returns.parquet", lambda p: seed_returns.to_parquet(p))
+    atomic_write_text(out / "folds.csv", folds_df.to_csv(index=False))
+    atomic_write_text(out / "seeds.csv", seeds_df.to_csv(index=False))
+    atomic_write_text(out / "selections.csv", sel_df.to_csv(index=False))
+    atomic_write_text(out / "stitched_metrics.csv", metrics.to_csv())
+    disclosures = {
+        "universe": universe_disclosure(manifest)["text"],
+        "benchmark": benchmark_label(manifest),
+        "resplit": "The walk-forward re-splits every bar of the dataset into its own folds; the "
+        "dataset's train/validation/backtest split is not used. Each fold's backtest window is "
+        "read only by that fold's backtest; later folds train on it.",
+    }
+    summary = store.json_safe(
+        {
+            "settings": {k: v for k, v in settings.items() if k != "folds"},
+            "folds": len(folds),
+            "seeds": seeds,
+            "bars_per_year": annualization,
+            "stitched": {
+                "start": str(stitched.index[0]),
+                "end": str(stitched.index[-1]),
+                "bars": len(stitched),
+            },
+            "hac": hac,
+            "metrics": {c: metrics[c].to_dict() for c in metrics},
+            "folds_table": fold_rows,
+            "disclosures": disclosures,
+        }
+    )
+    atomic_write_json(out / "summary.json", summary)
+    result = WalkForwardResult(
+        out=out,
+        report=out / "report.html",
+        folds=folds_df,
+        seeds=seeds_df,
+        selections=sel_df,
+        stitched=stitched,
+        seed_returns=seed_returns,
+        metrics=metrics,
+        hac=hac,
+        summary=summary,
+    )
+    from finpod.walkforward.report import render_report
+
+    atomic_write_text(result.report, render_report(result, folds))
+    return result
