@@ -149,7 +149,7 @@ def run_tournament(
 
     if on_event is not None:
         on_event("run", {"run_dir": run_path})
-    started = _connect(address, num_cpus)
+    started = connect_ray(address, num_cpus)
     try:
         pod_device, gpus = _resolve_device(
             device or strategy.train.device, config, autoscaling=address is not None
@@ -196,8 +196,14 @@ def _verify_checkpoint(path: Path) -> None:
     read_checkpoint(path)
 
 
-def _connect(address: str | None, num_cpus: int | None) -> bool:
-    """Connect to Ray; returns whether this call started it (and so must shut it down)."""
+def connect_ray(
+    address: str | None,
+    num_cpus: int | None,
+    hint: str = "check --address and that Ray is running",
+) -> bool:
+    """Connect to Ray (in-process local Ray when ``address`` is None); returns whether this
+    call started it (and so must shut it down). A failure is one :class:`FinpodError` line
+    ending with ``hint``."""
     import ray
 
     if ray.is_initialized():
@@ -222,9 +228,7 @@ def _connect(address: str | None, num_cpus: int | None) -> bool:
             ray.init(address=address, **common)
     except (ConnectionError, ValueError, RuntimeError) as err:
         where = "a local Ray instance" if address is None else f"the Ray cluster at {address}"
-        raise FinpodError(
-            f"cannot start or reach {where}: {err}", "check --address and that Ray is running"
-        ) from err
+        raise FinpodError(f"cannot start or reach {where}: {err}", hint) from err
     return True
 
 

@@ -5,12 +5,11 @@
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.tournament.run import connect_ray
 from finpod.walkforward.job import SeedJob, SeedResult, run_seed_job
 
 
@@ -47,7 +46,7 @@ class _RayRunner:
         import ray
 
         self.ray = ray
-        self.started = _connect(address, num_cpus)
+        self.started = connect_ray(address, num_cpus, "check --address, or pass --no-ray")
         self.ref = ray.put(payload)
         gpus = 1 if device.startswith("cuda") else 0
         self.remote = ray.remote(_remote_seed_job).options(
@@ -89,31 +88,3 @@ def _task_error(err: Exception, job: SeedJob) -> FinpodError:
         f"fold {job.fold} seed {job.seed} failed: {type(cause).__name__}: {first[:300]}",
         "see walkforward.log; run the same command again to resume",
     )
-
-
-def _connect(address: str | None, num_cpus: int | None) -> bool:
-    """Connect to Ray (in-process local Ray by default); whether this call started it."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
-        logging.ERROR
-    )
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "logging_level": logging.WARNING,
-    }
-    try:
-        if address is None:
-            ray.init(address="local", num_cpus=num_cpus, **common)
-        else:
-            ray.init(address=address, **common)
-    except (ConnectionError, ValueError, RuntimeError) as err:
-        where = "a local Ray instance" if address is None else f"the Ray cluster at {address}"
-        raise FinpodError(
-            f"cannot start or reach {where}: {err}", "check --address, or pass --no-ray"
-        ) from err
-    return True
