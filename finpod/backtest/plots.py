@@ -1,5 +1,5 @@
 """The tearsheet's figures: each panel a function of a ``BacktestResult`` returning a
-``draw(fig)`` callable, and :func:`_png`, which renders one to a base64 data: URI.
+``draw(fig)`` callable, which :func:`finpod.backtest.page.png_uri` renders to a data: URI.
 
 pyfolio-reloaded draws the underwater drawdown (it wants UTC timestamps); the rest is drawn
 here: equity curves and annual returns with every benchmark, the monthly heatmap, rolling
@@ -9,8 +9,6 @@ run's learning curves.
 
 from __future__ import annotations
 
-import base64
-import io
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -29,20 +27,6 @@ if TYPE_CHECKING:
 _TOP_HOLDINGS = 10
 
 
-def _png(draw: Callable[[Figure], None], size: tuple[float, float] = (10, 3.6)) -> str:
-    """Run ``draw(fig)`` on a fresh figure and return it as a data: URI."""
-    # A bare Figure (not pyplot) draws with Agg without touching the global backend, so
-    # notebooks keep showing their own plots inline.
-    fig = Figure(figsize=size)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        draw(fig)
-        fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _utc(series: pd.Series) -> pd.Series:
     series = series.copy()
     idx = pd.DatetimeIndex(series.index)
@@ -57,7 +41,7 @@ def _pyfolio_plotting():
     return pp
 
 
-def _column_label(name: str) -> str:
+def column_label(name: str) -> str:
     if name == "index":
         return "index (level, no costs)"
     if name == m.REFERENCE:
@@ -65,7 +49,7 @@ def _column_label(name: str) -> str:
     return name
 
 
-def _daily(result: BacktestResult) -> bool:
+def is_daily(result: BacktestResult) -> bool:
     return result.bar.endswith("d")
 
 
@@ -73,12 +57,12 @@ def _date_axis(ax, result: BacktestResult) -> None:
     """Dates without times on daily bars (intraday keeps the time of day)."""
     import matplotlib.dates as mdates
 
-    if _daily(result):
+    if is_daily(result):
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
 
 
-def _active(result: BacktestResult) -> Callable[[Figure], None]:
+def active_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         ax1, ax2 = fig.subplots(1, 2)
         agent = (1.0 + result.returns.fillna(0.0)).cumprod()
@@ -107,7 +91,7 @@ def _active(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _turnover(result: BacktestResult) -> Callable[[Figure], None]:
+def turnover_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         window = _window(result)
@@ -136,7 +120,7 @@ def _turnover(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _equity(result: BacktestResult) -> Callable[[Figure], None]:
+def equity_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         for name, col in result.all_returns.items():
@@ -151,7 +135,7 @@ def _equity(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _drawdown(result: BacktestResult) -> Callable[[Figure], None]:
+def drawdown_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         ax = fig.add_subplot()
         _pyfolio_plotting().plot_drawdown_underwater(_utc(result.returns), ax=ax)
@@ -161,7 +145,7 @@ def _drawdown(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _monthly(result: BacktestResult) -> Callable[[Figure], None]:
+def monthly_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         table = m.monthly_returns(result.returns) * 100.0
         ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
@@ -194,7 +178,7 @@ def _window(result: BacktestResult) -> int:
     return max(10, min(quarter, len(result.returns) // 2))
 
 
-def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
+def rolling_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         window = _window(result)
         ax1, ax2 = fig.subplots(1, 2)
@@ -220,7 +204,7 @@ def _rolling(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _holdings(result: BacktestResult) -> Callable[[Figure], None]:
+def holdings_panel(result: BacktestResult) -> Callable[[Figure], None]:
     def draw(fig: Figure) -> None:
         pos = result.positions.astype("float64")
         total = result.account_value.reindex(pos.index).astype("float64")
@@ -260,7 +244,7 @@ def _holdings(result: BacktestResult) -> Callable[[Figure], None]:
     return draw
 
 
-def _learning(result: BacktestResult) -> Callable[[Figure], None] | None:
+def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
     curves = result.learning_curves
     if curves is None or curves.empty or not {"pod_id", "env_steps", "metric"} <= set(curves):
         return None

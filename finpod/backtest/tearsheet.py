@@ -19,36 +19,33 @@ import numpy as np
 import pandas as pd
 
 from finpod.backtest import metrics as m
-from finpod.backtest.labels import METRIC_LABELS, format_metric
+from finpod.backtest.labels import format_metric
+from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.plots import (
-    _active,
-    _column_label,
-    _daily,
-    _drawdown,
-    _equity,
-    _holdings,
-    _learning,
-    _monthly,
-    _png,
-    _rolling,
-    _turnover,
+    active_panel,
+    column_label,
+    drawdown_panel,
+    equity_panel,
+    holdings_panel,
+    is_daily,
+    learning_panel,
+    monthly_panel,
+    rolling_panel,
+    turnover_panel,
 )
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
 
-_LABELS = METRIC_LABELS
 #: Worst drawdowns listed in the drawdown table.
 _WORST_DRAWDOWNS = 5
-
-_format = format_metric
 
 
 def _stamp(value, result: BacktestResult) -> str:
     if value is None or (isinstance(value, float) and not np.isfinite(value)) or pd.isna(value):
         return "not recovered"
     ts = pd.Timestamp(value)
-    return f"{ts:%Y-%m-%d}" if _daily(result) else f"{ts:%Y-%m-%d %H:%M}"
+    return f"{ts:%Y-%m-%d}" if is_daily(result) else f"{ts:%Y-%m-%d %H:%M}"
 
 
 def _drawdowns_html(result: BacktestResult) -> str:
@@ -85,28 +82,7 @@ def _tilts_html(result: BacktestResult) -> str:
 
 
 def _metrics_html(result: BacktestResult) -> str:
-    table = result.metrics
-    head = "".join(f"<th>{html.escape(_column_label(str(c)))}</th>" for c in table.columns)
-    rows = []
-    for name, row in table.iterrows():
-        cells = "".join(f"<td>{_format(str(name), float(v))}</td>" for v in row)
-        rows.append(f"<tr><th>{html.escape(_LABELS.get(str(name), str(name)))}</th>{cells}</tr>")
-    return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _frame_html(frame: pd.DataFrame, max_rows: int = 20) -> str:
-    shown = frame.head(max_rows)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    body = []
-    for _, row in shown.iterrows():
-        cells = []
-        for v in row:
-            if isinstance(v, float):
-                cells.append(f"<td>{v:.4g}</td>")
-            else:
-                cells.append(f"<td>{html.escape(str(v))}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return metrics_table(result.metrics, format_metric, column_label)
 
 
 #: Order and titles of the selection statistics section.
@@ -151,23 +127,7 @@ def _statistics_html(result: BacktestResult) -> str:
 
 
 def _disclosures_html(result: BacktestResult) -> str:
-    items = [v for k, v in (result.disclosures or {}).items() if v and k != "benchmark"]
-    if not items:
-        return ""
-    lis = "".join(f"<li>{html.escape(str(v))}</li>" for v in items)
-    return f"<div class='warn'><b>Before reading these numbers</b><ul>{lis}</ul></div>"
-
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;
-color:#1b1b1b;max-width:1100px}
-h1{font-size:1.5em;margin-bottom:0}h2{font-size:1.15em;margin-top:1.8em;border-bottom:1px solid #ddd}
-.meta{color:#555;font-size:.9em}table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}thead th{background:#f3f3f3}
-tbody th{text-align:left;font-weight:500}img{max-width:100%;display:block;margin:.5em 0}
-.note{color:#555;font-size:.85em;max-width:900px}td.l{text-align:left;max-width:560px}
-.warn{background:#fff6e0;border:1px solid #e8c66a;padding:6px 12px;margin:1em 0;font-size:.9em}
-"""
+    return warning_box(v for k, v in (result.disclosures or {}).items() if k != "benchmark")
 
 
 def _start_note(result: BacktestResult) -> str:
@@ -221,43 +181,37 @@ def render_tearsheet(result: BacktestResult) -> str:
         "<h2>Selection statistics</h2>",
         _statistics_html(result),
         "<h2>Equity curve</h2>",
-        f'<img alt="equity curve" src="{_png(_equity(result))}">',
+        f'<img alt="equity curve" src="{png_uri(equity_panel(result))}">',
         "<h2>Active return against the reference</h2>",
         f'<p class="note">{html.escape(_start_note(result))}</p>',
-        f'<img alt="excess return and rolling volatility" src="{_png(_active(result), (11, 3.6))}">',
+        f'<img alt="excess return and rolling volatility" src="{png_uri(active_panel(result), (11, 3.6))}">',
         "<h3>Largest average tilts</h3>",
         _tilts_html(result),
         "<h2>Drawdown</h2>",
-        f'<img alt="drawdown" src="{_png(_drawdown(result), (10, 3))}">',
+        f'<img alt="drawdown" src="{png_uri(drawdown_panel(result), (10, 3))}">',
         "<h3>Worst drawdowns</h3>",
         _drawdowns_html(result),
         "<h2>Monthly and annual returns</h2>",
-        f'<img alt="monthly returns" src="{_png(_monthly(result), (11, 3.8))}">',
+        f'<img alt="monthly returns" src="{png_uri(monthly_panel(result), (11, 3.8))}">',
         "<h2>Rolling Sharpe and beta</h2>",
-        f'<img alt="rolling sharpe and beta" src="{_png(_rolling(result), (11, 3.6))}">',
+        f'<img alt="rolling sharpe and beta" src="{png_uri(rolling_panel(result), (11, 3.6))}">',
         "<h2>Holdings and exposure</h2>",
-        f'<img alt="holdings and exposure" src="{_png(_holdings(result), (11, 3.8))}">',
+        f'<img alt="holdings and exposure" src="{png_uri(holdings_panel(result), (11, 3.8))}">',
         "<h2>Turnover over time</h2>",
-        f'<img alt="turnover over time" src="{_png(_turnover(result), (11, 3.2))}">',
+        f'<img alt="turnover over time" src="{png_uri(turnover_panel(result), (11, 3.2))}">',
     ]
-    learning = _learning(result)
+    learning = learning_panel(result)
     if learning is not None:
         sections += [
             "<h2>Learning curves</h2>",
-            f'<img alt="learning curves" src="{_png(learning, (11, 3.6))}">',
+            f'<img alt="learning curves" src="{png_uri(learning, (11, 3.6))}">',
         ]
     if result.leaderboard is not None and not result.leaderboard.empty:
-        sections += ["<h2>Leaderboard</h2>", _frame_html(result.leaderboard)]
+        sections += ["<h2>Leaderboard</h2>", frame_table(result.leaderboard)]
     if not result.transactions.empty:
         last = result.transactions.tail(15).reset_index()
-        if _daily(result) and "timestamp" in last:
+        if is_daily(result) and "timestamp" in last:
             last["timestamp"] = pd.DatetimeIndex(last["timestamp"]).strftime("%Y-%m-%d")
-        sections += ["<h2>Last transactions</h2>", _frame_html(last)]
+        sections += ["<h2>Last transactions</h2>", frame_table(last)]
     title = f"finpod backtest: {html.escape(result.run_id)}"
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{title}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{title}</h1><p class='meta'>{' · '.join(meta)}</p>"
-        + "\n".join(sections)
-        + "</body></html>\n"
-    )
+    return html_document(title, meta, sections)

@@ -17,9 +17,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from finpod.backtest.plots import _png
+from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.selection import STATISTIC_MEANINGS
-from finpod.backtest.tearsheet import _CSS, _LABELS, _frame_html
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
 if TYPE_CHECKING:
@@ -77,18 +76,9 @@ def _metric(name: str, value: float) -> str:
 
 
 def _metrics_table(result: WalkForwardResult) -> str:
-    table = result.metrics
-    table = table.drop(
-        index=[
-            r for r in ("annual_turnover", "costs_paid", "costs_pct_capital") if r in table.index
-        ]
-    )
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    rows = []
-    for name, row in table.iterrows():
-        cells = "".join(f"<td>{_metric(str(name), float(v))}</td>" for v in row)
-        rows.append(f"<tr><th>{html.escape(_LABELS.get(str(name), str(name)))}</th>{cells}</tr>")
-    return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    hidden = ("annual_turnover", "costs_paid", "costs_pct_capital")
+    table = result.metrics.drop(index=[r for r in hidden if r in result.metrics.index])
+    return metrics_table(table, _metric)
 
 
 def _fold_starts(result: WalkForwardResult) -> list[pd.Timestamp]:
@@ -202,7 +192,7 @@ def _frame(df: pd.DataFrame, pct: tuple[str, ...] = ()) -> str:
                 for v in shown[c]
             ]
     shown = shown.astype(object).where(shown.notna(), "–")
-    return _frame_html(shown, max_rows=len(shown))
+    return frame_table(shown, max_rows=len(shown))
 
 
 #: Columns of the per-fold table and their headings.
@@ -256,11 +246,8 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} bars)",
     ]
     disclosures = s.get("disclosures", {})
-    warn = "".join(
-        f"<li>{html.escape(str(v))}</li>" for k, v in disclosures.items() if k != "benchmark"
-    )
     sections = [
-        f"<div class='warn'><b>Before reading these numbers</b><ul>{warn}</ul></div>",
+        warning_box(v for k, v in disclosures.items() if k != "benchmark"),
         "<h2>Is the agent's active return different from zero?</h2>",
         _hac_html(result),
         "<h2>Stitched out-of-sample metrics</h2>",
@@ -271,11 +258,11 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         f"like the benchmarks. {html.escape(str(disclosures.get('benchmark', '')))}. "
         f"Annualization: {s.get('bars_per_year', 0):g} bars per year.</p>",
         "<h2>Stitched equity curve</h2>",
-        f'<img alt="stitched equity curve" src="{_png(_equity(result), (11, 4))}">',
+        f'<img alt="stitched equity curve" src="{png_uri(_equity(result), (11, 4))}">',
         "<h2>Active return</h2>",
-        f'<img alt="cumulative active return" src="{_png(_active(result), (11, 3.6))}">',
+        f'<img alt="cumulative active return" src="{png_uri(_active(result), (11, 3.6))}">',
         "<h2>Fold plan</h2>",
-        f'<img alt="fold plan" src="{_png(_timeline(folds), (11, 0.5 + 0.45 * len(folds)))}">',
+        f'<img alt="fold plan" src="{png_uri(_timeline(folds), (11, 0.5 + 0.45 * len(folds)))}">',
         "<h2>Per-fold results</h2>",
         _frame(
             _fold_table(result.folds),
@@ -286,7 +273,7 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         "annualized mean of the winner's active return vs EW; N, DSR, PBO of the fold's "
         "selection among all its seeds' checkpoints. Train windows: see the fold plan.</p>",
         "<h2>Distribution over seeds</h2>",
-        f'<img alt="seed distribution" src="{_png(_seeds(result), (11, 3.6))}">',
+        f'<img alt="seed distribution" src="{png_uri(_seeds(result), (11, 3.6))}">',
         _frame(result.seeds, pct=("return_agent", "active_annual_mean")),
         "<h2>Every selection made: Deflated Sharpe and PBO</h2>",
         "<p class='note'>"
@@ -299,10 +286,4 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         _frame(result.selections),
     ]
     title = f"finpod walk-forward: {html.escape(result.out.name)}"
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{title}</title><style>{_CSS}{_EXTRA_CSS}</style></head><body>"
-        f"<h1>{title}</h1><p class='meta'>{' · '.join(meta)}</p>"
-        + "\n".join(sections)
-        + "</body></html>\n"
-    )
+    return html_document(title, meta, sections, extra_css=_EXTRA_CSS)
