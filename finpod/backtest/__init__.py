@@ -9,8 +9,8 @@ Entry points::
 
 from finpod.backtest.result import BacktestResult, set_renderers
 from finpod.backtest.runner import backtest_market, run_backtest
-from finpod.backtest.tearsheet import _metrics_html, render_tearsheet
+from finpod.backtest.tearsheet import metrics_html, render_tearsheet
 
-set_renderers(page=render_tearsheet, table=_metrics_html)
+set_renderers(page=render_tearsheet, table=metrics_html)
 
 __all__ = ["BacktestResult", "backtest_market", "run_backtest"]

@@ -81,7 +81,8 @@ def _tilts_html(result: BacktestResult) -> str:
     )
 
 
-def _metrics_html(result: BacktestResult) -> str:
+def metrics_html(result: BacktestResult) -> str:
+    """The metrics × strategies table of ``result`` as HTML (what ``result._repr_html_`` shows)."""
     return metrics_table(result.metrics, format_metric, column_label)
 
 
@@ -172,7 +173,7 @@ def render_tearsheet(result: BacktestResult) -> str:
     sections = [
         _disclosures_html(result),
         "<h2>Metrics</h2>",
-        _metrics_html(result),
+        metrics_html(result),
         '<p class="note">Every strategy starts with the same capital and trades through the '
         f"same environment (next-bar fills, same costs). {html.escape(bench_note)}. "
         f"Annualization uses {result.bars_per_year:g} bars per year (from the dataset's "
