@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -52,6 +52,9 @@ from finpod.agents.base import Agent, build_hparams
 from finpod.agents.batched import BatchedAdam
 from finpod.agents.population_rng import MemberDraws, shared_generator
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 
 class Population(MemberDraws):
@@ -163,7 +166,7 @@ class Population(MemberDraws):
         self._env_steps = np.zeros(self.size, dtype=np.int64)
         self._updates = np.zeros(self.size, dtype=np.int64)
         self.collected_steps = 0
-        self._env: Any | None = None
+        self._env: VecEnv | None = None
         self._obs: torch.Tensor | None = None
         self._ep_ret: torch.Tensor | None = None
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
@@ -302,7 +305,7 @@ class Population(MemberDraws):
         (K·W, obs_dim)`` are member k's."""
         raise NotImplementedError
 
-    def learn(self, env: Any, num_steps: int) -> dict[str, torch.Tensor]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, torch.Tensor]:
         """Collect at least ``num_steps`` env steps *per member* from ``env`` (``num_envs =
         K·W``; envs ``[kW, (k+1)W)`` are member k's) and update on them.
 
@@ -317,7 +320,7 @@ class Population(MemberDraws):
         self._obs = None
         self._ep_ret = None
 
-    def _envs_per_member(self, env: Any) -> int:
+    def _envs_per_member(self, env: VecEnv) -> int:
         if env.num_envs % self.size != 0:
             raise FinpodError(
                 f"the env has {env.num_envs} envs, not a multiple of the {self.size} members",
@@ -340,7 +343,7 @@ class Population(MemberDraws):
             )
         return obs.to(self.device, torch.float32).reshape(self.size, -1, obs.shape[-1])
 
-    def _current_obs(self, env: Any) -> torch.Tensor:
+    def _current_obs(self, env: VecEnv) -> torch.Tensor:
         if self._obs is None or env is not self._env:
             # Each member draws the reset seed its single agent would draw (keeps the
             # streams aligned); the env's own generator picks the start windows.

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -50,6 +50,9 @@ from finpod.runs import (
     write_metrics,
 )
 from finpod.runs.metrics import cut_torn_tail
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 __all__ = [
     "Evaluation",
@@ -96,7 +99,7 @@ def checkpoint_id(pod_id: str, env_steps: int) -> str:
 
 def train(
     agent: Any,
-    env: Any,
+    env: VecEnv,
     *,
     total_steps: int,
     eval_fn: Callable[[Any], Evaluation] | None = None,
@@ -135,8 +138,7 @@ def train(
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     # The env settings the agent trains with, recorded in every checkpoint.
-    env_config = getattr(env, "config", None)
-    env_dict = env_config.to_dict() if hasattr(env_config, "to_dict") else None
+    env_dict = env.config.to_dict() if env.config is not None else None
     result = TrainResult()
     log_lines: list[str] = []
     if run_dir is not None:
@@ -278,7 +280,7 @@ def population_learning_rates(population: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _hparams(agent: Any, env: Any) -> dict[str, Any]:
+def _hparams(agent: Any, env: VecEnv) -> dict[str, Any]:
     """What TensorBoard records of a single agent's settings."""
     out: dict[str, Any] = {"algorithm": agent.algorithm, "num_envs": env.num_envs}
     if dataclasses.is_dataclass(getattr(agent, "hparams", None)):
