@@ -6,9 +6,10 @@ Entry points::
     stats = agent.learn(env, num_steps=100_000)
     save_checkpoint(agent, "agent.safetensors"); agent = load_checkpoint("agent.safetensors")
 
-A VecEnv has ``num_envs, obs_dim, action_dim, device``, ``reset(seed) -> obs`` and
-``step(action) -> (obs, reward, terminated, truncated, info)`` over ``(num_envs, …)``
-tensors (``finpod.env.VecTradingEnv``, or :class:`GymVecEnv` for gymnasium envs).
+A VecEnv (:class:`finpod.env.VecEnv`) has ``num_envs, obs_dim, action_dim, device,
+config``, ``reset(seed) -> obs`` and ``step(action) -> (obs, reward, terminated,
+truncated, info)`` over ``(num_envs, …)`` tensors (``finpod.env.VecTradingEnv``, or
+:class:`GymVecEnv` for gymnasium envs).
 """
 
 from __future__ import annotations

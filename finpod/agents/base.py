@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
 
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 
 def build_hparams(cls: type, values: dict[str, Any] | None, *, where: str = "hparams") -> Any:
@@ -145,7 +148,7 @@ class Agent:
         self.nets: dict[str, nn.Module] = {}
         #: Optimizers in state-dict order: ``{name: Adam}``.
         self.optims: dict[str, torch.optim.Optimizer] = {}
-        self._env: Any = None
+        self._env: VecEnv | None = None
         self._obs: torch.Tensor | None = None
         #: Running return of each env's current episode, for logging.
         self._ep_ret: torch.Tensor | None = None
@@ -155,7 +158,7 @@ class Agent:
         """Actions ``(B, action_dim)`` in ``[-1, 1]`` for observations ``(B, obs_dim)``."""
         raise NotImplementedError
 
-    def learn(self, env: Any, num_steps: int) -> dict[str, float]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, float]:
         """Collect at least ``num_steps`` env transitions from ``env`` and update on them.
 
         Returns the latest losses and statistics as floats (one host sync per call).
@@ -173,7 +176,7 @@ class Agent:
         self._obs = None
         self._ep_ret = None
 
-    def _current_obs(self, env: Any) -> torch.Tensor:
+    def _current_obs(self, env: VecEnv) -> torch.Tensor:
         if self._obs is None or env is not self._env:
             seed = int(
                 torch.randint(0, 2**31 - 1, (1,), generator=self.generator, device=self.device)

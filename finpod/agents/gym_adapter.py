@@ -8,13 +8,16 @@ observation of every env whose episode just ended.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import StepResult
 
 
 class GymVecEnv:
@@ -23,6 +26,7 @@ class GymVecEnv:
     Attributes:
         num_envs, obs_dim, action_dim: sizes.
         device: where returned tensors live.
+        config: None: a gymnasium env has no finpod env settings for checkpoints to record.
         reward_scale: rewards are multiplied by this before being returned (training aid;
             ``info["raw_reward"]`` keeps the env's own reward).
     """
@@ -52,6 +56,7 @@ class GymVecEnv:
         self.obs_dim = int(np.prod(self.env.single_observation_space.shape))
         self.action_dim = int(np.prod(space.shape))
         self.device = torch.device(device)
+        self.config = None
         self.reward_scale = float(reward_scale)
         self._low = space.low.reshape(-1).astype(np.float64)
         self._high = space.high.reshape(-1).astype(np.float64)
@@ -67,7 +72,7 @@ class GymVecEnv:
         obs, _ = self.env.reset(seed=seed)
         return self._obs(obs)
 
-    def step(self, action: torch.Tensor):
+    def step(self, action: torch.Tensor) -> StepResult:
         """Step all envs with ``action (num_envs, action_dim)`` in ``[-1, 1]``."""
         a = action.detach().to("cpu", torch.float64).numpy().clip(-1.0, 1.0)
         scaled = self._low + (a + 1.0) * 0.5 * (self._high - self._low)

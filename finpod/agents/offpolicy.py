@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -19,6 +19,9 @@ import torch
 from finpod.agents.base import Agent
 from finpod.agents.buffer import FIELDS, ReplayBuffer, replay_buffer_nbytes
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 
 class OffPolicyAgent(Agent):
@@ -54,7 +57,7 @@ class OffPolicyAgent(Agent):
         """
         raise NotImplementedError
 
-    def learn(self, env: Any, num_steps: int) -> dict[str, float]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, float]:
         hp = self.hparams
         n_envs = env.num_envs
         self._ensure_buffer(n_envs)

@@ -22,7 +22,8 @@ seed=seeds[k])`` trained on the env slice ``[k·W, (k+1)·W)``:
   eps, per-member learning rate and step count) and per-member global grad-norm clipping;
 - one ``torch.Generator`` per member, seeded as the single agent's, consumed in the same
   order. Drawing those random numbers is the only loop over members in the hot path
-  (``torch.randn``/``randperm`` take one generator per call); all compute is batched.
+  (``torch.randn``/``randperm`` take one generator per call, see
+  :mod:`finpod.agents.population_rng`); all compute is batched.
   ``rng="shared"`` draws for all members at once from one generator instead (no loop;
   members then no longer reproduce their single agents, see :func:`make_population`).
 
@@ -41,18 +42,22 @@ counts every env step this population collected once (for throughput).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 
 from finpod.agents.base import Agent, build_hparams
 from finpod.agents.batched import BatchedAdam
+from finpod.agents.population_rng import MemberDraws, shared_generator
 from finpod.errors import FinpodError
 
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
-class Population:
+
+class Population(MemberDraws):
     """Base of the batched populations; subclasses implement ``act`` and ``learn``.
 
     Attributes:
@@ -157,13 +162,11 @@ class Population:
         #: With ``rng="shared"``: the one generator every draw of the hot path uses.
         self.shared_rng: torch.Generator | None = None
         if rng == "shared":
-            self.shared_rng = torch.Generator(device=self.device)
-            entropy = np.random.SeedSequence([s & 0xFFFFFFFF for s in seeds])
-            self.shared_rng.manual_seed(int(entropy.generate_state(1, np.uint64)[0] >> 1))
+            self.shared_rng = shared_generator(seeds, self.device)
         self._env_steps = np.zeros(self.size, dtype=np.int64)
         self._updates = np.zeros(self.size, dtype=np.int64)
         self.collected_steps = 0
-        self._env: Any = None
+        self._env: VecEnv | None = None
         self._obs: torch.Tensor | None = None
         self._ep_ret: torch.Tensor | None = None
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
@@ -302,7 +305,7 @@ class Population:
         (K·W, obs_dim)`` are member k's."""
         raise NotImplementedError
 
-    def learn(self, env: Any, num_steps: int) -> dict[str, torch.Tensor]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, torch.Tensor]:
         """Collect at least ``num_steps`` env steps *per member* from ``env`` (``num_envs =
         K·W``; envs ``[kW, (k+1)W)`` are member k's) and update on them.
 
@@ -317,7 +320,7 @@ class Population:
         self._obs = None
         self._ep_ret = None
 
-    def _envs_per_member(self, env: Any) -> int:
+    def _envs_per_member(self, env: VecEnv) -> int:
         if env.num_envs % self.size != 0:
             raise FinpodError(
                 f"the env has {env.num_envs} envs, not a multiple of the {self.size} members",
@@ -340,7 +343,7 @@ class Population:
             )
         return obs.to(self.device, torch.float32).reshape(self.size, -1, obs.shape[-1])
 
-    def _current_obs(self, env: Any) -> torch.Tensor:
+    def _current_obs(self, env: VecEnv) -> torch.Tensor:
         if self._obs is None or env is not self._env:
             # Each member draws the reset seed its single agent would draw (keeps the
             # streams aligned); the env's own generator picks the start windows.
@@ -361,68 +364,6 @@ class Population:
                 self._masks.clear()
             mask = self._masks[key] = torch.tensor(key, device=self.device)
         return mask
-
-    # ----- random numbers: the one loop over members ------------------------------------
-    def _draw(
-        self,
-        fn: Callable[[torch.Generator], torch.Tensor],
-        active: Sequence[bool] | None,
-        fill: Callable[[], torch.Tensor],
-    ) -> torch.Tensor:
-        """``fn(generator_k)`` stacked over members ``(K, …)``; members with ``active[k]``
-        False draw nothing (their single agent would not) and get ``fill()``."""
-        if active is None:
-            return torch.stack([fn(g) for g in self.generators])
-        return torch.stack(
-            [fn(g) if a else fill() for g, a in zip(self.generators, active, strict=True)]
-        )
-
-    def _randn(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
-        """Standard normal ``(K, *shape)``, member k's rows from member k's stream."""
-        d = self.device
-        if self.shared_rng is not None:
-            return torch.randn((self.size, *shape), device=d, generator=self.shared_rng)
-        return self._draw(
-            lambda g: torch.randn(shape, device=d, generator=g),
-            active,
-            lambda: torch.zeros(shape, device=d),
-        )
-
-    def _rand(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
-        """Uniform on [0, 1) ``(K, *shape)``."""
-        d = self.device
-        if self.shared_rng is not None:
-            return torch.rand((self.size, *shape), device=d, generator=self.shared_rng)
-        return self._draw(
-            lambda g: torch.rand(shape, device=d, generator=g),
-            active,
-            lambda: torch.zeros(shape, device=d),
-        )
-
-    def _randint(
-        self, high: int, shape: tuple[int, ...], active: Sequence[bool] | None = None
-    ) -> torch.Tensor:
-        """Integers uniform on ``[0, high)`` ``(K, *shape)`` int64."""
-        d = self.device
-        if self.shared_rng is not None:
-            return torch.randint(0, high, (self.size, *shape), device=d, generator=self.shared_rng)
-        return self._draw(
-            lambda g: torch.randint(0, high, shape, device=d, generator=g),
-            active,
-            lambda: torch.zeros(shape, dtype=torch.int64, device=d),
-        )
-
-    def _randperm(self, n: int, active: Sequence[bool] | None = None) -> torch.Tensor:
-        """A random permutation of ``0 … n−1`` per member, ``(K, n)`` int64."""
-        d = self.device
-        if self.shared_rng is not None:
-            keys = torch.rand((self.size, n), device=d, generator=self.shared_rng)
-            return keys.argsort(dim=1)
-        return self._draw(
-            lambda g: torch.randperm(n, device=d, generator=g),
-            active,
-            lambda: torch.arange(n, device=d),
-        )
 
     def _episodes_begin(self, num_envs: int) -> None:
         if self._ep_ret is None or self._ep_ret.shape[0] != num_envs:

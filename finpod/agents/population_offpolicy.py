@@ -12,7 +12,7 @@ draws nothing, as its single agent would.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,6 +20,9 @@ import torch
 from finpod.agents.base import Agent
 from finpod.agents.buffer import check_buffer_fits
 from finpod.agents.population import Population
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 #: Names of the stacked replay-buffer fields, ``(K, capacity, …)``.
 BUFFER_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
@@ -130,7 +133,7 @@ class OffPolicyPopulation(Population):
         self.buffer_pos = self.buffer_size = 0
 
     # ----- learning ---------------------------------------------------------------------
-    def learn(self, env: Any, num_steps: int) -> dict[str, torch.Tensor]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, torch.Tensor]:
         hp = self.hparams[0]  # shared fields only
         K = self.size
         w = self._envs_per_member(env)

@@ -12,7 +12,7 @@ rollout, as its single agent does (one host sync per epoch, as in the single age
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,9 @@ from finpod.agents.batched import clip_grad_norm_, gather_rows, mlp
 from finpod.agents.nets import gaussian_entropy, gaussian_log_prob
 from finpod.agents.population import Population
 from finpod.agents.ppo import VALUE_CHUNK, explained_variance
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 
 class PPOPopulation(Population):
@@ -85,7 +88,7 @@ class PPOPopulation(Population):
         tail = buf.shape[2:]
         return buf.reshape(t, self.size, w, *tail).transpose(0, 1).reshape(self.size, t * w, *tail)
 
-    def learn(self, env: Any, num_steps: int) -> dict[str, torch.Tensor]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, torch.Tensor]:
         hp = self.hparams[0]  # shared fields only
         K, horizon = self.size, hp.horizon
         w = self._envs_per_member(env)

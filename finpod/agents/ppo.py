@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from finpod.agents.base import Agent, check_positive, check_unit, make_adam
 from finpod.agents.nets import GaussianActor, VCritic, gaussian_entropy, gaussian_log_prob
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 #: Rows per critic call when valuing a whole rollout (bounds the activations' memory).
 VALUE_CHUNK = 65_536
@@ -124,7 +128,7 @@ class PPO(Agent):
         self.val_buf = torch.zeros(shape, device=d)
         self._storage_shape = (horizon, num_envs)
 
-    def learn(self, env, num_steps: int) -> dict[str, float]:
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, float]:
         hp = self.hparams
         n_envs, horizon = env.num_envs, hp.horizon
         self._allocate(horizon, n_envs)

@@ -12,10 +12,10 @@ hyperparameters (:mod:`finpod.runs.tensorboard`).
 
 Rows of a segment: the agent's training stats, ``sps`` (env steps per second of
 ``learn``) and its step sizes (``learning_rate``, or ``actor_lr``/``critic_lr``/…);
-after validation the score and, with :func:`make_trading_eval`, the validation
-``return``, ``turnover`` and ``costs``. Each segment starts
-from an env reset seeded by the agent's own generator, so a run restored from
-``last.safetensors`` continues exactly as the uninterrupted run would have (CPU).
+after validation the score and, with :func:`~finpod.agents.validation.make_trading_eval`,
+the validation ``return``, ``turnover`` and ``costs``. Each segment starts from an env
+reset seeded by the agent's own generator, so a run restored from ``last.safetensors``
+continues exactly as the uninterrupted run would have (CPU).
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from finpod.agents.checkpoint import save_checkpoint
+from finpod.agents.validation import Evaluation, evaluate, make_trading_eval
 from finpod.atomic import atomic_write_text
 from finpod.runs import (
     CHECKPOINT_DIR,
@@ -49,6 +50,19 @@ from finpod.runs import (
     write_metrics,
 )
 from finpod.runs.metrics import cut_torn_tail
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
+
+__all__ = [
+    "Evaluation",
+    "TrainResult",
+    "checkpoint_id",
+    "learning_rates",
+    "make_trading_eval",
+    "population_learning_rates",
+    "train",
+]
 
 
 @dataclass
@@ -78,10 +92,6 @@ class TrainResult:
     candidates_evaluated: int = 0
 
 
-#: What ``eval_fn`` returns: a score, or (score, (T_val,) per-bar validation returns).
-Evaluation = float | tuple[float, np.ndarray]
-
-
 def checkpoint_id(pod_id: str, env_steps: int) -> str:
     """Candidate id of the checkpoint of ``pod_id`` at ``env_steps``."""
     return f"{pod_id}@{int(env_steps)}"
@@ -89,7 +99,7 @@ def checkpoint_id(pod_id: str, env_steps: int) -> str:
 
 def train(
     agent: Any,
-    env: Any,
+    env: VecEnv,
     *,
     total_steps: int,
     eval_fn: Callable[[Any], Evaluation] | None = None,
@@ -123,12 +133,12 @@ def train(
         tensorboard: mirror the metrics into ``run_dir``'s TensorBoard event files.
 
     An ``eval_fn`` with an ``activity`` attribute (a dict of name → number, set by each
-    call, as :func:`make_trading_eval`'s has) adds those as validation rows.
+    call, as :func:`~finpod.agents.validation.make_trading_eval`'s has) adds those as
+    validation rows.
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     # The env settings the agent trains with, recorded in every checkpoint.
-    env_config = getattr(env, "config", None)
-    env_dict = env_config.to_dict() if hasattr(env_config, "to_dict") else None
+    env_dict = env.config.to_dict() if env.config is not None else None
     result = TrainResult()
     log_lines: list[str] = []
     if run_dir is not None:
@@ -187,7 +197,7 @@ def train(
                 f"{k}={v:.4g}" for k, v in stats.items()
             )
             if eval_fn is not None:
-                score, returns = _evaluate(eval_fn, agent)
+                score, returns = evaluate(eval_fn, agent)
                 finite = math.isfinite(score) and (
                     returns is None or bool(np.isfinite(returns).all())
                 )
@@ -270,7 +280,7 @@ def population_learning_rates(population: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _hparams(agent: Any, env: Any) -> dict[str, Any]:
+def _hparams(agent: Any, env: VecEnv) -> dict[str, Any]:
     """What TensorBoard records of a single agent's settings."""
     out: dict[str, Any] = {"algorithm": agent.algorithm, "num_envs": env.num_envs}
     if dataclasses.is_dataclass(getattr(agent, "hparams", None)):
@@ -310,15 +320,6 @@ class _Closing:
     def __exit__(self, *exc: object) -> None:
         if self.events is not None:
             self.events.close()
-
-
-def _evaluate(eval_fn: Callable[[Any], Evaluation], agent: Any) -> tuple[float, np.ndarray | None]:
-    """(score, per-bar validation returns or None) from either form of ``eval_fn``."""
-    out = eval_fn(agent)
-    if isinstance(out, tuple):
-        score, returns = out
-        return float(score), np.asarray(returns, dtype=np.float64).reshape(-1)
-    return float(out), None
 
 
 def _row(
@@ -375,32 +376,3 @@ class _Progress:
             self.progress.update(
                 self.task, completed=min(steps, self.progress.tasks[0].total), best=text
             )
-
-
-def make_trading_eval(
-    market: Any, config: Any, score_name: str = "sharpe"
-) -> Callable[[Any], tuple[float, np.ndarray]]:
-    """``agent -> (score, returns)``: deterministic rollout over the whole ``market`` split.
-
-    ``market`` is the validation split: checkpoints are selected on it, never on the
-    backtest split. ``config`` is the env settings of the run (execution controls
-    included), the same the backtest replays. ``returns`` is the (T − 1,) float64 per-bar
-    simple returns of the rollout, the candidate's record for the selection statistics.
-    Its ``activity`` attribute holds the last call's validation ``return`` (annualized)
-    and ``turnover`` and ``costs`` (see :func:`finpod.env.rollout.activity`), which
-    :func:`train` logs with the score.
-    """
-    from finpod.env import rollout, score
-    from finpod.env.rollout import activity
-
-    def eval_fn(agent: Any) -> tuple[float, np.ndarray]:
-        result = rollout(
-            lambda obs: agent.act(obs, deterministic=True), market, config, device=agent.device
-        )
-        # The annualized return and the trading beside the score, as a tournament pod logs.
-        annual = {} if score_name == "return" else {"return": score(result, "return")}
-        eval_fn.activity = {**annual, **activity(result)}
-        return score(result, score_name), result.returns.to_numpy(dtype=np.float64)
-
-    eval_fn.activity = {}
-    return eval_fn

@@ -8,7 +8,6 @@ series. Nothing outside the backtest split is read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,95 +34,24 @@ from finpod.backtest.benchmarks import (
 from finpod.backtest.disclosures import dataset_disclosure, largest_tilts, start_disclosure
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
+from finpod.backtest.run_record import (
+    checkpoint_evaluations,
+    dataset_dir,
+    leaderboard_frame,
+    read_curves,
+    trial_sharpes,
+    validation_bars,
+)
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs import (
     LEADERBOARD_FILE,
-    METRICS_FILE,
     load_candidates,
-    metrics_frame,
     read_json,
     read_run_info,
 )
-
-
-# ------------------------------------------------------------------------ run directory
-def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
-    """Annualized validation Sharpe of every candidate the run recorded.
-
-    The last validation ``sharpe`` of each pod in ``metrics.csv`` (it logs every candidate),
-    else the leaderboard scores when the score is the Sharpe ratio.
-    """
-    if learning_curves is not None and {"pod_id", "split", "metric", "value"} <= set(
-        learning_curves.columns
-    ):
-        val = learning_curves[
-            (learning_curves["split"] == "validation") & (learning_curves["metric"] == "sharpe")
-        ]
-        if "env_steps" in val:
-            val = val.sort_values("env_steps")
-        values = val.groupby("pod_id")["value"].last().astype(float).tolist()
-        if len(values) >= 2:
-            return values
-    if leaderboard.get("score_name", "sharpe") == "sharpe":
-        entries = leaderboard.get("entries", [])
-        return [float(e["score"]) for e in entries if e.get("score") is not None]
-    return []
-
-
-def _read_curves(run_dir: Path) -> pd.DataFrame | None:
-    return metrics_frame(run_dir / METRICS_FILE)
-
-
-def _short(value: Any) -> str:
-    """A hyperparameter as a person reads it: floats to 4 significant digits."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_short(v) for v in value) + "]"
-    return str(value)
-
-
-def _leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
-    """One row per entry; ``hparams`` lists only the settings that differ between entries."""
-    entries = leaderboard.get("entries", [])
-    params = [e.get("hparams") or {} for e in entries]
-    keys = sorted({k for p in params for k in p})
-    differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True) for p in params}) > 1]
-    rows = []
-    for rank, (e, p) in enumerate(zip(entries, params, strict=True), start=1):
-        rows.append(
-            {
-                "rank": rank,
-                "pod_id": e.get("pod_id"),
-                "algorithm": e.get("algorithm"),
-                "score": e.get("score"),
-                "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
-                "parent": e.get("parent") or "",
-                "hparams (differing)": ", ".join(
-                    f"{k}={_short(p.get(k))}" for k in differing if p.get(k) is not None
-                )
-                or "–",
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _dataset_dir(run_dir: Path, run_meta: dict[str, Any], data_dir: str | Path | None) -> Path:
-    if data_dir is not None:
-        path = Path(data_dir)
-        if not path.is_dir():
-            raise FinpodError(f"dataset directory not found: {path}", "check --data")
-        return path
-    recorded = (run_meta.get("dataset") or {}).get("path")
-    if not recorded:
-        raise FinpodError("run.json records no dataset path", "pass --data DIR")
-    for path in (Path(recorded), run_dir / recorded, run_dir.parent.parent / recorded):
-        if path.is_dir():
-            return path
-    raise FinpodError(f"the run's dataset {recorded} is not on disk", "pass --data DIR")
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -235,22 +163,6 @@ def backtest_market(
     )
 
 
-def _validation_bars(manifest: dict[str, Any]) -> int | None:
-    split = (manifest.get("splits") or {}).get("validation") or {}
-    try:
-        return int(split["stop_index"]) - int(split["start_index"]) - 1
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _checkpoint_evaluations(curves: pd.DataFrame | None, score_name: str) -> int:
-    """Validation evaluations in ``metrics.csv`` (single-agent runs: one per checkpoint)."""
-    if curves is None or not {"split", "metric"} <= set(curves.columns):
-        return 0
-    rows = curves[(curves["split"] == "validation") & (curves["metric"] == score_name)]
-    return int(len(rows))
-
-
 def run_backtest(
     run_dir: str | Path,
     agent: str = "selected",
@@ -291,7 +203,7 @@ def run_backtest(
     chosen = entries[:k]
     config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
 
-    dataset = _dataset_dir(run_dir, run_meta, data_dir)
+    dataset = dataset_dir(run_dir, run_meta, data_dir)
     manifest = load_manifest(dataset)
     run_hash = (run_meta.get("dataset") or {}).get("hash")
     hash_matches = run_hash is None or manifest.get("hash") == run_hash
@@ -311,7 +223,7 @@ def run_backtest(
                 f"{market.num_stocks}",
                 "backtest on the dataset the run was trained on",
             )
-    curves = _read_curves(run_dir)
+    curves = read_curves(run_dir)
     score_name = board.get("score_name", "sharpe")
     run_id = str(run_meta.get("run_id") or run_dir.name)
     # N of the Deflated Sharpe: every candidate and checkpoint selection chose among. The
@@ -319,7 +231,7 @@ def run_backtest(
     # for single-agent runs (best of several checkpoints), the validation evaluations.
     fallback_n = int(board.get("candidates_evaluated") or len(entries))
     if run_meta.get("kind") == "agent":
-        fallback_n = max(fallback_n, _checkpoint_evaluations(curves, score_name))
+        fallback_n = max(fallback_n, checkpoint_evaluations(curves, score_name))
     candidates = load_candidates(run_dir)
     sharpes = trial_sharpes(board, curves) if score_name == "sharpe" else []
     selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
@@ -382,7 +294,7 @@ def run_backtest(
         "selected_id": selected_id,
         "fallback_sharpes": sharpes,
         "selected_sharpe": selected_sharpe,
-        "validation_bars": _validation_bars(manifest),
+        "validation_bars": validation_bars(manifest),
         "annualization": annualization,
     }
     result = backtest_market(
@@ -392,7 +304,7 @@ def run_backtest(
         run_id=run_id,
         num_trials=max(len(candidates), fallback_n),
         info=info,
-        leaderboard=_leaderboard_frame(board),
+        leaderboard=leaderboard_frame(board),
         learning_curves=curves,
         on_rollout=on_rollout,
         selection=selection,

@@ -38,18 +38,9 @@ training, validation and backtest splits give the same distributions. ``V`` is f
 :data:`VALUE_FLOOR` × initial cash so a bankrupt account still gives finite numbers.
 
 Mark price: the last close at or before the bar that was tradable and valid (> 0,
-finite); a price on a non-tradable bar is never used, for fills or for valuation. Fill
-price: the bar's open or close where ``tradable`` is True and the price is valid, else 0,
-which blocks the trade.
-
-Execution controls (:class:`EnvConfig`), applied in this order to the order decided at
-bar t: target (weights or shares) → no-trade band (weights: the gap to the target shrunk
-by the band, ``softshrink``, or zeroed inside it; shares: a dead zone on the action) →
-partial adjustment → flat-at-close override (sell everything) → point-in-time rules at the
-fill bar t + 1 (not ``buyable``: the order may sell or cover but not add to a long
-position; ``delisted``: the env sells the whole position at the last valid close, with the
-usual cost and slippage, reported as an ordinary sell) → fill mask (bar t + 1 tradable and
-bar t a decision bar, or a delisting sale; see :class:`~finpod.env.tables.Tables`).
+finite); a price on a non-tradable bar is never used, for fills or for valuation. How an
+order is sized, bounded and filled (fill prices, the execution controls in their order):
+:mod:`finpod.env.execution`.
 """
 
 from __future__ import annotations
@@ -59,11 +50,9 @@ from typing import NamedTuple
 import torch
 
 from finpod.env.config import ACTIVE_REWARDS, EnvConfig
+from finpod.env.execution import VALUE_FLOOR, active_targets, execute, weights_order
 from finpod.env.tables import Tables
 
-#: Floor of the account value in the observation, as a fraction of initial cash (keeps the
-#: log and the weights finite when an account with shorting or borrowing goes bankrupt).
-VALUE_FLOOR = 1e-9
 #: Small variance floor of the differential Sharpe ratio's denominator (returns² units):
 #: with bar returns of ~1 % the variance is ~1e-4, so this only matters in the first bars.
 SHARPE_VAR_FLOOR = 1e-6
@@ -213,144 +202,6 @@ def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch
     return torch.cat([head.float(), weights.float(), static], dim=1)
 
 
-def active_targets(
-    action: torch.Tensor, ref: torch.Tensor, eligible: torch.Tensor, config: EnvConfig
-) -> torch.Tensor:
-    """(E, N) target weights of ``"active"`` mode (the recipe is on ``EnvConfig.action_mode``).
-
-    ``action`` (E, N) in [-1, 1] (consumed: may be written in place), ``ref`` (E, N)
-    reference weights, ``eligible`` (E, N) 1.0 where a name may be tilted. Zero action
-    returns ``ref`` exactly. Pure tensor ops (no branch on values).
-    """
-    m = float(config.max_active_weight)
-    count = eligible.sum(1, keepdim=True).clamp(min=1.0)
-    common = (action * eligible).sum(1, keepdim=True) / count
-    tilt = (action - common).clamp_(-1.0, 1.0).mul_(eligible * m)
-    if not config.allow_short:
-        tilt = torch.maximum(tilt, -ref)  # long only: never below a weight of 0
-    up = tilt.clamp(min=0.0)
-    down = tilt.clamp(max=0.0)
-    up_sum = up.sum(1, keepdim=True)
-    down_sum = -down.sum(1, keepdim=True)
-    # Self-financing: the larger side is scaled down to the smaller one (bounds kept).
-    both = torch.minimum(up_sum, down_sum)
-    tilt = up * (both / up_sum.clamp(min=1e-12)) + down * (both / down_sum.clamp(min=1e-12))
-    stock = ref.sum(1, keepdim=True)
-    cash_tilt = float(config.max_cash_weight) * (-common).clamp(0.0, 1.0)
-    active = (ref + tilt) * (1.0 - cash_tilt) - ref
-    share = 0.5 * (active.abs().sum(1, keepdim=True) + cash_tilt * stock)
-    scale = (float(config.active_budget) / share.clamp(min=1e-12)).clamp(max=1.0)
-    return ref + active * scale
-
-
-def _weights_order(
-    w: torch.Tensor,
-    holdings: torch.Tensor,
-    position: torch.Tensor,
-    value: torch.Tensor,
-    mark: torch.Tensor,
-    flat: torch.Tensor | None,
-    config: EnvConfig,
-) -> torch.Tensor:
-    """(E, N) signed share order moving an account toward target weights ``w`` (consumed).
-
-    Sized with what is known at the decision bar: ``value`` (E,) and ``mark`` (E, N) at its
-    close; band, partial adjustment and flat-at-close applied (module docstring)."""
-    dtype = value.dtype
-    band = float(config.no_trade_band)
-    part = float(config.partial_adjustment)
-    v = value.unsqueeze(1)
-    # Tickers without a price at t keep their holdings (mask arithmetic instead of where).
-    priced = (mark > 0).to(dtype)
-    if band > 0.0 or part < 1.0:
-        # Order in weight units: gap = target − current weight (position / value at
-        # t). Inside the band the gap is exactly 0, so those tickers never trade.
-        inv = v.clamp(min=float(config.initial_cash) * VALUE_FLOOR).reciprocal()
-        gap = w.sub_(position * inv)
-        if band > 0.0 and config.band_target == "edge":
-            gap = torch.nn.functional.softshrink(gap, band)  # to the band's nearest edge
-        elif band > 0.0:
-            gap.mul_(gap.abs() > band)  # outside the band: all the way to the target
-        delta = gap.mul_(v * part).div_(mark + (1.0 - priced))
-        if config.integer_shares:
-            delta.trunc_()
-        delta.mul_(priced)
-        if flat is not None:  # flat bars: sell everything, whatever band or f say
-            delta.mul_(1.0 - flat).addcmul_(holdings, flat, value=-1.0)
-    else:
-        if flat is not None:
-            w = w * (1.0 - flat)
-        delta = w.mul_(v).div_(mark + (1.0 - priced))
-        if config.integer_shares:
-            delta.trunc_()
-        delta.sub_(holdings).mul_(priced)
-    return delta
-
-
-def _execute(
-    delta: torch.Tensor,
-    cash: torch.Tensor,
-    holdings: torch.Tensor,
-    row: torch.Tensor,
-    block: torch.Tensor | None,
-    gone: torch.Tensor | None,
-    config: EnvConfig,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fill the order ``delta`` (E, N) shares (consumed) at the fill bar's ``row`` (E, 3N).
-
-    Returns ``(cash, holdings, position, value, trade, notional)`` after the fill, marked
-    at the fill bar. Point-in-time rules, then sells before buys (module docstring).
-    """
-    n = holdings.shape[1]
-    dtype = cash.dtype
-    rate = float(config.cost_rate)
-    price = row[:, :n]
-    mark = row[:, n : 2 * n]
-    can_fill = row[:, 2 * n :]
-    if block is not None:
-        # Not buyable at the fill bar: an order may sell (or cover a short) but not add to
-        # a long position.
-        if config.allow_short:
-            excess = (delta + holdings.clamp(max=0.0)).clamp_(min=0.0)
-        else:
-            excess = delta.clamp(min=0.0)
-        delta.sub_(excess.mul_(block))
-    if gone is not None:
-        delta.mul_(1.0 - gone).addcmul_(holdings, gone, value=-1.0)
-    delta.mul_(can_fill)
-    sell = delta.neg().clamp_(min=0.0)
-    if not config.allow_short:
-        torch.minimum(sell, holdings, out=sell)
-    sell_price = price * (1.0 - config.slippage) if config.slippage else price
-    buy_price = price * (1.0 + config.slippage) if config.slippage else price
-    scratch = torch.mul(sell, sell_price)
-    sell_notional = scratch.sum(1)
-    cash = cash + sell_notional * (1.0 - rate)
-
-    buy = delta.clamp_(min=0.0)
-    if not config.allow_negative_cash:
-        need = torch.mul(buy, buy_price, out=scratch).sum(1) * (1.0 + rate)
-        # Fraction of the buy orders the cash pays for (1 when it is enough).
-        free = cash.clamp(min=0.0)
-        frac = free / torch.maximum(need, free).clamp(min=1e-30)
-        if not config.integer_shares:
-            # Leave a hair of cash so rounding never overdraws the account.
-            frac = frac * (1.0 - 1e-6 * (frac < 1.0).to(dtype))
-        buy.mul_(frac.unsqueeze(1))
-        if config.integer_shares:
-            buy.floor_()
-    buy_notional = torch.mul(buy, buy_price, out=scratch).sum(1)
-    cash = cash - buy_notional * (1.0 + rate)
-    if not config.allow_negative_cash:
-        cash = cash.clamp(min=0.0)
-
-    trade = buy.sub_(sell)
-    holdings = holdings + trade
-    position = torch.mul(holdings, mark, out=scratch)
-    value = cash + position.sum(1)
-    return cash, holdings, position, value, trade, sell_notional + buy_notional
-
-
 def transition(
     state: State, action: torch.Tensor, tables: Tables, config: EnvConfig
 ) -> tuple[State, StepOut]:
@@ -384,12 +235,12 @@ def transition(
         else:
             w = a.clamp_(min=0.0)
             w = w / w.sum(1, keepdim=True).clamp(min=1.0)
-        delta = _weights_order(
+        delta = weights_order(
             w, state.holdings, state.position, state.value, state.mark, flat, config
         )
     elif config.action_mode == "active":
         w = active_targets(a, ref_row[:, :n], ref_row[:, n:], config)
-        delta = _weights_order(
+        delta = weights_order(
             w, state.holdings, state.position, state.value, state.mark, flat, config
         )
     else:
@@ -402,7 +253,7 @@ def transition(
             delta.trunc_()
         if flat is not None:
             delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
-    cash, holdings, position, value, trade, notional = _execute(
+    cash, holdings, position, value, trade, notional = execute(
         delta, state.cash, state.holdings, row, block, gone, config
     )
     cost = notional * rate
@@ -415,10 +266,10 @@ def transition(
         # The reference account: a zero action's target (the reference weights), traded
         # through the same controls, fills and costs.
         ref_position = ref_holdings * state.mark
-        ref_delta = _weights_order(
+        ref_delta = weights_order(
             ref_row[:, :n].clone(), ref_holdings, ref_position, ref_value, state.mark, flat, config
         )
-        ref_cash, ref_holdings, _, ref_value, _, _ = _execute(
+        ref_cash, ref_holdings, _, ref_value, _, _ = execute(
             ref_delta, ref_cash, ref_holdings, row, block, gone, config
         )
     sharpe_a, sharpe_b, peak = state.sharpe_a, state.sharpe_b, state.peak

@@ -30,7 +30,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
-from finpod.env.core import active_targets
+from finpod.env.execution import active_targets
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
 

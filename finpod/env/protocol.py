@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from finpod.env.config import EnvConfig
+
 #: ``step``'s answer: ``(obs, reward, terminated, truncated, info)``.
 StepResult = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
 
@@ -32,6 +34,13 @@ class VecEnv(Protocol):
     """Length of one env's action; actions are in ``[-1, 1]``."""
     device: torch.device
     """Where the tensors ``reset`` and ``step`` return live."""
+
+    @property
+    def config(self) -> EnvConfig | None:
+        """The env's settings, recorded with every checkpoint trained on it
+        (:func:`finpod.agents.train.train`); None for an env without finpod settings
+        (a gymnasium env)."""
+        ...
 
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Start every env; returns obs ``(num_envs, obs_dim)`` float32."""

@@ -25,6 +25,7 @@ def test_env_satisfies_the_vecenv_protocol_with_its_types(make, market):
     assert type(env.obs_dim) is int and env.obs_dim > 0
     assert type(env.action_dim) is int and env.action_dim > 0
     assert isinstance(env.device, torch.device)
+    assert env.config is None or isinstance(env.config, EnvConfig)
 
     obs = env.reset(seed=0)
     assert obs.shape == (3, env.obs_dim) and obs.dtype == torch.float32
