@@ -27,6 +27,10 @@ from finpod.env.config import EnvConfig
 #: Floor of the account value, as a fraction of initial cash, wherever it divides (keeps
 #: the log and the weights finite when an account with shorting or borrowing goes bankrupt).
 VALUE_FLOOR = 1e-9
+#: Fraction of a cash-limited buy left unspent, per accounting dtype, so that rounding in
+#: the notional sums never overdraws the account: well above the dtype's rounding of a sum
+#: over a few hundred names, and small enough not to show as a cash position.
+CASH_HAIR = {torch.float32: 1e-6, torch.float64: 1e-12}
 
 
 def active_targets(
@@ -151,7 +155,7 @@ def execute(
         frac = free / torch.maximum(need, free).clamp(min=1e-30)
         if not config.integer_shares:
             # Leave a hair of cash so rounding never overdraws the account.
-            frac = frac * (1.0 - 1e-6 * (frac < 1.0).to(dtype))
+            frac = frac * (1.0 - CASH_HAIR.get(dtype, 1e-6) * (frac < 1.0).to(dtype))
         buy.mul_(frac.unsqueeze(1))
         if config.integer_shares:
             buy.floor_()
