@@ -26,11 +26,14 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finpod.errors import FinpodError
 from finpod.runs.toml_writer import toml_dumps
 from finpod.scores import SCORES
+
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
 
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
@@ -83,7 +86,8 @@ class Strategy:
     Attributes:
         algorithm: registry name of the agent.
         hparams: the agent's full hyperparameters (defaults filled in), as a plain dict.
-        env: the full env settings (``EnvConfig`` fields), as a plain dict.
+        env: the full env settings (``EnvConfig`` fields) as the plain table the run
+            records; :meth:`env_config` is the typed form the layers below take.
         train: budget and execution settings.
         tournament, search: raw tables for the tournament layer.
         name, description: free text.
@@ -100,11 +104,12 @@ class Strategy:
     description: str = ""
     path: Path | None = None
 
-    def env_config(self, **overrides: Any) -> Any:
-        """``finpod.env.EnvConfig`` of this strategy (with ``overrides``)."""
+    def env_config(self, **overrides: Any) -> EnvConfig:
+        """The ``EnvConfig`` of this strategy (with ``overrides``): what training, the
+        tournament's pods and the backtest are given."""
         from finpod.env import EnvConfig
 
-        return EnvConfig.from_dict({**self.env, **overrides})
+        return EnvConfig.from_dict(self.env).with_options(**overrides)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved strategy as plain data (what ``run.json`` records)."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
@@ -20,6 +21,9 @@ from safetensors.torch import load_file, save_file
 
 from finpod.atomic import atomic_write
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
 
 #: Version of the checkpoint layout; bumped when the metadata or key scheme changes.
 CHECKPOINT_FORMAT = "finpod-agent-1"
@@ -51,13 +55,13 @@ def save_checkpoint(
     path: str | Path,
     *,
     include_buffer: bool = False,
-    env: dict[str, Any] | None = None,
+    env: EnvConfig | Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``agent`` to ``path`` (safetensors, atomically); returns the path.
 
-    ``env``: the env settings (``EnvConfig.to_dict()``, execution controls included) the
-    agent was trained and scored with, stored in the metadata (covered by the checksum) so
-    a backtest replays them.
+    ``env``: the ``EnvConfig`` (execution controls included; or its ``to_dict()``) the
+    agent was trained and scored with, stored in the metadata as JSON (covered by the
+    checksum) so a backtest replays them (:func:`checkpoint_env`).
 
     ``include_buffer`` also stores an off-policy agent's replay buffer (its filled rows
     and write position), so that training resumed from the file continues exactly; such
@@ -81,7 +85,8 @@ def save_checkpoint(
         "seed": str(agent.seed),
     }
     if env is not None:
-        meta["env"] = json.dumps(env, sort_keys=True)
+        values = dict(env) if isinstance(env, Mapping) else env.to_dict()
+        meta["env"] = json.dumps(values, sort_keys=True)
     meta["sha256"] = tensors_sha256(sd, meta)
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
 
@@ -122,6 +127,21 @@ def read_checkpoint(
             "re-create it from the run",
         )
     return meta, sd
+
+
+def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
+    """The ``EnvConfig`` recorded in a checkpoint's metadata (:func:`read_checkpoint`), or
+    None when the file recorded none."""
+    from finpod.env.config import EnvConfig
+
+    if not meta.get("env"):
+        return None
+    try:
+        return EnvConfig.from_dict(json.loads(meta["env"]))
+    except ValueError as err:
+        raise FinpodError(
+            f"checkpoint {path} has unreadable env settings: {err}", "re-run train"
+        ) from err
 
 
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any:

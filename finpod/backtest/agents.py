@@ -5,7 +5,6 @@ settings each entry was trained and scored with.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -106,15 +105,12 @@ def recorded_env_config(
     path = run_dir / rel
     if path.is_file():
         from finpod.agents import read_checkpoint
+        from finpod.agents.checkpoint import checkpoint_env
 
         meta, _ = read_checkpoint(path)
-        if meta.get("env"):
-            try:
-                return EnvConfig.from_dict(json.loads(meta["env"])), "checkpoint"
-            except ValueError as err:
-                raise FinpodError(
-                    f"checkpoint {path} has unreadable env settings: {err}", "re-run train"
-                ) from err
+        config = checkpoint_env(meta, path)
+        if config is not None:
+            return config, "checkpoint"
     strategy = run_meta.get("strategy") or {}
     if "env" not in strategy:
         raise FinpodError(

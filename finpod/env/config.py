@@ -300,13 +300,25 @@ class EnvConfig:
 
         Keys that are missing take their defaults, so settings recorded before a field
         existed still load (and mean what they meant: every default is "off")."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise FinpodError(
-                f"unknown env setting {unknown[0]!r}", f"known settings: {', '.join(sorted(known))}"
-            )
+        _check_known(cls, values)
         return cls(**values)
+
+    def with_options(self, **options: Any) -> EnvConfig:
+        """A new config: this one with ``options`` set (e.g. a pod's searched execution
+        controls), validated like :meth:`from_dict`; ``self`` is left as it is."""
+        if not options:
+            return self
+        _check_known(type(self), options)
+        return replace(self, **options)
+
+
+def _check_known(cls: type[EnvConfig], values: dict[str, Any]) -> None:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise FinpodError(
+            f"unknown env setting {unknown[0]!r}", f"known settings: {', '.join(sorted(known))}"
+        )
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -14,14 +14,25 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from finpod.errors import FinpodError
 from finpod.runs import RunDir, package_versions
 from finpod.tournament.config import TournamentConfig
+from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy, version_mismatch
 from finpod.tournament.pod import PodWorker
-from finpod.tournament.pool import PodResources, node_capacity, pick_node, request_pods
+from finpod.tournament.pool import (
+    PodResources,
+    largest_buffer_bytes,
+    node_capacity,
+    pick_node,
+    pod_memory_bytes,
+    request_pods,
+)
+from finpod.tournament.results import last_line
+from finpod.tournament.setup import Setup
 from finpod.tournament.slots import Slot
 from finpod.tournament.updater import Summary
 
@@ -40,7 +51,7 @@ class ActorPool:
     def __init__(
         self,
         ray: Any,
-        setup: Any,
+        setup: Setup,
         policy: FailurePolicy,
         summary: Summary,
         run: RunDir,
@@ -56,14 +67,29 @@ class ActorPool:
         self.pod = PodResources(self.config.cpus_per_pod, setup.gpus_per_pod)
         self.slots: dict[int, Slot] = {}
         self.target = 0
-        self.data: Any = None  # the DataPlane, once published
+        self.data: DataPlane | None = None  # once published
         self.replan = False
-        """Set when the pool must be re-planned now (a node quarantined); the loop clears it."""
+        """Set when the pool must be re-planned now (a node quarantined or lost); the loop
+        clears it."""
         self._next_slot = 0
         self._capacity: dict[str, int] = {}
         self._node_versions: dict[str, dict[str, str]] = {}
         self._driver_versions = package_versions()
         self._worker_cls = ray.remote(concurrency_groups={"train": 1, "control": 2})(PodWorker)
+
+    def use_data(self, data: DataPlane) -> int:
+        """Ship ``data`` to the actors started from now on, each sized for its splits and
+        the search space's largest replay buffer; returns that buffer's bytes."""
+        buffer_bytes = largest_buffer_bytes(self.setup.space, data.shapes["train"])
+        memory = pod_memory_bytes(
+            data.shapes,
+            self.config.num_learners,
+            on_gpu=self.setup.gpus_per_pod > 0,
+            buffer_bytes=buffer_bytes,
+        )
+        self.pod = replace(self.pod, memory=memory)
+        self.data = data
+        return buffer_bytes
 
     # ----- size -------------------------------------------------------------------------
     def fit(self) -> int:
@@ -244,7 +270,4 @@ class ActorPool:
 def short_error(err: BaseException) -> str:
     """The last meaningful line of a (possibly remote) exception."""
     cause = getattr(err, "cause", None)
-    if isinstance(cause, BaseException):
-        err = cause
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:300]
+    return last_line(cause if isinstance(cause, BaseException) else err)

@@ -48,7 +48,7 @@ def score_leaderboard_ensemble(
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    from finpod.backtest.runner import ensemble_policy, load_agents, recorded_env_config
+    from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
     from finpod.data import load_split
     from finpod.env.ensemble import Member, score_ensemble
 

@@ -1,4 +1,5 @@
-"""Model fusion: average several learners' state dicts into one agent, across devices.
+"""Model fusion and the epoch of a pod's learners: average several learners' state dicts
+into one agent, across devices.
 
 The learners of a pod start an epoch from the same state, train on separate shards, and at
 the epoch's end their parameters *and optimizer moments* are averaged (Podracer's
@@ -16,11 +17,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 
 from finpod.errors import FinpodError
+from finpod.tournament.generator import PodSpec
+from finpod.tournament.results import state_from_checkpoint_bytes
 
 
 def learner_devices(
@@ -133,3 +137,78 @@ def fuse_learners(
     for learner in learners:
         learner.load_state_dict(fused)
     return sds
+
+
+def learn_epoch(
+    learners: Sequence[Any],
+    envs: Sequence[Any],
+    steps_per_learner: int,
+    epoch_seed: int,
+    concurrent: bool = True,
+) -> tuple[dict[str, float], list[dict[str, torch.Tensor]] | None]:
+    """One epoch of a pod's learners: each learns ``steps_per_learner`` env steps on its
+    own env (its shard); with L > 1 the learners are then fused (:func:`fuse_learners`).
+
+    Returns the learners' mean training stats and, with L > 1, their state dicts just
+    before fusion (every learner holds the fused state afterwards; each keeps its own
+    replay buffer). ``concurrent``: train the L learners side by side in threads rather
+    than one after another; the result is the same either way.
+    """
+    num = len(learners)
+    if num > 1:
+        for i, learner in enumerate(learners):
+            # Distinct reset seeds per learner and epoch: shards differ in start windows.
+            learner.generator.manual_seed(epoch_seed * 1009 + i)
+    base_steps = [learner.env_steps for learner in learners]
+    base_updates = [learner.updates for learner in learners]
+    pairs = list(zip(learners, envs, strict=True))
+    if num > 1 and concurrent:
+        # Learners share nothing (own agent, env, generator), and torch releases the GIL
+        # inside its kernels: run them side by side within this actor, one thread each.
+        with ThreadPoolExecutor(max_workers=num, thread_name_prefix="learner") as pool:
+            stats = list(pool.map(lambda p: p[0].learn(p[1], steps_per_learner), pairs))
+    else:
+        stats = [learner.learn(env, steps_per_learner) for learner, env in pairs]
+    mean_stats: dict[str, float] = {}
+    for key in stats[0]:
+        values = [float(s[key]) for s in stats if key in s]
+        mean_stats[key] = sum(values) / len(values)
+    if num == 1:
+        return mean_stats, None
+    # Learners started the epoch from the same (fused) state: learner 0's counters.
+    sds = fuse_learners(learners, start_env_steps=base_steps[0], start_updates=base_updates[0])
+    return mean_stats, sds
+
+
+def make_learners(
+    spec: PodSpec,
+    obs_dim: int,
+    action_dim: int,
+    devices: Sequence[torch.device],
+    parent: bytes | None,
+    parent_buffer: dict[str, Any] | None = None,
+) -> list[Any]:
+    """One agent per device with the spec's hyperparameters, all starting from the
+    parent's checkpoint bytes (and, for off-policy agents, its replay buffer when given);
+    learner 0 is on ``devices[0]``, its twins copy its state onto their own devices."""
+    from finpod.agents import make_agent
+
+    agent = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, devices[0], spec.seed)
+    if parent is not None:
+        agent.load_state_dict(state_from_checkpoint_bytes(parent))
+        # The parent's RNG stream is not inherited: siblings must explore differently.
+        agent.generator.manual_seed(spec.seed)
+    learners = [agent]
+    for dev in devices[1:]:
+        twin = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, dev, spec.seed)
+        twin.load_state_dict(state_on(agent.state_dict(), dev))
+        learners.append(twin)
+    if parent_buffer is not None and hasattr(agent, "import_buffer"):
+        for learner in learners:
+            learner.import_buffer(parent_buffer)
+    return learners
+
+
+def state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """``sd`` with floating and integer tensors on ``device`` (RNG states stay on the host)."""
+    return {k: v if k.startswith("rng.") else v.to(device) for k, v in sd.items()}

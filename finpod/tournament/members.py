@@ -24,7 +24,7 @@ import json
 import math
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -41,11 +41,14 @@ from finpod.tournament.results import (
     state_from_checkpoint_bytes,
 )
 
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
+
 #: Offset of a population's train-env seed from its first member's seed.
 ENV_SEED_OFFSET = 1
 
 
-def scoring_env(market: Any, config: Any, members: int, device: torch.device) -> Any:
+def scoring_env(market: Any, config: EnvConfig, members: int, device: torch.device) -> Any:
     """The env :func:`member_returns` trades ``members`` accounts in (build once, reuse)."""
     from finpod.env import VecTradingEnv
 
@@ -59,7 +62,7 @@ def scoring_env(market: Any, config: Any, members: int, device: torch.device) ->
 def member_returns(
     act: Any,
     market: Any,
-    config: Any,
+    config: EnvConfig,
     members: int,
     device: torch.device,
     env: Any = None,
@@ -103,9 +106,9 @@ class PopulationTrainer:
     def __init__(self, pod: Any) -> None:
         self.pod = pod
         self._env: Any = None
-        self._env_key: str | None = None
+        self._env_key: tuple[EnvConfig, int] | None = None
         self._scoring: Any = None
-        self._scoring_key: str | None = None
+        self._scoring_key: tuple[EnvConfig, int] | None = None
 
     def train_env(self, spec: PodSpec, members: int) -> Any:
         """The train env of ``members × W`` envs for ``spec``'s settings: built once, reused
@@ -113,7 +116,7 @@ class PopulationTrainer:
         from finpod.env import VecTradingEnv
 
         config = self.pod.env_config_for(spec)
-        key = json.dumps([config.to_dict(), members * spec.num_envs], sort_keys=True, default=str)
+        key = (config, members * spec.num_envs)
         if self._env_key != key:
             self._env = None  # free the old tables first
             self._env = VecTradingEnv(
@@ -131,7 +134,7 @@ class PopulationTrainer:
     def scoring_env(self, spec: PodSpec, members: int) -> Any:
         """The validation env of ``members`` accounts for ``spec``'s settings (cached)."""
         config = self.pod.env_config_for(spec)
-        key = json.dumps([config.to_dict(), members], sort_keys=True, default=str)
+        key = (config, members)
         if self._scoring_key != key:
             self._scoring = None
             self._scoring = scoring_env(self.pod.valid_market, config, members, self.pod.device)
@@ -279,7 +282,7 @@ class PopulationTrainer:
                     steps_done=int(steps[k] - start[k]),
                     checkpoint=b""
                     if failure[k]
-                    else checkpoint_bytes(agent, self.pod.env_config_for(spec).to_dict()),
+                    else checkpoint_bytes(agent, self.pod.env_config_for(spec)),
                     metrics=metrics[k],
                     node_id=node,
                     train_s=train_s,

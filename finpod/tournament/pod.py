@@ -26,15 +26,19 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 import torch
 
 from finpod.data.market import MarketData
-from finpod.tournament.fusion import fuse_learners, learner_devices, threads_per_learner
+from finpod.tournament.fusion import (
+    learn_epoch,
+    learner_devices,
+    make_learners,
+    threads_per_learner,
+)
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.members import PopulationTrainer
 from finpod.tournament.results import (
@@ -44,9 +48,13 @@ from finpod.tournament.results import (
     check_finite_stats,
     check_finite_weights,
     checkpoint_bytes,
+    last_line,
     node_id,
-    state_from_checkpoint_bytes,
 )
+from finpod.tournament.search import pod_env_config
+
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
 
 #: Offset between the env seeds of two learners of a pod.
 LEARNER_SEED_STRIDE = 7919
@@ -59,7 +67,7 @@ class Pod:
         self,
         train: MarketData,
         validation: MarketData,
-        env_config: Any,
+        env_config: EnvConfig,
         device: torch.device | str = "cpu",
         concurrent_learners: bool = True,
         learner_devices: Sequence[torch.device | str] | None = None,
@@ -94,16 +102,11 @@ class Pod:
             self._markets[device] = self.train_market.to(device)
         return self._markets[device]
 
-    def env_config_for(self, spec: PodSpec) -> Any:
-        """The pod's ``EnvConfig``: the run's ``[env]`` with the pod's searched execution
-        controls (``spec.env``) on top, the cost model unchanged. Used for training *and*
-        validation scoring, so every pod is scored with its own controls."""
-        if not spec.env:
-            return self.env_config
-        from finpod.env import EnvConfig
-        from finpod.tournament.config import pod_env
-
-        return EnvConfig.from_dict(pod_env(self.env_config.to_dict(), spec.env))
+    def env_config_for(self, spec: PodSpec) -> EnvConfig:
+        """The pod's ``EnvConfig``: the run's with the pod's searched execution controls
+        (``spec.env``) set, the cost model unchanged. Used for training *and* validation
+        scoring, so every pod is scored with its own controls."""
+        return pod_env_config(self.env_config, spec.env)
 
     def make_envs(self, spec: PodSpec) -> list[Any]:
         """One ``VecTradingEnv`` of W envs per learner, each with its own seed (its shard)."""
@@ -131,64 +134,25 @@ class Pod:
         parent_buffer: dict[str, np.ndarray] | None = None,
     ) -> list[Any]:
         """L agents with the spec's hyperparameters, all starting from the parent's state
-        (and, for off-policy agents, its replay buffer when given)."""
-        from finpod.agents import make_agent
-
+        (and, for off-policy agents, its replay buffer when given), one per device of
+        :meth:`devices_for` (see :func:`~finpod.tournament.fusion.make_learners`)."""
         devices = self.devices_for(spec.num_learners)
-        agent = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, devices[0], spec.seed)
-        if parent is not None:
-            agent.load_state_dict(state_from_checkpoint_bytes(parent))
-            # The parent's RNG stream is not inherited: siblings must explore differently.
-            agent.generator.manual_seed(spec.seed)
-        learners = [agent]
-        for dev in devices[1:]:
-            twin = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, dev, spec.seed)
-            twin.load_state_dict(_state_on(agent.state_dict(), dev))
-            learners.append(twin)
-        if parent_buffer is not None and hasattr(agent, "import_buffer"):
-            for learner in learners:
-                learner.import_buffer(parent_buffer)
-        return learners
+        return make_learners(spec, obs_dim, action_dim, devices, parent, parent_buffer)
 
     def run_epoch(
         self, learners: list[Any], envs: list[Any], steps_per_learner: int, epoch_seed: int
     ) -> tuple[dict[str, float], list[dict[str, torch.Tensor]] | None]:
-        """Every learner learns on its shard; with L > 1 the learners are fused.
-
-        Returns the learners' mean training stats and, with L > 1, their state dicts just
-        before fusion (learner 0 and every other learner hold the fused state afterwards;
-        each keeps its own replay buffer).
-        """
-        num = len(learners)
-        if num > 1:
-            for i, learner in enumerate(learners):
-                # Distinct reset seeds per learner and epoch: shards differ in start windows.
-                learner.generator.manual_seed(epoch_seed * 1009 + i)
-        base_steps = [learner.env_steps for learner in learners]
-        base_updates = [learner.updates for learner in learners]
-        pairs = list(zip(learners, envs, strict=True))
-        if num > 1 and self.concurrent_learners:
-            # Learners share nothing (own agent, env, generator), and torch releases the GIL
-            # inside its kernels: run them side by side within this actor, one thread each.
-            with ThreadPoolExecutor(max_workers=num, thread_name_prefix="learner") as pool:
-                stats = list(pool.map(lambda p: p[0].learn(p[1], steps_per_learner), pairs))
-        else:
-            stats = [learner.learn(env, steps_per_learner) for learner, env in pairs]
-        mean_stats: dict[str, float] = {}
-        for key in stats[0]:
-            values = [float(s[key]) for s in stats if key in s]
-            mean_stats[key] = sum(values) / len(values)
-        if num == 1:
-            return mean_stats, None
-        # Learners started the epoch from the same (fused) state: learner 0's counters.
-        sds = fuse_learners(learners, start_env_steps=base_steps[0], start_updates=base_updates[0])
-        return mean_stats, sds
+        """Every learner learns on its shard; with L > 1 the learners are fused (see
+        :func:`~finpod.tournament.fusion.learn_epoch`)."""
+        return learn_epoch(
+            learners, envs, steps_per_learner, epoch_seed, concurrent=self.concurrent_learners
+        )
 
     def evaluate(
         self,
         agent: Any,
         score_name: str,
-        env_config: Any | None = None,
+        env_config: EnvConfig | None = None,
         activity: dict[str, float] | None = None,
     ) -> tuple[float, float, np.ndarray]:
         """(score, annual return, per-bar returns ``(T − 1,) float32``) of ``agent``'s
@@ -295,9 +259,7 @@ class Pod:
             history=history,
             env_steps=int(agent.env_steps),
             steps_done=int(agent.env_steps - start_steps),
-            checkpoint=b""
-            if failure
-            else checkpoint_bytes(agent, self.env_config_for(spec).to_dict()),
+            checkpoint=b"" if failure else checkpoint_bytes(agent, self.env_config_for(spec)),
             metrics=metrics,
             node_id=node_id(),
             train_s=time.perf_counter() - t0,
@@ -343,7 +305,7 @@ class PodWorker:
     def __init__(
         self,
         data_refs: list[Any],
-        env_config: dict[str, Any],
+        env_config: EnvConfig,
         device: str,
         cpus: float,
         num_learners: int = 1,
@@ -355,18 +317,17 @@ class PodWorker:
         try:
             self._setup(data_refs, env_config, device, cpus, num_learners)
         except Exception as err:  # noqa: BLE001 - reported by ready() with this node's id
-            self._error = f"{type(err).__name__}: {_last_line(err)}"
+            self._error = f"{type(err).__name__}: {last_line(err)}"
 
     def _setup(
         self,
         data_refs: list[Any],
-        env_config: dict[str, Any],
+        env_config: EnvConfig,
         device: str,
         cpus: float,
         num_learners: int,
     ) -> None:
         from finpod.device import pick_device
-        from finpod.env import EnvConfig
         from finpod.tournament.dataplane import fetch_splits
 
         # L learners run as threads of this process; each gets an equal share of the
@@ -384,9 +345,7 @@ class PodWorker:
             devices = learner_devices(num_learners, [int(g) for g in ray.get_gpu_ids()], dev)
             dev = devices[0]
         train, validation = fetch_splits(data_refs, dev)
-        self.pod = Pod(
-            train, validation, EnvConfig.from_dict(env_config), dev, learner_devices=devices
-        )
+        self.pod = Pod(train, validation, env_config, dev, learner_devices=devices)
 
     @ray.method(concurrency_group="control")
     def ready(self) -> dict[str, Any]:
@@ -429,13 +388,3 @@ class PodWorker:
     @ray.method(concurrency_group="control")
     def progress(self) -> dict[str, Any]:
         return {} if self.pod is None else self.pod.progress()
-
-
-def _state_on(sd: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    """``sd`` with floating and integer tensors on ``device`` (RNG states stay on the host)."""
-    return {k: v if k.startswith("rng.") else v.to(device) for k, v in sd.items()}
-
-
-def _last_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:300]

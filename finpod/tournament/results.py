@@ -7,11 +7,14 @@ import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 import torch
+
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
 
 #: Prefix of :attr:`PodResult.failure` for a pod whose numbers went non-finite.
 NON_FINITE = "non-finite"
@@ -81,7 +84,9 @@ def check_finite_weights(agent: Any) -> None:
                 raise NonFiniteError(f"weights {name}.{key}")
 
 
-def checkpoint_bytes(agent: Any, env: dict[str, Any] | None = None) -> bytes:
+def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:
+    """The bytes of ``agent``'s checkpoint file, with the ``env`` it was trained and
+    scored with in its metadata."""
     from finpod.agents import save_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
@@ -99,6 +104,12 @@ def state_from_checkpoint_bytes(data: bytes) -> dict[str, torch.Tensor]:
         path.write_bytes(data)
         _, sd = read_checkpoint(path)
     return sd
+
+
+def last_line(err: BaseException) -> str:
+    """The last meaningful line of an error's text (at most 300 characters)."""
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else type(err).__name__)[:300]
 
 
 def node_id() -> str:

@@ -51,7 +51,7 @@ def resolve(
     if budget is not None:
         config = replace(config, budget=parse_budget(budget))
     space = parse_search(
-        strategy.search, strategy.algorithm, strategy.hparams, env_base=dict(strategy.env)
+        strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.env_config()
     )
     return config.validate(), space, int(strategy.train.seed if seed is None else seed)
 
@@ -158,7 +158,7 @@ def run_tournament(
             config=config,
             space=space,
             dataset_dir=dataset.resolve(),
-            env_config=dict(strategy.env),
+            env_config=strategy.env_config(),
             num_envs=int(config.num_envs or strategy.train.num_envs),
             seed=run_seed,
             device=pod_device,

@@ -28,13 +28,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from finpod.errors import FinpodError
 from finpod.tournament.params import ParamSpec, _int_fields, _parse_param, _sequence_fields
+
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
 
 #: Env fields ``[search.env]`` refuses: the cost model and capital every pod must share, so
 #: that scores are comparable, and fields that change the observation's size (a child must
@@ -145,7 +149,7 @@ def parse_search(
     agent_algorithm: str,
     agent_hparams: dict[str, Any] | None = None,
     registry: dict[str, tuple[type, type]] | None = None,
-    env_base: dict[str, Any] | None = None,
+    env_base: EnvConfig | Mapping[str, Any] | None = None,
 ) -> SearchSpace:
     """Validate a strategy's raw ``[search]`` table into a :class:`SearchSpace`.
 
@@ -153,8 +157,9 @@ def parse_search(
     are the whole space when ``[search]`` is absent, and the base of that algorithm's pods
     otherwise. ``registry`` maps algorithm → (hyperparameter dataclass, agent class)
     (default :data:`finpod.agents.ALGORITHMS`); names and values are checked against it.
-    ``env_base`` is the strategy's ``[env]`` table: ``[search.env]`` values are checked by
-    building an ``EnvConfig`` over it at every range end and choice.
+    ``env_base`` is the strategy's ``EnvConfig`` (or its raw ``[env]`` table):
+    ``[search.env]`` values are checked by applying them to it at every range end and
+    choice.
     """
     if registry is None:
         from finpod.agents import ALGORITHMS as registry  # noqa: N811
@@ -217,15 +222,28 @@ def is_off_policy(agent_cls: type) -> bool:
     return isinstance(agent_cls, type) and issubclass(agent_cls, OffPolicyAgent)
 
 
-def pod_env(base: dict[str, Any], controls: dict[str, Any] | None) -> dict[str, Any]:
-    """The env settings one pod trains and is scored with: the run's ``[env]`` table
-    ``base`` with the pod's searched execution controls ``controls`` (``PodSpec.env``,
-    ``Entry.env``) over it, ready for ``EnvConfig.from_dict``.
+def pod_env_config(base: EnvConfig, controls: Mapping[str, Any] | None) -> EnvConfig:
+    """The ``EnvConfig`` one pod trains and is scored with: the run's ``base`` with the
+    pod's searched execution controls ``controls`` (``PodSpec.env``, ``Entry.env``) set,
+    as a new config (``base`` itself when there are none).
 
     Raises :class:`FinpodError` if ``controls`` touches :data:`FIXED_ENV_FIELDS` with a
     value other than ``base``'s: every pod shares one cost model.
     """
     controls = dict(controls or {})
+    _check_cost_model({k: getattr(base, k) for k in FIXED_ENV_FIELDS}, controls)
+    return base.with_options(**controls)
+
+
+def pod_env(base: Mapping[str, Any], controls: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:func:`pod_env_config` on the plain-data form: the run's recorded ``[env]`` table
+    ``base`` with ``controls`` over it (same cost-model check)."""
+    controls = dict(controls or {})
+    _check_cost_model(base, controls)
+    return {**base, **controls}
+
+
+def _check_cost_model(base: Mapping[str, Any], controls: dict[str, Any]) -> None:
     for key, value in controls.items():
         if key in FIXED_ENV_FIELDS and base.get(key, value) != value:
             raise FinpodError(
@@ -233,14 +251,15 @@ def pod_env(base: dict[str, Any], controls: dict[str, Any] | None) -> dict[str, 
                 f"{FIXED_ENV_FIELDS[key]}",
                 "remove it from the pod's execution controls",
             )
-    return {**base, **controls}
 
 
-def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[ParamSpec, ...]:
+def parse_search_env(
+    raw: Any, env_base: EnvConfig | Mapping[str, Any] | None = None
+) -> tuple[ParamSpec, ...]:
     """Validate ``[search.env]``: each key a field of ``EnvConfig`` (read from the class,
     so new execution controls are searchable as soon as they exist), none of
     :data:`FIXED_ENV_FIELDS`, each value a ``{low, high, log}`` range, a list of choices or
-    a fixed value that builds a valid ``EnvConfig`` over ``env_base``."""
+    a fixed value that gives a valid ``EnvConfig`` when applied to ``env_base``."""
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -271,7 +290,11 @@ def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[
         )
         for key, value in sorted(raw.items())
     )
-    base = dict(env_base or {})
+    if not specs:
+        return specs
+    base = (
+        env_base if isinstance(env_base, EnvConfig) else EnvConfig.from_dict(dict(env_base or {}))
+    )
     for spec in specs:
         options = (
             [spec.value]
@@ -282,7 +305,7 @@ def parse_search_env(raw: Any, env_base: dict[str, Any] | None = None) -> tuple[
         )
         for option in options:
             try:
-                EnvConfig.from_dict({**base, spec.name: option})
+                base.with_options(**{spec.name: option})
             except (TypeError, ValueError) as err:
                 raise FinpodError(
                     f"search.env.{spec.name} = {option!r} is not a valid env setting: {err}",

@@ -133,11 +133,12 @@ def test_a_corrupt_parent_checkpoint_is_refused(pod):
 
 
 def test_pods_read_only_the_train_and_validation_splits(tiny_dataset, local_ray):
+    from finpod.env import EnvConfig
     from finpod.tournament.dataplane import DataPlane
 
     plane = DataPlane.publish(tiny_dataset)
     assert sorted(plane.refs) == ["train", "validation"]  # the backtest split never ships
-    worker = PodWorker(plane.ref_list(), {"episode_length": 40}, "cpu", 1)
+    worker = PodWorker(plane.ref_list(), EnvConfig(episode_length=40), "cpu", 1)
     assert worker.ready()["error"] == ""
     result, _ = worker.train(_spec(num_learners=1, steps=64))
     assert len(result.history) == 1 and result.history[0]["score"] == result.score
