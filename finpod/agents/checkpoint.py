@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,11 +54,11 @@ def save_checkpoint(
     path: str | Path,
     *,
     include_buffer: bool = False,
-    env: EnvConfig | Mapping[str, Any] | None = None,
+    env: EnvConfig | None = None,
 ) -> Path:
     """Write ``agent`` to ``path`` (safetensors, atomically); returns the path.
 
-    ``env``: the ``EnvConfig`` (execution controls included; or its ``to_dict()``) the
+    ``env``: the ``EnvConfig`` (execution controls included) the
     agent was trained and scored with, stored in the metadata as JSON (covered by the
     checksum) so a backtest replays them (:func:`checkpoint_env`).
 
@@ -85,8 +84,7 @@ def save_checkpoint(
         "seed": str(agent.seed),
     }
     if env is not None:
-        values = dict(env) if isinstance(env, Mapping) else env.to_dict()
-        meta["env"] = json.dumps(values, sort_keys=True)
+        meta["env"] = json.dumps(env.to_dict(), sort_keys=True)
     meta["sha256"] = tensors_sha256(sd, meta)
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
 

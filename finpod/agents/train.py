@@ -138,7 +138,6 @@ def train(
     """
     run_dir = Path(run_dir) if run_dir is not None else None
     # The env settings the agent trains with, recorded in every checkpoint.
-    env_dict = env.config.to_dict() if env.config is not None else None
     result = TrainResult()
     log_lines: list[str] = []
     if run_dir is not None:
@@ -223,7 +222,9 @@ def train(
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
-                            agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
+                            agent,
+                            run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors",
+                            env=env.config,
                         )
                     line += " (best)"
             if run_dir is not None:
@@ -231,11 +232,11 @@ def train(
                     agent,
                     run_dir / CHECKPOINT_DIR / "last.safetensors",
                     include_buffer=resume_buffer,
-                    env=env_dict,
+                    env=env.config,
                 )
                 if eval_fn is None:
                     result.best_checkpoint = save_checkpoint(
-                        agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env_dict
+                        agent, run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors", env=env.config
                     )
                 new = [tuple(r[c] for c in METRICS_HEADER) for r in result.metrics[written:]]
                 append_metrics(run_dir / METRICS_FILE, new)

@@ -84,7 +84,7 @@ class ParamSpec:
         return int(round(x)) if self.kind == "int" else float(x)
 
 
-def _int_fields(params_cls: type) -> set[str] | None:
+def integer_fields(params_cls: type) -> set[str] | None:
     """Fields typed ``int`` (or ``int | None``): their ranges draw integers, whatever the
     bounds are written as; ``None`` when the class has no type hints to read."""
     import typing
@@ -103,7 +103,7 @@ def _int_fields(params_cls: type) -> set[str] | None:
     return {name for name, hint in hints.items() if is_int(hint)}
 
 
-def _sequence_fields(params_cls: type) -> set[str]:
+def sequence_fields(params_cls: type) -> set[str]:
     """Fields whose value is itself a list (e.g. hidden widths): ``[64, 64]`` is one value."""
     import typing
 
@@ -116,7 +116,7 @@ def _sequence_fields(params_cls: type) -> set[str]:
     return out
 
 
-def _parse_param(
+def parse_param(
     algo: str,
     key: str,
     value: Any,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from finpod.errors import FinpodError
-from finpod.tournament.params import ParamSpec, _int_fields, _parse_param, _sequence_fields
+from finpod.tournament.params import ParamSpec, integer_fields, parse_param, sequence_fields
 
 if TYPE_CHECKING:
     from finpod.env import EnvConfig
@@ -198,9 +198,9 @@ def parse_search(
         params_cls, agent_cls = registry[name]
         fields = {f.name for f in dataclasses.fields(params_cls)}
         base = dict(agent_hparams or {}) if name == agent_algorithm else {}
-        sequences = _sequence_fields(params_cls)
+        sequences = sequence_fields(params_cls)
         specs = tuple(
-            _parse_param(name, key, value, fields, key in sequences, _int_fields(params_cls))
+            parse_param(name, key, value, fields, key in sequences, integer_fields(params_cls))
             for key, value in raw.get(name, {}).items()
         )
         space = AlgorithmSpace(
@@ -276,17 +276,17 @@ def parse_search_env(
                 f"search.env.{key} cannot be searched: {FIXED_ENV_FIELDS[key]}",
                 f"set {key} once in the strategy's [env] table",
             )
-    sequences = _sequence_fields(EnvConfig)
+    sequences = sequence_fields(EnvConfig)
     # Drawn in name order, so the draws do not depend on how a TOML writer ordered the
     # table (a resumed run regenerates the same pods).
     specs = tuple(
-        _parse_param(
+        parse_param(
             "env",
             key,
             value,
             fields - set(FIXED_ENV_FIELDS),
             key in sequences,
-            _int_fields(EnvConfig),
+            integer_fields(EnvConfig),
         )
         for key, value in sorted(raw.items())
     )
