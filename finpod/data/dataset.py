@@ -59,9 +59,9 @@ import torch
 
 from finpod.atomic import atomic_write, atomic_write_json, replace_dir
 from finpod.data import sources
+from finpod.data.bars import Bars
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
-from finpod.data.clean import Bars
 from finpod.data.disclosure import benchmark_name, universe_disclosure
 from finpod.data.features import SCALING_DOC
 from finpod.data.inmemory import bars_to_market, from_frame, market_features

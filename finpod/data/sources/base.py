@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from finpod.data.clean import Bars
+from finpod.data.bars import Bars
 from finpod.errors import FinpodError
 
 

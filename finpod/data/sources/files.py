@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from finpod.data.bars import Bars, check_tickers, normalize_columns, ticker_problem
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
 from finpod.data.calendar import TZ
-from finpod.data.clean import Bars, check_tickers, clean_long, normalize_columns, ticker_problem
+from finpod.data.clean import clean_long
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
