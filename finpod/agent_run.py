@@ -51,7 +51,7 @@ def train_single_agent(
     import torch
 
     from finpod.agents import load_checkpoint, make_agent
-    from finpod.data import load_manifest, load_split
+    from finpod.data import Manifest, load_split
     from finpod.device import pick_device
     from finpod.env import VecTradingEnv
     from finpod.strategy import load_strategy
@@ -76,7 +76,7 @@ def train_single_agent(
         strategy.train.total_steps = int(total_steps)
     spec = strategy.train
     dev = pick_device(spec.device)
-    manifest = load_manifest(data)
+    manifest = Manifest.load(data)
     train_market = load_split(data, "train", device=dev)
     valid_market = load_split(data, "validation", device=dev)
     env_config = strategy.env_config()
@@ -85,7 +85,7 @@ def train_single_agent(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
     )
     if previous is not None:
-        if manifest["hash"] != previous["dataset"]["hash"]:
+        if manifest.hash != previous["dataset"]["hash"]:
             raise FinpodError(
                 f"the dataset at {data} is not the one run {run_dir.name} was trained on",
                 "pass --data with the run's dataset",
@@ -124,7 +124,7 @@ def train_single_agent(
         kind="agent",
         strategy=strategy.to_dict(),
         dataset_path=Path(data),
-        dataset_hash=str(manifest["hash"]),
+        dataset_hash=manifest.hash,
         seed=spec.seed,
         extra={"device": str(dev)},
     )

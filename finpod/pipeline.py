@@ -12,7 +12,7 @@ The verbs, each usable alone (the CLI commands and the notebooks call them):
 Nothing here prints. Progress goes to an optional ``on_event(kind, payload)`` hook
 (:data:`Event`); the CLI turns events into rich displays. Kinds sent from here:
 ``"stage"`` (``name``, ``index``, ``total``: a step of :func:`run_all` begins),
-``"dataset"`` (``path``, ``manifest``: a dataset is ready), ``"log"`` (``line``: a
+``"dataset"`` (``path``, ``manifest``: a :class:`~finpod.data.Manifest`; a dataset is ready), ``"log"`` (``line``: a
 line of a single agent's training log), ``"tournament"`` (``result``: a tournament
 ended), ``"rollout"`` (``name``: one backtest rollout done) and ``"report"``
 (``path``: the tearsheet is written); a tournament also forwards the orchestrator's
@@ -92,21 +92,21 @@ def ensure_dataset(
     source; otherwise (or with ``rebuild``) it is rebuilt. ``progress`` shows the
     builder's progress bars; ``on_event("dataset", path=, manifest=)`` when ready.
     """
-    from finpod.data import build_dataset, load_manifest
+    from finpod.data import Manifest, build_dataset
 
     dataset_dir = Path(dataset_dir)
     ready = None
     if not rebuild and (dataset_dir / "manifest.json").is_file():
         try:
-            manifest = load_manifest(dataset_dir)
+            manifest = Manifest.load(dataset_dir)
         except FinpodError:
             manifest = None
-        if manifest is not None and manifest.get("source") == source:
+        if manifest is not None and manifest.source == source:
             ready = dataset_dir
     if ready is None:
         ready = Path(build_dataset(source, dataset_dir, progress=progress, **opts))
     if on_event is not None:
-        _emit(on_event, "dataset", path=ready, manifest=load_manifest(ready))
+        _emit(on_event, "dataset", path=ready, manifest=Manifest.load(ready))
     return ready
 
 

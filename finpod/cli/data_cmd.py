@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.data.manifest import Manifest
 
 console = Console()
 
@@ -181,7 +185,8 @@ def download(
 
     An existing dataset at --out is an error unless --overwrite is given.
     """
-    from finpod.data.dataset import build_dataset, load_manifest
+    from finpod.data.dataset import build_dataset
+    from finpod.data.manifest import Manifest
 
     for flag, value in (
         ("--min-coverage", min_coverage),
@@ -240,10 +245,10 @@ def download(
         overwrite=overwrite,
         **opts,
     )
-    manifest = load_manifest(result)
+    manifest = Manifest.load(result)
     console.print(
         f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "
-        f"{len(manifest['tickers'])} tickers × {manifest['bars']} {manifest['bar']} bars, hash {manifest['hash'][:12]}"
+        f"{len(manifest.tickers)} tickers × {manifest.bars} {manifest.bar} bars, hash {manifest.hash[:12]}"
     )
     _print_manifest(manifest)
 
@@ -255,42 +260,43 @@ def info(
     ] = False,
 ) -> None:
     """Print a dataset's manifest as a table."""
-    from finpod.data.dataset import load_manifest, verify_dataset
+    from finpod.data.dataset import verify_dataset
+    from finpod.data.manifest import Manifest
 
-    _print_manifest(load_manifest(dataset))
+    _print_manifest(Manifest.load(dataset))
     if verify:
         digest = verify_dataset(dataset)
         console.print(f"[green]content hash verified[/] {digest}")
 
 
-def _print_manifest(m: dict) -> None:
+def _print_manifest(m: Manifest) -> None:
     table = Table(title="dataset", show_header=False)
     table.add_column("key", style="bold")
     table.add_column("value")
-    table.add_row("source", str(m.get("source")))
-    from finpod.data.dataset import dataset_bars_per_year, universe_disclosure
+    table.add_row("source", str(m.source))
+    from finpod.data.manifest import dataset_bars_per_year
 
-    uni = universe_disclosure(m)
+    uni = m.universe_disclosure()
     table.add_row("universe", str(uni.get("name")))
     pit = uni.get("point_in_time")
     table.add_row("point-in-time", "unknown" if pit is None else "yes" if pit else "no")
     table.add_row("survivorship", str(uni.get("note")))
-    bench = m.get("benchmark")
-    if isinstance(bench, dict):
+    bench = m.benchmark
+    if isinstance(bench, Mapping):
         bench = f"{bench.get('name')} ({bench.get('kind')}; {bench.get('source')})"
     table.add_row("benchmark", str(bench or "none"))
-    table.add_row("bar", str(m.get("bar")))
+    table.add_row("bar", str(m.bar))
     table.add_row(
         "bars / year",
-        f"{dataset_bars_per_year(m):g} (counted on the {m.get('calendar', 'XNYS')} calendar)",
+        f"{dataset_bars_per_year(m):g} (counted on the {m.calendar or 'XNYS'} calendar)",
     )
-    table.add_row("range", f"{m.get('start')} → {m.get('end')} ({m.get('bars')} bars)")
-    tick = m.get("tickers", [])
+    table.add_row("range", f"{m.start} → {m.end} ({m.bars} bars)")
+    tick = m.tickers
     table.add_row("tickers", f"{len(tick)}: {', '.join(tick[:12])}{' …' if len(tick) > 12 else ''}")
-    table.add_row("features", ", ".join(m.get("features", [])))
-    table.add_row("embargo", f"{m.get('embargo_sessions')} sessions")
-    table.add_row("hash", str(m.get("hash")))
-    for note in m.get("notes", []) or []:
+    table.add_row("features", ", ".join(m.features))
+    table.add_row("embargo", f"{m.embargo_sessions} sessions")
+    table.add_row("hash", str(m.hash))
+    for note in m.notes or []:
         table.add_row("note", note)
     console.print(table)
     splits = Table(title="splits")
@@ -298,11 +304,11 @@ def _print_manifest(m: dict) -> None:
         splits.add_column(c)
     order = ("train", "validation", "backtest")
     for name, s in sorted(
-        m.get("splits", {}).items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9
+        m.splits.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 9
     ):
-        splits.add_row(name, s["start"], s["end"], str(s["bars"]), str(s["sessions"]))
+        splits.add_row(name, s.start, s.end, str(s.bars), str(s.sessions))
     console.print(splits)
-    clean = m.get("cleaning", {})
+    clean = m.cleaning or {}
     ct = Table(title="cleaning")
     ct.add_column("what")
     ct.add_column("count")

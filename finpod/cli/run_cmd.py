@@ -67,8 +67,8 @@ def run(
         elif kind == "dataset":
             manifest = payload["manifest"]
             console.print(
-                f"dataset {payload['path']}: {len(manifest['tickers'])} tickers, "
-                f"{manifest['bar']} bars, hash {manifest['hash'][:12]}"
+                f"dataset {payload['path']}: {len(manifest.tickers)} tickers, "
+                f"{manifest.bar} bars, hash {manifest.hash[:12]}"
             )
         elif kind == "rollout":
             rollouts.update(rollouts.task_ids[0], advance=1)

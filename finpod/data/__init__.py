@@ -1,13 +1,15 @@
 """Data layer: sources, calendar cleaning, causal features, splits, dataset on disk.
 
 The layer reads sources (:mod:`~finpod.data.sources`, one module each) → cleaning
-(:mod:`~finpod.data.clean`) → features (:mod:`~finpod.data.features`) → dataset
-(:mod:`~finpod.data.dataset`), with :mod:`~finpod.data.benchmark` (causal index alignment),
+(:mod:`~finpod.data.clean`, with :mod:`~finpod.data.bars`,
+:mod:`~finpod.data.timestamps` and :mod:`~finpod.data.stages`) → features (:mod:`~finpod.data.features`) → dataset
+(:mod:`~finpod.data.dataset`: :mod:`~finpod.data.splits`, :mod:`~finpod.data.manifest`,
+:mod:`~finpod.data.store`), with :mod:`~finpod.data.benchmark` (causal index alignment),
 :mod:`~finpod.data.universe` (membership, survivorship) and :mod:`~finpod.data.vendor` (file
 formats) beside them.
 
 Entry points: :func:`build_dataset` (source → dataset directory), :func:`load_split`
-(dataset directory → :class:`MarketData` on a device), :func:`load_manifest`,
+(dataset directory → :class:`MarketData` on a device), :func:`load_manifest` (or the typed :class:`Manifest`),
 :func:`from_frame` (a long table of bars → :class:`MarketData`) and
 :mod:`finpod.data.synthetic` (markets with a known answer).
 """
@@ -26,6 +28,7 @@ from finpod.data.dataset import (
 )
 from finpod.data.features import FEATURES
 from finpod.data.inmemory import bars_to_market, from_frame
+from finpod.data.manifest import Manifest
 from finpod.data.market import MarketData, periods_per_year
 from finpod.data.synthetic import make_synthetic, oracle_weights
 
@@ -33,6 +36,7 @@ __all__ = [
     "FEATURES",
     "SPLITS",
     "Bars",
+    "Manifest",
     "MarketData",
     "align_benchmark",
     "bars_per_year",

@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finpod.data.bars import normalize_columns
 from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
-from finpod.data.clean import _detect_label, normalize_columns, read_stamps, stamp_dates
+from finpod.data.timestamps import _detect_label, read_stamps, stamp_dates
 from finpod.data.vendor import read_table
 from finpod.errors import FinpodError
 

@@ -1,4 +1,4 @@
-"""In memory: cleaned :class:`~finpod.data.clean.Bars` → features → :class:`MarketData`,
+"""In memory: cleaned :class:`~finpod.data.bars.Bars` → features → :class:`MarketData`,
 with no dataset on disk (notebooks, tests, the synthetic generator).
 
 Sits between features and the dataset module: it imports no source and no dataset code,

@@ -40,8 +40,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.data.bars import Bars
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, get_calendar, normalize_bar
-from finpod.data.clean import Bars
 from finpod.data.market import MarketData, periods_per_year
 from finpod.errors import FinpodError
 
@@ -89,7 +89,7 @@ def synthetic_bars(
     late_listings: int = 0,
     progress: Callable[[int], None] | None = None,
 ) -> Bars:
-    """Generate a synthetic market as :class:`~finpod.data.clean.Bars` (float32, with
+    """Generate a synthetic market as :class:`~finpod.data.bars.Bars` (float32, with
     ``extra["alpha_signal"]``). See the module docstring for the model.
 
     Args:

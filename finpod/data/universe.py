@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from finpod.data.bars import Bars
 from finpod.data.calendar import TZ
-from finpod.data.clean import Bars
 from finpod.errors import FinpodError
 
 #: Where the shipped sample lives (the repository's data/sample folder).

@@ -105,7 +105,7 @@ def run_walkforward(
         on_progress: called with (jobs done, jobs in all) after each job.
         log: echo of each log line (e.g. the console).
     """
-    from finpod.data import load_manifest, load_split
+    from finpod.data import Manifest, load_split
     from finpod.pipeline import resolve_strategy
     from finpod.strategy import load_strategy
 
@@ -115,17 +115,17 @@ def run_walkforward(
     if cpus_per_job < 1:
         raise FinpodError(f"--cpus-per-job must be ≥ 1, got {cpus_per_job}", "e.g. 1")
     data, out = Path(data), Path(out)
-    manifest = load_manifest(data)
+    manifest = Manifest.load(data)
     strat = load_strategy(resolve_strategy(strategy))
     if steps is not None:
         if steps <= 0:
             raise FinpodError(f"--steps must be positive, got {steps}", "e.g. --steps 100000")
         strat.train.total_steps = int(steps)
     market = load_split(data, "all")
-    folds = plan_folds(market.timestamps, spec, market.bar, manifest.get("calendar", "XNYS"))
+    folds = plan_folds(market.timestamps, spec, market.bar, manifest.calendar or "XNYS")
     _check_episode_length(folds, strat)
     settings = {
-        "dataset": {"path": str(data.resolve()), "hash": manifest["hash"]},
+        "dataset": {"path": str(data.resolve()), "hash": manifest.hash},
         "spec": spec.to_dict(),
         "folds": [f.to_dict() for f in folds],
         "seeds": seeds,
@@ -196,7 +196,7 @@ def run_walkforward(
         raise
     finally:
         runner.close()
-    result = summarize(out, folds, seeds, market.annualization, settings, manifest)
+    result = summarize(out, folds, seeds, market.annualization, settings, manifest.to_dict())
     say(
         f"done in {time.perf_counter() - started:.0f} s: active return vs equal weight "
         f"{_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"

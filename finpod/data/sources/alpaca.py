@@ -11,7 +11,8 @@ through the official ``alpaca-py`` SDK (``StockHistoricalDataClient`` + ``StockB
 - Rate limit: requests are paced to ``rate_per_min`` (200, the free plan's) and an HTTP 429
   (or 502/503/504) is retried with exponential backoff (``Retry-After`` when the server sends
   one), a bounded number of times; then one line says to rerun later. An HTTP 403 (e.g. SIP
-  data of the last 15 minutes on the free plan) is one line naming the feed.
+  data of the last 15 minutes on the free plan) is one line naming the feed
+  (:mod:`~finpod.data.sources.alpaca_client`).
 - Cache: every (feed, adjustment, timeframe, symbol, chunk) of whole past days is written
   to ``data/cache/alpaca/`` as Parquet (atomically), empty chunks too. The cache is the
   resume state: a rerun after an interruption requests only the chunks not there. Today's
@@ -24,8 +25,6 @@ through the official ``alpaca-py`` SDK (``StockHistoricalDataClient`` + ``StockB
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +32,18 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import TZ, bar_minutes, normalize_bar, sessions
-from finpod.data.sources.base import LoadedSource, ticker_list
+from finpod.data.sources.alpaca_client import (
+    FREE_RATE_PER_MIN,
+    URL_ENV,
+    _api_error,
+    _need_keys,
+    make_client,
+)
+from finpod.data.sources.base import LoadedSource, ticker_list, vendor_universe
 from finpod.data.sources.files import clean_vendor_bars
-from finpod.data.universe import SAMPLE_DIR, apply_membership, nasdaq100_members, universe_info
+from finpod.data.universe import SAMPLE_DIR, nasdaq100_members
 from finpod.errors import FinpodError
 
-#: Environment variables of the keys (the SDK's own names).
-KEY_ENV, SECRET_ENV = "APCA_API_KEY_ID", "APCA_API_SECRET_KEY"
-#: Environment variable of the data server's base URL (default: Alpaca's).
-URL_ENV = "FINPOD_ALPACA_DATA_URL"
-#: Environment variable of the first backoff wait after an HTTP 429, in seconds.
-BACKOFF_ENV = "FINPOD_ALPACA_BACKOFF_S"
 #: Finpod bar → (amount, unit) of Alpaca's timeframe.
 ALPACA_BARS: dict[str, tuple[int, str]] = {
     "1min": (1, "Minute"),
@@ -57,106 +57,10 @@ FEEDS = ("iex", "sip")
 ADJUSTMENTS = ("all", "split", "dividend", "raw")
 #: Most bars Alpaca returns in one page.
 PAGE_LIMIT = 10_000
-#: Requests per minute of the free plan.
-FREE_RATE_PER_MIN = 200
-#: Retries of a request answered 429/502/503/504, and the longest wait between two.
-RETRIES, MAX_WAIT_S = 7, 60.0
-RETRY_STATUS = (429, 502, 503, 504)
-#: Seconds before a silent connection is given up (then retried like a 503).
-TIMEOUT_S = 60.0
 #: Columns of a cached chunk: Alpaca's bar fields, ``t`` as UTC nanoseconds.
 CACHE_COLUMNS = ("symbol", "t", "o", "h", "l", "c", "v", "n", "vw")
 #: How a proxy ETF benchmark is labelled in the manifest.
 PROXY_KIND = "ETF price used as a proxy of the index (a fund: fees inside, not the index level)"
-
-
-def _need_keys() -> tuple[str, str]:
-    key, secret = os.environ.get(KEY_ENV, "").strip(), os.environ.get(SECRET_ENV, "").strip()
-    if not key or not secret:
-        missing = " and ".join(n for n, v in ((KEY_ENV, key), (SECRET_ENV, secret)) if not v)
-        raise FinpodError(
-            f"the alpaca source needs API keys: {missing} not set",
-            "make a free account at alpaca.markets (paper-trading keys work for market data), "
-            f"then export {KEY_ENV}=... {SECRET_ENV}=...",
-        )
-    return key, secret
-
-
-def _backoff_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get(BACKOFF_ENV, "2")))
-    except ValueError as err:
-        raise FinpodError(f"{BACKOFF_ENV} must be a number of seconds", "e.g. 2") from err
-
-
-def _paced_session(rate_per_min: float, backoff_s: float, counter: dict):
-    """A ``requests.Session`` that paces requests to ``rate_per_min`` (a token bucket of one
-    minute's requests), sets a timeout, and retries 429/5xx-busy answers and dropped
-    connections with exponential backoff; the final answer goes back to the SDK."""
-    import requests
-
-    class PacedSession(requests.Session):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tokens = float(rate_per_min)
-            self.stamp = time.monotonic()
-            self.lock = threading.Lock()
-
-        def _take(self) -> None:
-            with self.lock:
-                while True:
-                    now = time.monotonic()
-                    self.tokens = min(
-                        rate_per_min, self.tokens + (now - self.stamp) * rate_per_min / 60.0
-                    )
-                    self.stamp = now
-                    if self.tokens >= 1.0:
-                        self.tokens -= 1.0
-                        return
-                    time.sleep((1.0 - self.tokens) * 60.0 / rate_per_min)
-
-        def request(self, method, url, **kwargs):  # type: ignore[override]
-            kwargs.setdefault("timeout", TIMEOUT_S)
-            for attempt in range(RETRIES + 1):
-                self._take()
-                counter["requests"] += 1
-                try:
-                    resp = super().request(method, url, **kwargs)
-                except (requests.ConnectionError, requests.Timeout):
-                    if attempt == RETRIES:
-                        raise
-                    resp = None
-                if resp is not None and (
-                    resp.status_code not in RETRY_STATUS or attempt == RETRIES
-                ):
-                    return resp
-                wait = min(MAX_WAIT_S, backoff_s * 2**attempt)
-                if resp is not None and resp.headers.get("Retry-After", "").isdigit():
-                    wait = min(MAX_WAIT_S, float(resp.headers["Retry-After"]))
-                counter["retries"] += 1
-                counter["waited_s"] += wait
-                time.sleep(wait)
-            raise AssertionError("unreachable")
-
-    return PacedSession()
-
-
-def make_client(rate_per_min: float = FREE_RATE_PER_MIN, counter: dict | None = None):
-    """The SDK's ``StockHistoricalDataClient`` with the keys from the environment, the URL of
-    ``FINPOD_ALPACA_DATA_URL`` if set, and the paced, retrying HTTP session."""
-    key, secret = _need_keys()
-    from alpaca.data.historical import StockHistoricalDataClient
-
-    url = os.environ.get(URL_ENV, "").strip().rstrip("/") or None
-    client = StockHistoricalDataClient(key, secret, raw_data=True, url_override=url)
-    counter = counter if counter is not None else {}
-    for k in ("requests", "retries", "waited_s"):
-        counter.setdefault(k, 0)
-    # The SDK's own retry waits a fixed 3 s on 429/504; the session above retries with
-    # exponential backoff instead, so the SDK's is switched off (it then raises at once).
-    client._session = _paced_session(rate_per_min, _backoff_s(), counter)
-    client._retry_codes = [0]
-    return client
 
 
 def plan_chunks(
@@ -210,38 +114,6 @@ def _frame(raw: dict, symbols: list[str]) -> dict[str, pd.DataFrame]:
             }
         )
     return out
-
-
-def _api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodError:
-    status = getattr(err, "status_code", None)
-    try:
-        msg = str(getattr(err, "message", "") or err)
-    except Exception:  # noqa: BLE001 - the SDK parses the body as JSON here
-        msg = str(err)
-    msg = " ".join(msg.split())[:160]
-    what = f"{','.join(symbols[:3])}{'…' if len(symbols) > 3 else ''} {a.date()}→{b.date()}"
-    if status == 403:
-        return FinpodError(
-            f"Alpaca refused the {feed} feed data for {what} (HTTP 403: {msg})",
-            "the free plan has no SIP data of the last 15 minutes: use --feed iex, or an --end "
-            "earlier than 15 minutes ago; check that the keys are for market data",
-        )
-    if status == 401:
-        return FinpodError(
-            f"Alpaca rejected the API keys (HTTP 401: {msg})",
-            f"check {KEY_ENV} and {SECRET_ENV} (alpaca.markets → API keys)",
-        )
-    if status in RETRY_STATUS:
-        return FinpodError(
-            f"Alpaca kept answering HTTP {status} (rate limit or busy) for {what} after "
-            f"{RETRIES} retries with backoff",
-            "wait a few minutes and rerun the same command: the days already fetched are "
-            "cached and are not requested again",
-        )
-    return FinpodError(
-        f"Alpaca request for {what} failed (HTTP {status}: {msg})",
-        "check the symbols, --feed and dates; days already fetched are cached",
-    )
 
 
 def fetch_bars(
@@ -459,28 +331,9 @@ def load_alpaca(
     )
     report["alpaca_requests"] = int(counter.get("requests", 0))
     report["alpaca_retries"] = int(counter.get("retries", 0))
-    if empty:
-        report["no_data_from_alpaca"] = empty
+    no_data = f"no {feed} data on Alpaca (often delisted before its data begins"
+    info = vendor_universe(bars, report, tick, start, end, universe_pit, empty, "alpaca", no_data)
     notes: list[str] = []
-    if universe_pit:
-        apply_membership(bars, report)
-        note = (
-            f"NASDAQ-100 point-in-time: every member during {start} → {end}, each buyable only "
-            "while in the index"
-        )
-        if empty:
-            note += (
-                f"; {len(empty)} member(s) have no {feed} data on Alpaca (often delisted "
-                f"before its data begins: {' '.join(empty[:8])}), so some survivorship bias remains"
-            )
-        info = universe_info(not empty, note)
-    else:
-        info = universe_info(
-            False,
-            f"tickers chosen by the user ({', '.join(tick[:5])}{'…' if len(tick) > 5 else ''}) "
-            f"for {start} → {end}: if chosen with hindsight (e.g. today's index members), "
-            "survivorship bias",
-        )
     if bench_symbol:
         from finpod.data.benchmark import align_benchmark
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from finpod.data.clean import Bars
+from finpod.data.bars import Bars
+from finpod.data.universe import apply_membership, universe_info
 from finpod.errors import FinpodError
 
 
@@ -68,3 +69,46 @@ def progress_advance(progress: Any, label: str):
     """A callback ``advance(n)`` on a new indeterminate task of ``progress``."""
     task = progress.add_task(label, total=None)
     return lambda n: progress.advance(task, n)
+
+
+def vendor_universe(
+    bars: Bars,
+    report: dict,
+    tickers: list[str],
+    start: str,
+    end: str,
+    point_in_time: bool,
+    empty: list[str],
+    vendor: str,
+    no_data: str,
+) -> dict:
+    """The universe disclosure of a vendor's download, with its point-in-time membership.
+
+    The asked tickers the vendor returned nothing for (``empty``) go into the report as
+    ``no_data_from_<vendor>``. A point-in-time universe (every NASDAQ-100 member during
+    ``[start, end]``) gets its membership mask on ``bars`` (buyable only while a member),
+    and stays point-in-time only when no member is missing: a member without data (often
+    delisted) is survivorship bias. ``no_data`` is how the note says a member is missing,
+    e.g. ``"no data on Yahoo (often delisted"``.
+    """
+    empty = sorted(set(empty))
+    if empty:
+        report[f"no_data_from_{vendor}"] = empty
+    if not point_in_time:
+        return universe_info(
+            False,
+            f"tickers chosen by the user ({', '.join(tickers[:5])}{'…' if len(tickers) > 5 else ''}) "
+            f"for {start} → {end}: if chosen with hindsight (e.g. today's index members), "
+            "survivorship bias",
+        )
+    apply_membership(bars, report)
+    note = (
+        f"NASDAQ-100 point-in-time: every member during {start} → {end}, each buyable only "
+        "while in the index"
+    )
+    if empty:
+        note += (
+            f"; {len(empty)} member(s) have {no_data}: {' '.join(empty[:8])}), so some "
+            "survivorship bias remains"
+        )
+    return universe_info(not empty, note)

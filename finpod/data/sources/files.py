@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from finpod.data.bars import Bars, check_tickers, normalize_columns, ticker_problem
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
 from finpod.data.calendar import TZ
-from finpod.data.clean import Bars, check_tickers, clean_long, normalize_columns, ticker_problem
+from finpod.data.clean import clean_long
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
@@ -63,36 +64,21 @@ def clean_vendor_bars(
     df: pd.DataFrame,
     bar: str | None,
     *,
-    timezone: str = TZ,
-    bar_label: str = "auto",
-    start: str | None = None,
-    end: str | None = None,
-    min_coverage: float = 0.8,
-    calendar: str = "XNYS",
-    where: str = "input",
-    date_format: str | None = None,
     benchmark: str | Path | None = None,
     benchmark_bar_label: str | None = None,
+    **clean_opts: Any,
 ) -> tuple[Bars, dict, pd.Series | None, dict | None]:
     """A long table of vendor bars → cleaned bars, report and the aligned ``benchmark`` file.
 
     The one path from a long table (``timestamp, tic, open, high, low, close, volume``) to a
     source's bars, shared by the sources that read vendor rows (``files``, ``alpaca``).
-    ``benchmark_bar_label`` is how the benchmark file's intraday stamps are labelled
-    (default: as the bars). Returns ``(bars, report, benchmark, benchmark_info)``.
+    ``clean_opts`` go to :func:`~finpod.data.clean.clean_long` (``timezone``, ``bar_label``,
+    ``start``, ``end``, ``min_coverage``, ``calendar``, ``where``, ``date_format``); the
+    benchmark file is read in the same ``timezone`` and ``calendar``, its intraday stamps
+    labelled ``benchmark_bar_label`` (default: as the bars). Returns
+    ``(bars, report, benchmark, benchmark_info)``.
     """
-    bars, report = clean_long(
-        df,
-        bar,
-        timezone=timezone,
-        bar_label=bar_label,
-        start=start,
-        end=end,
-        min_coverage=min_coverage,
-        calendar=calendar,
-        where=where,
-        date_format=date_format,
-    )
+    bars, report = clean_long(df, bar, **clean_opts)
     bench = bench_info = None
     if benchmark is not None:
         series, name = read_benchmark_file(benchmark, columns=None)
@@ -100,9 +86,9 @@ def clean_vendor_bars(
             series,
             bars.timestamps,
             bars.bar,
-            calendar=calendar,
-            timezone=timezone,
-            bar_label=benchmark_bar_label or bar_label,
+            calendar=clean_opts.get("calendar", "XNYS"),
+            timezone=clean_opts.get("timezone", TZ),
+            bar_label=benchmark_bar_label or clean_opts.get("bar_label", "auto"),
         )
         covered = int(np.isfinite(bench.to_numpy()).sum())
         if covered == 0:

@@ -12,8 +12,8 @@ import pandas as pd
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import normalize_bar
 from finpod.data.clean import clean_long
-from finpod.data.sources.base import LoadedSource, ticker_list
-from finpod.data.universe import SAMPLE_DIR, apply_membership, nasdaq100_members, universe_info
+from finpod.data.sources.base import LoadedSource, ticker_list, vendor_universe
+from finpod.data.universe import SAMPLE_DIR, nasdaq100_members
 from finpod.errors import FinpodError
 
 #: Yahoo's limits per interval: (longest span per request, how far back data exists).
@@ -197,28 +197,9 @@ def load_yfinance(
         calendar=calendar,
         where="yfinance",
     )
-    if empty:
-        report["no_data_from_yahoo"] = sorted(set(empty))
+    no_data = "no data on Yahoo (often delisted"
+    info = vendor_universe(bars, report, tick, start, end, universe_pit, empty, "yahoo", no_data)
     notes: list[str] = []
-    if universe_pit:
-        apply_membership(bars, report)
-        note = (
-            f"NASDAQ-100 point-in-time: every member during {start} → {end}, each buyable only "
-            "while in the index"
-        )
-        if empty:
-            note += (
-                f"; {len(set(empty))} member(s) have no data on Yahoo (often delisted: "
-                f"{' '.join(sorted(set(empty))[:8])}), so some survivorship bias remains"
-            )
-        info = universe_info(not empty, note)
-    else:
-        info = universe_info(
-            False,
-            f"tickers chosen by the user ({', '.join(tick[:5])}{'…' if len(tick) > 5 else ''}) "
-            f"for {start} → {end}: if chosen with hindsight (e.g. today's index members), "
-            "survivorship bias",
-        )
     bench = bench_info = None
     if index:
         parts = [p for p in _fetch(index, chunks, interval, cache, today, progress, task) if len(p)]
