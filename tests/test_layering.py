@@ -147,3 +147,33 @@ def test_only_the_runs_package_spells_the_run_directory_files():
 
 def test_the_backtest_result_does_not_import_its_renderer():
     assert "finpod.backtest.tearsheet" not in _imports("finpod.backtest.result")
+
+
+#: A module reads on a few screens: past this many lines it has a seam to split along.
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {
+        name: n
+        for name, path in MODULES.items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+
+
+def test_no_module_imports_another_modules_private_names():
+    # A name with a leading underscore is its module's own business; a module that needs
+    # it from elsewhere means the name is public (or the code belongs beside it).
+    borrowed = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                node.level or (node.module or "").startswith("finpod")
+            ):
+                borrowed += [
+                    f"{name}:{node.lineno} {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+    assert not borrowed, borrowed

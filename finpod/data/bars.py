@@ -109,7 +109,8 @@ def normalize_columns(df: pd.DataFrame, columns: dict[str, str] | None = None) -
     return df.rename(columns=rename)
 
 
-def _require(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
+def require_columns(df: pd.DataFrame, needed: tuple[str, ...], where: str) -> None:
+    """Raise a one-line error naming the columns of ``needed`` that ``df`` lacks."""
     missing = [c for c in needed if c not in df.columns]
     if missing:
         found = ", ".join(map(str, df.columns)) or "none"

@@ -28,7 +28,7 @@ import pandas as pd
 
 from finpod.data.bars import normalize_columns
 from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
-from finpod.data.timestamps import _detect_label, read_stamps, stamp_dates
+from finpod.data.timestamps import detect_bar_label, read_stamps, stamp_dates
 from finpod.data.vendor import read_table
 from finpod.errors import FinpodError
 
@@ -91,7 +91,7 @@ def level_times(
     else:
         label = bar_label
         if label == "auto":
-            label = _detect_label(pd.DatetimeIndex(instant), step // 60_000_000_000)
+            label = detect_bar_label(pd.DatetimeIndex(instant), step // 60_000_000_000)
         if label not in ("start", "end"):
             raise FinpodError(f"unknown bar label {bar_label!r}", "use start, end or auto")
         info["frequency"] = f"intraday, {step // 60_000_000_000} min, stamps mark the bar {label}"

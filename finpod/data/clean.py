@@ -41,9 +41,9 @@ from finpod.data.bars import (
     PRICE_COLUMNS,
     TICKER_CHARS,
     Bars,
-    _require,
     check_tickers,
     normalize_columns,
+    require_columns,
     ticker_problem,
 )
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
@@ -56,14 +56,14 @@ from finpod.data.stages import (
 )
 from finpod.data.timestamps import (
     EPOCH_UNITS,
-    _detect_label,
-    _infer_bar_ns,
-    _utc_ns,
+    detect_bar_label,
     infer_bar,
+    infer_bar_ns,
     one_bar_size,
     parse_timestamps,
     read_stamps,
     stamp_dates,
+    utc_ns,
 )
 from finpod.errors import FinpodError
 
@@ -135,7 +135,7 @@ def clean_long(
     df = normalize_columns(df, columns)
     if "tic" not in df.columns and ticker is not None:
         df = df.assign(tic=ticker)
-    _require(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
+    require_columns(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
     report: dict = {"input_rows": int(len(df)), "dropped": {}, "repaired": {}}
     dropped = report["dropped"]
     repaired = report["repaired"]
@@ -152,7 +152,7 @@ def clean_long(
     check_tickers(tic, where)
     one_bar_size(instant, wall, tic.fillna(""), where)
     if bar is None:
-        bar = _infer_bar_ns(_utc_ns(instant))
+        bar = infer_bar_ns(utc_ns(instant))
         report["bar_inferred"] = bar
     bar = normalize_bar(bar)
     minutes = bar_minutes(bar)
@@ -274,7 +274,7 @@ def clean_long(
     if not daily:
         label = bar_label
         if label == "auto":
-            label = _detect_label(local, minutes)
+            label = detect_bar_label(local, minutes)
             if label == "end":
                 report["bar_label"] = "end (shifted to bar start)"
         if label == "end":

@@ -70,10 +70,10 @@ from finpod.data.splits import (
 from finpod.data.store import (
     MASKS,
     ROWS_PER_GROUP_BARS,
-    _write_bars,
     content_hash,
     load_split,
     verify_dataset,
+    write_bars,
 )
 from finpod.errors import FinpodError
 
@@ -383,7 +383,7 @@ def _build_into(
             },
         )
         wtask = prog.add_task("write parquet", total=len(bars.timestamps))
-        _write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
+        write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
         if loaded.benchmark is not None:
             tbl = pa.table(
                 {

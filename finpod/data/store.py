@@ -75,9 +75,11 @@ def content_hash(
     return h.hexdigest()
 
 
-def _write_bars(
+def write_bars(
     path: Path, bars: Bars, feats: np.ndarray, names: list[str], advance: Callable[[int], None]
 ) -> None:
+    """Write the (T, N) grid of ``bars`` and its features ``feats`` (named ``names``) to one
+    Parquet file at ``path``, in row groups, calling ``advance(rows)`` as it goes."""
     T, N = bars.close.shape
     masks = [m for m in MASKS if getattr(bars, m) is not None]
     tic_dict = pa.array(list(bars.tickers), type=pa.string())

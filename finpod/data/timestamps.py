@@ -278,7 +278,7 @@ def one_bar_size(instant: pd.Series, wall: pd.Series, tic: pd.Series, where: str
     ok = (instant.notna() & (tic != "")).to_numpy(dtype=bool)
     if ok.sum() < 3:
         return
-    ns = _utc_ns(instant[ok])
+    ns = utc_ns(instant[ok])
     codes, names = pd.factorize(tic[ok])
     order = np.lexsort((ns, codes))
     ns, codes = ns[order], codes[order]
@@ -318,10 +318,10 @@ def one_bar_size(instant: pd.Series, wall: pd.Series, tic: pd.Series, where: str
 def infer_bar(values: pd.Series, timezone: str = TZ) -> str:
     """Most common positive spacing of the timestamps: ``"1d"`` or ``"<N>min"``."""
     instant, _, _ = read_stamps(values, timezone)
-    return _infer_bar_ns(_utc_ns(instant))
+    return infer_bar_ns(utc_ns(instant))
 
 
-def _utc_ns(instant: pd.Series) -> np.ndarray:
+def utc_ns(instant: pd.Series) -> np.ndarray:
     """Readable instants of a tz-aware Series as int64 UTC nanoseconds."""
     ok = instant.dropna()
     return (
@@ -332,7 +332,8 @@ def _utc_ns(instant: pd.Series) -> np.ndarray:
     )
 
 
-def _infer_bar_ns(ns: np.ndarray) -> str:
+def infer_bar_ns(ns: np.ndarray) -> str:
+    """The bar size (``"1d"``, ``"5min"``, …) of int64 UTC nanosecond stamps ``ns``."""
     uniq = np.unique(ns)
     if len(uniq) < 2:
         raise FinpodError("cannot infer the bar size from fewer than two timestamps", "pass --bar")
@@ -345,7 +346,9 @@ def _infer_bar_ns(ns: np.ndarray) -> str:
     return f"{minutes}min"
 
 
-def _detect_label(local: pd.DatetimeIndex, minutes: int) -> str:
+def detect_bar_label(local: pd.DatetimeIndex, minutes: int) -> str:
+    """``"end"`` when intraday stamps of New York wall time ``local`` hit 16:00 but never
+    09:30 (each bar is stamped at its end), else ``"start"``."""
     tod = local.hour * 60 + local.minute
     has_open = bool((tod == 9 * 60 + 30).any())
     has_close = bool((tod == 16 * 60).any())

@@ -41,7 +41,7 @@ from finpod.walkforward.results import (
     aggregate_fold,
     summarize,
 )
-from finpod.walkforward.runners import _LocalRunner, _RayRunner
+from finpod.walkforward.runners import LocalRunner, RayRunner
 
 #: The strategy a walk-forward trains when none is given.
 DEFAULT_STRATEGY = Path("strategies/ppo.toml")
@@ -174,9 +174,9 @@ def run_walkforward(
 
     payload = market_payload(market)
     runner = (
-        _RayRunner(payload, address, num_cpus, cpus_per_job, device, say)
+        RayRunner(payload, address, num_cpus, cpus_per_job, device, say)
         if use_ray and todo
-        else _LocalRunner(payload)
+        else LocalRunner(payload)
     )
     try:
         if warm_start:

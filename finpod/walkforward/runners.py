@@ -1,6 +1,6 @@
 """Where a walk-forward's fold × seed jobs run: one after the other in this process
-(``_LocalRunner``), or as Ray tasks, as many at once as the cluster's free CPUs (GPUs) allow
-(``_RayRunner``), with a failed task turned into one readable error.
+(``LocalRunner``), or as Ray tasks, as many at once as the cluster's free CPUs (GPUs) allow
+(``RayRunner``), with a failed task turned into one readable error.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from finpod.tournament.run import connect_ray
 from finpod.walkforward.job import SeedJob, SeedResult, run_seed_job
 
 
-class _LocalRunner:
+class LocalRunner:
     """Jobs one after the other in this process."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
@@ -31,7 +31,7 @@ def _remote_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     return run_seed_job(payload, job)
 
 
-class _RayRunner:
+class RayRunner:
     """Jobs as Ray tasks: as many run at once as the cluster's free CPUs (GPUs) allow."""
 
     def __init__(

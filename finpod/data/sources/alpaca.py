@@ -35,9 +35,9 @@ from finpod.data.calendar import TZ, bar_minutes, normalize_bar, sessions
 from finpod.data.sources.alpaca_client import (
     FREE_RATE_PER_MIN,
     URL_ENV,
-    _api_error,
-    _need_keys,
+    api_error,
     make_client,
+    need_keys,
 )
 from finpod.data.sources.base import LoadedSource, ticker_list, vendor_universe
 from finpod.data.sources.files import clean_vendor_bars
@@ -193,7 +193,7 @@ def fetch_bars(
             try:
                 raw = client.get_stock_bars(req)
             except APIError as err:
-                raise _api_error(err, feed, group, a, b) from None
+                raise api_error(err, feed, group, a, b) from None
             except OSError as err:  # requests' connection errors, after the retries
                 url = os.environ.get(URL_ENV) or "data.alpaca.markets"
                 raise FinpodError(
@@ -281,7 +281,7 @@ def load_alpaca(
         raise FinpodError(
             "the alpaca source needs tickers", "pass --tickers AAPL,MSFT or --tickers nasdaq100"
         )
-    _need_keys()
+    need_keys()
     days = sessions(start, end, calendar)
     days = days[days <= today]
     if len(days) == 0:

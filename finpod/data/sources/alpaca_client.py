@@ -25,7 +25,8 @@ RETRY_STATUS = (429, 502, 503, 504)
 TIMEOUT_S = 60.0
 
 
-def _need_keys() -> tuple[str, str]:
+def need_keys() -> tuple[str, str]:
+    """The API key id and secret from the environment, or a one-line error saying how to set them."""
     key, secret = os.environ.get(KEY_ENV, "").strip(), os.environ.get(SECRET_ENV, "").strip()
     if not key or not secret:
         missing = " and ".join(n for n, v in ((KEY_ENV, key), (SECRET_ENV, secret)) if not v)
@@ -99,7 +100,7 @@ def _paced_session(rate_per_min: float, backoff_s: float, counter: dict):
 def make_client(rate_per_min: float = FREE_RATE_PER_MIN, counter: dict | None = None):
     """The SDK's ``StockHistoricalDataClient`` with the keys from the environment, the URL of
     ``FINPOD_ALPACA_DATA_URL`` if set, and the paced, retrying HTTP session."""
-    key, secret = _need_keys()
+    key, secret = need_keys()
     from alpaca.data.historical import StockHistoricalDataClient
 
     url = os.environ.get(URL_ENV, "").strip().rstrip("/") or None
@@ -114,7 +115,8 @@ def make_client(rate_per_min: float = FREE_RATE_PER_MIN, counter: dict | None = 
     return client
 
 
-def _api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodError:
+def api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodError:
+    """The one-line finpod error for an Alpaca API failure on ``symbols`` from ``a`` to ``b``."""
     status = getattr(err, "status_code", None)
     try:
         msg = str(getattr(err, "message", "") or err)
