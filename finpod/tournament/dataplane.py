@@ -15,92 +15,27 @@ The backtest split is never shipped: pods only train and score on validation.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from finpod.data.market import MarketData
+from finpod.data.payload import market_from_payload
+from finpod.data.payload import market_to_payload as to_payload
 
 #: Splits a pod may receive. The backtest split is touched only by ``finpod backtest``.
 POD_SPLITS = ("train", "validation")
-#: Array fields of a payload: the tensors of :class:`MarketData`.
-ARRAYS = ("open", "close", "features", "tradable", "buyable", "delisted")
 
 
 def market_to_payload(market: MarketData) -> dict[str, Any]:
-    """A split as a dict of numpy arrays and plain values, ready for ``ray.put``.
-
-    Arrays: ``open``/``close`` (T, N) float32, ``features`` (T, N, F) float32,
-    ``tradable``/``buyable``/``delisted`` (T, N) bool (the last two may be ``None``),
-    ``timestamps`` (T,) int64 UTC nanoseconds, ``benchmark`` (T,) float64 or ``None``.
-    """
+    """A train or validation split as numpy arrays for ``ray.put``
+    (:func:`finpod.data.payload.market_to_payload`); the backtest split is refused."""
     if market.split not in POD_SPLITS:
         raise ValueError(f"the {market.split!r} split is never shipped to pods")
-
-    def arr(t: torch.Tensor | None) -> np.ndarray | None:
-        return None if t is None else np.ascontiguousarray(t.detach().cpu().numpy())
-
-    payload: dict[str, Any] = {name: arr(getattr(market, name)) for name in ARRAYS}
-    ts = market.timestamps
-    payload["timestamps"] = np.asarray(ts.tz_convert("UTC").asi8 if ts.tz else ts.asi8)
-    payload["tz"] = str(ts.tz) if ts.tz is not None else None
-    bench = market.benchmark
-    payload["benchmark"] = None if bench is None else bench.to_numpy(np.float64)
-    payload["benchmark_name"] = None if bench is None else bench.name
-    payload.update(
-        tickers=list(market.tickers),
-        feature_names=list(market.feature_names),
-        bar=market.bar,
-        split=market.split,
-        bars_per_year=market.bars_per_year,
-    )
-    return payload
-
-
-def market_from_payload(payload: dict[str, Any], device: torch.device | str = "cpu") -> MarketData:
-    """:class:`MarketData` over a payload's arrays (zero-copy on CPU, one copy on a GPU).
-
-    On CPU the tensors share memory with the (read-only) numpy arrays: nothing may write
-    into them. ``torch.from_numpy`` warns about non-writable arrays; the warning is
-    silenced here because read-only is the contract.
-    """
-    device = torch.device(device)
-
-    def tens(name: str) -> torch.Tensor | None:
-        a = payload.get(name)
-        if a is None:
-            return None
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            t = torch.from_numpy(a)
-        return t if device.type == "cpu" else t.to(device)
-
-    ts = pd.DatetimeIndex(payload["timestamps"].astype("datetime64[ns]"))
-    if payload.get("tz"):
-        ts = ts.tz_localize("UTC").tz_convert(payload["tz"])
-    bench = None
-    if payload.get("benchmark") is not None:
-        bench = pd.Series(payload["benchmark"], index=ts, name=payload.get("benchmark_name"))
-    return MarketData(
-        timestamps=ts,
-        tickers=list(payload["tickers"]),
-        open=tens("open"),
-        close=tens("close"),
-        features=tens("features"),
-        feature_names=list(payload["feature_names"]),
-        tradable=tens("tradable"),
-        bar=payload["bar"],
-        split=payload["split"],
-        benchmark=bench,
-        buyable=tens("buyable"),
-        delisted=tens("delisted"),
-        bars_per_year=payload.get("bars_per_year"),
-    )
+    return to_payload(market)
 
 
 def payload_nbytes(payload: dict[str, Any]) -> int:

@@ -97,7 +97,7 @@ def run_tournament(
         stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
             when the running ones finish (e.g. a target score was reached).
     """
-    from finpod.data import load_manifest
+    from finpod.data import Manifest
     from finpod.strategy import load_strategy
 
     if resume is not None:
@@ -106,8 +106,8 @@ def run_tournament(
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
         dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
-        manifest = load_manifest(dataset)
-        if manifest["hash"] != info["dataset"]["hash"]:
+        manifest = Manifest.load(dataset)
+        if manifest.hash != info["dataset"]["hash"]:
             raise FinpodError(
                 f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
                 "resume with the original dataset (--data)",
@@ -127,7 +127,7 @@ def run_tournament(
             raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
         strategy = load_strategy(strategy_path)
         dataset = Path(data_dir)
-        manifest = load_manifest(dataset)
+        manifest = Manifest.load(dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
         resolved["tournament"] = config.to_dict()
@@ -140,12 +140,12 @@ def run_tournament(
             run_path,
             strategy=resolved,
             dataset_path=dataset,
-            dataset_hash=str(manifest["hash"]),
+            dataset_hash=manifest.hash,
             seed=run_seed,
         )
         board = Leaderboard(run_path, config.top_k, config.score)
         board.save()
-        run.log(f"new tournament run {run_path.name} on {dataset} ({manifest['hash'][:12]})")
+        run.log(f"new tournament run {run_path.name} on {dataset} ({manifest.hash[:12]})")
 
     if on_event is not None:
         on_event("run", {"run_dir": run_path})
@@ -164,7 +164,7 @@ def run_tournament(
             device=pod_device,
             gpus_per_pod=gpus,
             request_resources=address is not None,
-            dataset_hash=str(manifest["hash"]),
+            dataset_hash=manifest.hash,
         )
         orchestrator = Orchestrator(
             setup, board, run, on_event=on_event, display=display, stop=stop

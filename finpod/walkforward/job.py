@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,74 +22,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from finpod.data.market import MarketData
+from finpod.data.payload import market_from_payload
+from finpod.data.payload import market_to_payload as market_payload
 from finpod.errors import FinpodError
-
-#: Arrays of a market payload: the tensors of :class:`MarketData`.
-_ARRAYS = ("open", "close", "features", "tradable", "buyable", "delisted")
-
-
-def market_payload(market: MarketData) -> dict[str, Any]:
-    """The whole dataset as numpy arrays and plain values, for ``ray.put`` (zero-copy reads).
-
-    Arrays: ``open``/``close`` (T, N) float32, ``features`` (T, N, F) float32, masks (T, N)
-    bool (``buyable``/``delisted`` may be None), ``timestamps`` (T,) int64 UTC ns,
-    ``benchmark`` (T,) float64 or None.
-    """
-
-    def arr(t: torch.Tensor | None) -> np.ndarray | None:
-        return None if t is None else np.ascontiguousarray(t.detach().cpu().numpy())
-
-    payload: dict[str, Any] = {name: arr(getattr(market, name)) for name in _ARRAYS}
-    ts = market.timestamps
-    payload["timestamps"] = np.asarray(ts.tz_convert("UTC").asi8 if ts.tz else ts.asi8)
-    payload["tz"] = str(ts.tz) if ts.tz is not None else None
-    bench = market.benchmark
-    payload["benchmark"] = None if bench is None else bench.to_numpy(np.float64)
-    payload["benchmark_name"] = None if bench is None else bench.name
-    payload.update(
-        tickers=list(market.tickers),
-        feature_names=list(market.feature_names),
-        bar=market.bar,
-        split=market.split,
-        bars_per_year=market.bars_per_year,
-    )
-    return payload
-
-
-def market_from_payload(payload: dict[str, Any]) -> MarketData:
-    """:class:`MarketData` on CPU over a payload's (read-only) arrays, without copying."""
-
-    def tens(name: str) -> torch.Tensor | None:
-        a = payload.get(name)
-        if a is None:
-            return None
-        with warnings.catch_warnings():
-            # Read-only is the contract: the env and the rollout never write into them.
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            return torch.from_numpy(a)
-
-    ts = pd.DatetimeIndex(payload["timestamps"].astype("datetime64[ns]"))
-    if payload.get("tz"):
-        ts = ts.tz_localize("UTC").tz_convert(payload["tz"])
-    bench = None
-    if payload.get("benchmark") is not None:
-        bench = pd.Series(payload["benchmark"], index=ts, name=payload.get("benchmark_name"))
-    return MarketData(
-        timestamps=ts,
-        tickers=list(payload["tickers"]),
-        open=tens("open"),
-        close=tens("close"),
-        features=tens("features"),
-        feature_names=list(payload["feature_names"]),
-        tradable=tens("tradable"),
-        bar=payload["bar"],
-        split=payload["split"],
-        benchmark=bench,
-        buyable=tens("buyable"),
-        delisted=tens("delisted"),
-        bars_per_year=payload.get("bars_per_year"),
-    )
 
 
 @dataclass
