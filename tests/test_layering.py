@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import finpod
 
 ROOT = Path(finpod.__file__).parent
@@ -65,12 +67,13 @@ def _runtime_nodes(tree: ast.Module):
         stack.extend(ast.iter_child_nodes(node))
 
 
-def _imports(name: str) -> set[str]:
-    """finpod modules ``name`` imports at run time (any scope)."""
+def _imports(name: str, type_only_too: bool = False) -> set[str]:
+    """finpod modules ``name`` imports at run time (any scope); with ``type_only_too`` also
+    those it imports under ``if TYPE_CHECKING:``."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in _runtime_nodes(tree):
+    for node in ast.walk(tree) if type_only_too else _runtime_nodes(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -110,10 +113,14 @@ def test_the_runs_package_imports_only_the_floor_below_it():
             assert deps <= {"finpod.errors", "finpod.atomic"}, (name, deps)
 
 
-def test_no_import_circle():
+@pytest.mark.parametrize("type_only_too", [False, True], ids=["run time", "type hints too"])
+def test_no_import_circle(type_only_too):
     # A package's __init__ re-exports its modules; an edge from a module to its own
     # package (or any enclosing one) is that re-export, not a dependency.
-    graph = {name: {d for d in _imports(name) if not name.startswith(d + ".")} for name in MODULES}
+    graph = {
+        name: {d for d in _imports(name, type_only_too) if not name.startswith(d + ".")}
+        for name in MODULES
+    }
     state: dict[str, int] = {}
 
     def visit(node: str, stack: list[str]) -> None:

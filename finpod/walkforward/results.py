@@ -1,7 +1,7 @@
 """What a walk-forward produced (:class:`WalkForwardResult`) and how it is put together from
 the persisted seed records: each fold's winner and the DSR/PBO of that choice
 (:func:`aggregate_fold`), then the stitched out-of-sample record, its metrics, the HAC
-t-tests of the active return, the tables, ``summary.json`` and the report (:func:`summarize`).
+t-tests of the active return, the tables and ``summary.json`` (:func:`summarize`).
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ def summarize(
     settings: dict[str, Any],
     manifest: dict[str, Any],
 ) -> WalkForwardResult:
-    """Stitch the folds, test the active return, write the tables, summary and report."""
+    """Stitch the folds, test the active return, write the tables and ``summary.json``;
+    ``result.report`` names where the page goes (:func:`finpod.walkforward.report.render_report`)."""
     from finpod.backtest import metrics as m
     from finpod.data.disclosure import benchmark_label, universe_disclosure
 
@@ -276,7 +277,4 @@ def summarize(
         hac=hac,
         summary=summary,
     )
-    from finpod.walkforward.report import render_report
-
-    atomic_write_text(result.report, render_report(result, folds))
     return result

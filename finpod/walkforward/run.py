@@ -30,10 +30,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from finpod.atomic import atomic_write_text
 from finpod.errors import FinpodError
 from finpod.walkforward import store
 from finpod.walkforward.folds import Fold, FoldSpec, plan_folds
 from finpod.walkforward.job import SeedJob, SeedResult, market_payload
+from finpod.walkforward.report import render_report
 from finpod.walkforward.results import (
     AGENT,
     EQUAL_WEIGHT,
@@ -197,6 +199,7 @@ def run_walkforward(
     finally:
         runner.close()
     result = summarize(out, folds, seeds, market.annualization, settings, manifest.to_dict())
+    atomic_write_text(result.report, render_report(result, folds))
     say(
         f"done in {time.perf_counter() - started:.0f} s: active return vs equal weight "
         f"{_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"
