@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="finpod measurements per config")
     ap.add_argument("--synthetic", default="", help="bar size: use finpod's synthetic market")
     ap.add_argument("--controls", action="store_true", help="typical execution controls on")
-    ap.add_argument("--action-mode", default="shares", choices=["shares", "weights"])
+    ap.add_argument("--action-mode", default="shares", choices=["shares", "weights", "active"])
     ap.add_argument("--decision-interval", type=int, default=None)
     ap.add_argument("--no-trade-band", type=float, default=None)
     ap.add_argument("--band-target", default=None, choices=["edge", "target"])
