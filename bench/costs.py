@@ -420,8 +420,16 @@ def ensemble_vs_best(
         folder = reports / run_dir.name / ("" if agent == "best" else agent)
         if not (folder / "metrics.csv").is_file():
             finpod(
-                ["backtest", str(run_dir), "--agent", agent, "--data", str(data_dir),
-                 "--out", str(reports)],
+                [
+                    "backtest",
+                    str(run_dir),
+                    "--agent",
+                    agent,
+                    "--data",
+                    str(data_dir),
+                    "--out",
+                    str(reports),
+                ],
                 log,
                 cpu,
             )

@@ -38,7 +38,9 @@ def scalars(pod_dir: Path) -> dict[str, list[tuple[int, float, float]]]:
 
     acc = ea.EventAccumulator(str(pod_dir), size_guidance={ea.SCALARS: 0})
     acc.Reload()
-    return {t: [(e.step, e.wall_time, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+    return {
+        t: [(e.step, e.wall_time, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]
+    }
 
 
 def assert_events_equal_metrics(run_dir: Path, one_session: bool = True) -> None:
@@ -49,9 +51,7 @@ def assert_events_equal_metrics(run_dir: Path, one_session: bool = True) -> None
 
     expected: dict[str, dict[str, list[tuple[int, float, float]]]] = {}
     for pod, steps, wall, split, metric, value in read_metrics(run_dir / "metrics.csv"):
-        expected.setdefault(pod, {}).setdefault(tag(split, metric), []).append(
-            (steps, wall, value)
-        )
+        expected.setdefault(pod, {}).setdefault(tag(split, metric), []).append((steps, wall, value))
     folders = {p.name for p in (run_dir / "tensorboard").iterdir()}
     assert folders == set(expected)
     for pod, by_tag in expected.items():
@@ -154,4 +154,6 @@ def test_a_resumed_run_adds_event_files_and_hides_the_steps_it_trains_again(
     steps = [s for s, _, _ in scalars(pod_dir)["validation/sharpe"]]
     assert steps == [64, 128, 192, 256]
     assert_events_equal_metrics(run_dir, one_session=False)
-    assert not any(math.isnan(r[5]) for r in read_metrics(run_dir / "metrics.csv") if r[3] == "validation")
+    assert not any(
+        math.isnan(r[5]) for r in read_metrics(run_dir / "metrics.csv") if r[3] == "validation"
+    )

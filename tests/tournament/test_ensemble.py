@@ -94,7 +94,9 @@ def test_a_resumed_run_with_the_same_top_entries_does_not_count_the_ensemble_twi
     ensemble_run, tiny_dataset
 ):
     before = Leaderboard.load(ensemble_run)
-    run_tournament(None, tiny_dataset, resume=ensemble_run, budget="5 pods", out=ensemble_run.parent)
+    run_tournament(
+        None, tiny_dataset, resume=ensemble_run, budget="5 pods", out=ensemble_run.parent
+    )
     after = Leaderboard.load(ensemble_run)
     assert [e.pod_id for e in after.entries] == [e.pod_id for e in before.entries]
     assert after.candidates_evaluated == before.candidates_evaluated == 6

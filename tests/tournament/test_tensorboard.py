@@ -38,8 +38,7 @@ def scalars(pod_dir: Path) -> dict[str, list[tuple[int, float, float]]]:
     acc = ea.EventAccumulator(str(pod_dir), size_guidance={ea.SCALARS: 0})
     acc.Reload()
     return {
-        t: [(e.step, e.wall_time, e.value) for e in acc.Scalars(t)]
-        for t in acc.Tags()["scalars"]
+        t: [(e.step, e.wall_time, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]
     }
 
 
@@ -84,9 +83,7 @@ def test_members_of_one_population_log_their_own_numbers(population_run):
 def test_event_values_equal_the_metrics_csv_rows(population_run):
     expected: dict[str, dict[str, list[tuple[int, float, float]]]] = {}
     for pod, steps, wall, split, metric, value in read_metrics(population_run / "metrics.csv"):
-        expected.setdefault(pod, {}).setdefault(tag(split, metric), []).append(
-            (steps, wall, value)
-        )
+        expected.setdefault(pod, {}).setdefault(tag(split, metric), []).append((steps, wall, value))
     origin = None
     for pod, by_tag in expected.items():
         got = scalars(population_run / "tensorboard" / pod)
