@@ -239,9 +239,10 @@ def transition(
             w, state.holdings, state.position, state.value, state.mark, flat, config
         )
     elif config.action_mode == "active":
-        w = active_targets(a, ref_row[:, :n], ref_row[:, n:], config)
+        ref = ref_row[:, :n]
+        w = active_targets(a, ref, ref_row[:, n:], config)
         delta = weights_order(
-            w, state.holdings, state.position, state.value, state.mark, flat, config
+            w, state.holdings, state.position, state.value, state.mark, flat, config, ref
         )
     else:
         if config.no_trade_band > 0.0:

@@ -7,7 +7,8 @@ Python nor branch on tensor values, only on the (static) :class:`EnvConfig`.
 Execution controls (:class:`EnvConfig`), applied in this order to the order decided at
 bar t: target (weights or shares) → no-trade band (weights: the gap to the target shrunk
 by the band, ``softshrink``, or zeroed inside it; shares: a dead zone on the action) →
-partial adjustment → flat-at-close override (sell everything) → point-in-time rules at the
+partial adjustment → (``"active"`` mode) the active-risk budget on the weights the
+account will hold, so a band never holds it outside the budget → flat-at-close override (sell everything) → point-in-time rules at the
 fill bar t + 1 (not ``buyable``: the order may sell or cover but not add to a long
 position; ``delisted``: the env sells the whole position at the last valid close, with the
 usual cost and slippage, reported as an ordinary sell) → fill mask (bar t + 1 tradable and
@@ -63,6 +64,17 @@ def active_targets(
     return ref + active * scale
 
 
+def within_budget(w: torch.Tensor, ref: torch.Tensor, budget: float) -> torch.Tensor:
+    """(E, N) weights ``w`` with their active part ``w − ref`` scaled down, row by row, to an
+    active share of at most ``budget``: ½(Σ|w_i − r_i| + |Σw − Σr|), cash counted as one
+    more position (the share :func:`active_targets` bounds). Rows inside it are unchanged;
+    scaling toward the reference keeps every per-name bound the row already met."""
+    active = w - ref
+    share = 0.5 * (active.abs().sum(1, keepdim=True) + active.sum(1, keepdim=True).abs())
+    scale = (budget / share.clamp(min=1e-12)).clamp(max=1.0)
+    return ref + active * scale
+
+
 def weights_order(
     w: torch.Tensor,
     holdings: torch.Tensor,
@@ -71,11 +83,14 @@ def weights_order(
     mark: torch.Tensor,
     flat: torch.Tensor | None,
     config: EnvConfig,
+    ref: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(E, N) signed share order moving an account toward target weights ``w`` (consumed).
 
     Sized with what is known at the decision bar: ``value`` (E,) and ``mark`` (E, N) at its
-    close; band, partial adjustment and flat-at-close applied (module docstring)."""
+    close; band, partial adjustment and flat-at-close applied (module docstring). With
+    ``ref`` (E, N), the reference weights of ``"active"`` mode, the weights the order leads
+    to are kept inside ``config.active_budget`` (:func:`within_budget`)."""
     dtype = value.dtype
     band = float(config.no_trade_band)
     part = float(config.partial_adjustment)
@@ -86,11 +101,18 @@ def weights_order(
         # Order in weight units: gap = target − current weight (position / value at
         # t). Inside the band the gap is exactly 0, so those tickers never trade.
         inv = v.clamp(min=float(config.initial_cash) * VALUE_FLOOR).reciprocal()
-        gap = w.sub_(position * inv)
+        held = position * inv
+        gap = w.sub_(held)
         if band > 0.0 and config.band_target == "edge":
             gap = torch.nn.functional.softshrink(gap, band)  # to the band's nearest edge
         elif band > 0.0:
             gap.mul_(gap.abs() > band)  # outside the band: all the way to the target
+        if ref is not None:
+            # Names left inside the band keep weights up to a band away from the target,
+            # which can add up to more active risk than the budget allows: the weights the
+            # account is left with are brought back inside it (a no-op when they are).
+            gap = within_budget(held + gap * part, ref, float(config.active_budget)).sub_(held)
+            part = 1.0
         delta = gap.mul_(v * part).div_(mark + (1.0 - priced))
         if config.integer_shares:
             delta.trunc_()
