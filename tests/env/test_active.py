@@ -190,6 +190,39 @@ def test_held_tilts_stay_inside_the_bounds_under_every_execution_control(scenari
         assert (env.state.cash >= -1e-6).all()
 
 
+def test_a_no_trade_band_never_holds_the_account_outside_its_active_budget():
+    # A tilt to T004, then one from T004 to T003, with the band's edge as the target:
+    # names inside the band keep their weight while the others trade all but a band's
+    # width, and without the budget check on the weights the order leaves, the account
+    # held an active share of 5.25 % against its 5 % budget after the second tilt.
+    n, bars = 5, 14
+    market = make_market(bars, n, num_features=1, seed=1, bar="30min")
+    price = torch.tensor(np.linspace(10.0, 90.0, n), dtype=torch.float32).expand(bars, n)
+    market = replace(market, open=price.clone(), close=price.clone())
+    config = EnvConfig(
+        action_mode="active",
+        start="reference",
+        cost_rate=0.0,
+        integer_shares=False,
+        dtype="float64",
+        max_active_weight=0.3,
+        active_budget=0.05,
+        no_trade_band=0.005,
+        band_target="edge",
+    )
+    env = VecTradingEnv(market, config, num_envs=1, random_start=False)
+    env.reset()
+    ref = torch.full((n,), 1.0 / n, dtype=torch.float64)
+    actions = [[0.0] * 5] * 10 + [[0, 0, 0, 0, 1.0], [0, 0, 0, 0.5, -0.5], [0.0] * 5]
+    shares = []
+    for a in actions:
+        env.step(torch.tensor([a]))
+        w = env.state.position / env.state.value.unsqueeze(1)
+        shares.append(float(0.5 * (w - ref).abs().sum()))
+    assert max(shares) <= config.active_budget + 1e-9, shares
+    assert shares[10] > 0.02  # the first tilt traded
+
+
 # -- reference files and settings -----------------------------------------------------------
 
 
