@@ -107,7 +107,8 @@ class EnvConfig:
     active_budget: float = 0.5
     """``"active"`` mode: active-risk budget as a cap on the active share
     ½(Σ_i |w_i − r_i| + cash tilt), in portfolio weight: 0 = always the reference,
-    1 = unconstrained."""
+    1 = unconstrained. It bounds the target and, under a no-trade band or partial
+    adjustment, the weights each order leaves the account with."""
     max_cash_weight: float = 0.0
     """``"active"`` mode: largest cash tilt, as a fraction of the reference's stock weight
     (0 = the agent is always fully in stocks like its reference; 0.2 = it may hold up to
