@@ -106,16 +106,33 @@ def plan_splits(
                 "widen its dates, shorten the embargo or use more data",
             )
         prev_stop = s1
-        r0, r1 = int(first_row[s0]), int(stop_row[s1 - 1])
-        out[name] = {
-            "start": str(timestamps[r0]),
-            "end": str(timestamps[r1 - 1]),
-            "start_index": r0,
-            "stop_index": r1,
-            "bars": r1 - r0,
-            "sessions": int(len(np.unique(sess[r0:r1]))),
-        }
+        out[name] = window_record(timestamps, first_row, stop_row, s0, s1, sess)
     return out
+
+
+def window_record(
+    timestamps: pd.DatetimeIndex,
+    first_row: np.ndarray,
+    stop_row: np.ndarray,
+    s0: int,
+    s1: int,
+    session_ids: np.ndarray | None = None,
+) -> dict[str, Any]:
+    """The manifest's record of the window of units ``[s0, s1)``: its first and last bar
+    times, row range ``[start_index, stop_index)``, bars and sessions. ``first_row`` and
+    ``stop_row`` are each unit's first row and one past its last; a unit is a session,
+    or a bar when a short dataset is cut by bars, and then ``session_ids`` (one per row)
+    counts the sessions the window touches."""
+    r0, r1 = int(first_row[s0]), int(stop_row[s1 - 1])
+    sessions = s1 - s0 if session_ids is None else len(np.unique(session_ids[r0:r1]))
+    return {
+        "start": str(timestamps[r0]),
+        "end": str(timestamps[r1 - 1]),
+        "start_index": r0,
+        "stop_index": r1,
+        "bars": r1 - r0,
+        "sessions": int(sessions),
+    }
 
 
 def _date_ns(x: str) -> int:

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import get_calendar, session_of
+from finpod.data.splits import SPLITS, window_record
 from finpod.errors import FinpodError
 
 SCHEMES = ("rolling", "expanding")
-SPLITS = ("train", "validation", "backtest")
 #: Fewest bars a fold's train, validation or backtest window may keep after the embargo.
 MIN_WINDOW_BARS = 10
 #: Calendar units of a window length and the ``pd.DateOffset`` keyword of each.
@@ -218,16 +218,9 @@ def plan_folds(
     for k, ranges in enumerate(reversed(folds)):
         splits = {}
         for j, name in enumerate(SPLITS):
-            s0, s1 = ranges[2 * j], ranges[2 * j + 1]
-            r0, r1 = int(first_row[s0]), int(stop_row[s1 - 1])
-            splits[name] = {
-                "start": str(timestamps[r0]),
-                "end": str(timestamps[r1 - 1]),
-                "start_index": r0,
-                "stop_index": r1,
-                "bars": r1 - r0,
-                "sessions": int(s1 - s0),
-            }
+            splits[name] = window_record(
+                timestamps, first_row, stop_row, ranges[2 * j], ranges[2 * j + 1]
+            )
         out.append(Fold(k, splits))
     return out
 

@@ -137,6 +137,20 @@ def test_active_targets_respect_every_bound(case):
     assert (w.sum(1) - ref.sum(1)).abs().max() <= tol, "self-financing"
 
 
+def flat_market(bars: int, n: int, bar: str):
+    """Prices constant over time (10 … 90 across names): with no costs and fractional
+    shares a weight is exactly what was traded."""
+    market = make_market(bars, n, num_features=1, seed=1, bar=bar)
+    price = torch.tensor(np.linspace(10.0, 90.0, n), dtype=torch.float32).expand(bars, n)
+    return replace(market, open=price.clone(), close=price.clone())
+
+
+#: An active account on a flat market: starts at the reference, no costs, exact weights.
+FLAT_ACTIVE = dict(
+    action_mode="active", start="reference", cost_rate=0.0, integer_shares=False, dtype="float64"
+)
+
+
 @st.composite
 def flat_price_scenarios(draw):
     # Constant prices, no costs, fractional shares: a weight is exactly what was traded,
@@ -144,16 +158,10 @@ def flat_price_scenarios(draw):
     intraday = draw(st.booleans())
     n = draw(st.integers(2, 6))
     bars = 14 if intraday else draw(st.integers(4, 12))
-    market = make_market(bars, n, num_features=1, seed=1, bar="30min" if intraday else "1d")
-    price = torch.tensor(np.linspace(10.0, 90.0, n), dtype=torch.float32).expand(bars, n)
-    market = replace(market, open=price.clone(), close=price.clone())
+    market = flat_market(bars, n, "30min" if intraday else "1d")
     schedule = draw(st.sampled_from(["every", "interval", "times"] if intraday else ["every"]))
     config = EnvConfig(
-        action_mode="active",
-        start="reference",
-        cost_rate=0.0,
-        integer_shares=False,
-        dtype="float64",
+        **FLAT_ACTIVE,
         max_active_weight=draw(st.sampled_from([0.01, 0.05, 0.3])),
         active_budget=draw(st.sampled_from([0.05, 0.3, 1.0])),
         decision_interval=draw(st.integers(2, 4)) if schedule == "interval" else 1,
@@ -196,15 +204,9 @@ def test_a_no_trade_band_never_holds_the_account_outside_its_active_budget():
     # width, and without the budget check on the weights the order leaves, the account
     # held an active share of 5.25 % against its 5 % budget after the second tilt.
     n, bars = 5, 14
-    market = make_market(bars, n, num_features=1, seed=1, bar="30min")
-    price = torch.tensor(np.linspace(10.0, 90.0, n), dtype=torch.float32).expand(bars, n)
-    market = replace(market, open=price.clone(), close=price.clone())
+    market = flat_market(bars, n, "30min")
     config = EnvConfig(
-        action_mode="active",
-        start="reference",
-        cost_rate=0.0,
-        integer_shares=False,
-        dtype="float64",
+        **FLAT_ACTIVE,
         max_active_weight=0.3,
         active_budget=0.05,
         no_trade_band=0.005,
