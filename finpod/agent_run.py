@@ -50,7 +50,8 @@ def train_single_agent(
     """
     import torch
 
-    from finpod.agents import load_checkpoint, make_agent
+    from finpod.agents import ALGORITHMS, load_checkpoint, make_agent
+    from finpod.agents.cross_section import hparams_for_env
     from finpod.data import Manifest, load_split
     from finpod.device import pick_device
     from finpod.env import VecTradingEnv
@@ -108,6 +109,7 @@ def train_single_agent(
         return _train_and_record(
             agent, env, strategy, valid_market, env_config, run_dir, progress, log
         )
+    strategy.hparams = hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env)
     agent = make_agent(
         strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
     )

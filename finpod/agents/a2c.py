@@ -17,7 +17,7 @@ from torch import nn
 
 from finpod.agents.base import check_positive, check_unit
 from finpod.agents.nets import gaussian_entropy, gaussian_log_prob
-from finpod.agents.ppo import PPO
+from finpod.agents.ppo import PPO, check_net
 
 
 @dataclass
@@ -46,8 +46,13 @@ class A2CParams:
     """Hidden widths of the policy MLP."""
     critic_hidden: tuple[int, ...] = (64, 64)
     """Hidden widths of the value MLP."""
+    net: str = "mlp"
+    """Network family: ``"mlp"`` or ``"cross_sectional"`` (see :class:`~finpod.agents.ppo.PPOParams`)."""
+    ticker_features: int | None = None
+    """Features per ticker in the observation (cross-sectional nets; None = inferred)."""
 
     def __post_init__(self) -> None:
+        check_net(self)
         check_positive(self, "learning_rate", "horizon", "max_grad_norm")
         check_unit(self, "gamma", "gae_lambda")
 

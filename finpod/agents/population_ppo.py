@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from finpod.agents.batched import clip_grad_norm_, gather_rows, mlp
+from finpod.agents.cross_section import TickerLayout, member_policy_mean, member_value
 from finpod.agents.nets import gaussian_entropy, gaussian_log_prob
 from finpod.agents.population import Population
 from finpod.agents.ppo import VALUE_CHUNK, explained_variance
@@ -45,15 +46,24 @@ class PPOPopulation(Population):
         self._actor_depth = len(hp.actor_hidden) + 1
         self._critic_depth = len(hp.critic_hidden) + 1
         self._storage_shape: tuple[int, int] | None = None
+        self._layout: TickerLayout | None = None
+        if hp.net == "cross_sectional":
+            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
 
     # ----- networks ---------------------------------------------------------------------
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs (K, B, D)`` → mean, log_std ``(K, B, A)``."""
+        if self._layout is not None:
+            hidden = self.hparams[0].actor_hidden
+            mean = member_policy_mean(self.params, obs, self._layout, hidden)
+            return mean, self.params["actor.log_std"].unsqueeze(1).expand_as(mean)
         mean = mlp(obs, self.params, "actor.mean", self._actor_depth, torch.tanh)
         return mean, self.params["actor.log_std"].unsqueeze(1).expand_as(mean)
 
     def _value(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs (K, B, D)`` → ``V (K, B)``."""
+        if self._layout is not None:
+            return member_value(self.params, obs, self._layout, self.hparams[0].critic_hidden)
         return mlp(obs, self.params, "critic.net", self._critic_depth, torch.tanh).squeeze(-1)
 
     @torch.no_grad()

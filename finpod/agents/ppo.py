@@ -21,6 +21,12 @@ import torch
 from torch import nn
 
 from finpod.agents.base import Agent, check_positive, check_unit, make_adam
+from finpod.agents.cross_section import (
+    NETS,
+    CrossSectionalActor,
+    CrossSectionalCritic,
+    TickerLayout,
+)
 from finpod.agents.nets import GaussianActor, VCritic, gaussian_entropy, gaussian_log_prob
 
 if TYPE_CHECKING:
@@ -38,6 +44,29 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Ten
     var = returns.var(-1, unbiased=False)
     ev = 1.0 - (returns - values).var(-1, unbiased=False) / var
     return torch.where(var > 0, ev, torch.zeros_like(ev))
+
+
+def check_net(hp: object) -> None:
+    """``ValueError`` unless ``hp.net`` names a network family of :data:`NETS`."""
+    if hp.net not in NETS:  # type: ignore[attr-defined]
+        raise ValueError(f"net must be one of {', '.join(NETS)}, got {hp.net!r}")  # type: ignore[attr-defined]
+    tf = hp.ticker_features  # type: ignore[attr-defined]
+    if tf is not None and tf < 0:
+        raise ValueError(f"ticker_features must be ≥ 0, got {tf!r}")
+
+
+def on_policy_nets(hp: object, obs_dim: int, action_dim: int) -> tuple[nn.Module, nn.Module]:
+    """The actor and critic of an on-policy agent with hyperparameters ``hp`` (PPO, A2C)."""
+    if hp.net == "cross_sectional":  # type: ignore[attr-defined]
+        layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)  # type: ignore[attr-defined]
+        return (
+            CrossSectionalActor(layout, hp.actor_hidden, hp.log_std_init),  # type: ignore[attr-defined]
+            CrossSectionalCritic(layout, hp.critic_hidden),  # type: ignore[attr-defined]
+        )
+    return (
+        GaussianActor(obs_dim, action_dim, hp.actor_hidden, hp.log_std_init),  # type: ignore[attr-defined]
+        VCritic(obs_dim, hp.critic_hidden),  # type: ignore[attr-defined]
+    )
 
 
 @dataclass
@@ -78,8 +107,16 @@ class PPOParams:
     """Hidden widths of the policy MLP."""
     critic_hidden: tuple[int, ...] = (64, 64)
     """Hidden widths of the value MLP."""
+    net: str = "mlp"
+    """Network family: ``"mlp"`` (one MLP over the whole observation) or
+    ``"cross_sectional"`` (one network shared by every ticker, with pooled context; the
+    hidden widths are then the per-ticker encoder's, see :mod:`finpod.agents.cross_section`)."""
+    ticker_features: int | None = None
+    """Features per ticker in the observation (cross-sectional nets; None = read from the
+    observation's size, set automatically from the env when an agent is built for one)."""
 
     def __post_init__(self) -> None:
+        check_net(self)
         check_positive(self, "learning_rate", "horizon", "update_epochs", "minibatch_size")
         check_positive(self, "clip_coef", "max_grad_norm")
         check_unit(self, "gamma", "gae_lambda")
@@ -92,15 +129,14 @@ class PPO(Agent):
 
     algorithm = "ppo"
     lr_fields = {"model": "learning_rate"}
-    frozen_fields = ("actor_hidden", "critic_hidden", "log_std_init")
+    frozen_fields = ("actor_hidden", "critic_hidden", "log_std_init", "net", "ticker_features")
 
     def __init__(
         self, hparams: PPOParams, obs_dim: int, action_dim: int, device: torch.device, seed: int
     ) -> None:
         super().__init__(hparams, obs_dim, action_dim, device, seed)
         hp = hparams
-        self.actor = GaussianActor(obs_dim, action_dim, hp.actor_hidden, hp.log_std_init)
-        self.critic = VCritic(obs_dim, hp.critic_hidden)
+        self.actor, self.critic = on_policy_nets(hp, obs_dim, action_dim)
         self.actor.to(self.device)
         self.critic.to(self.device)
         self.nets = {"actor": self.actor, "critic": self.critic}

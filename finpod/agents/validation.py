@@ -34,13 +34,15 @@ def make_trading_eval(
     ``market`` is the validation split: checkpoints are selected on it, never on the
     backtest split. ``config`` is the env settings of the run (execution controls
     included), the same the backtest replays. ``returns`` is the (T − 1,) float64 per-bar
-    simple returns of the rollout, the candidate's record for the selection statistics.
+    simple returns of the rollout (over the reference's, for an active score: the series
+    the score ranks), the candidate's record for the selection statistics.
     Its ``activity`` attribute holds the last call's validation ``return`` (annualized)
     and ``turnover`` and ``costs`` (see :func:`finpod.env.rollout.activity`), which
     :func:`~finpod.agents.train.train` logs with the score.
     """
     from finpod.env import rollout, score
     from finpod.env.rollout import activity
+    from finpod.scores import scored_series
 
     def eval_fn(agent: Any) -> tuple[float, np.ndarray]:
         result = rollout(
@@ -49,7 +51,8 @@ def make_trading_eval(
         # The annualized return and the trading beside the score, as a tournament pod logs.
         annual = {} if score_name == "return" else {"return": score(result, "return")}
         eval_fn.activity = {**annual, **activity(result)}
-        return score(result, score_name), result.returns.to_numpy(dtype=np.float64)
+        series = scored_series(result.returns, result.reference_returns, score_name)
+        return score(result, score_name), series.to_numpy(dtype=np.float64)
 
     eval_fn.activity = {}
     return eval_fn

@@ -14,7 +14,7 @@ from finpod.data.market import MarketData, periods_per_year
 from finpod.env.config import EnvConfig
 from finpod.env.vec_env import VecTradingEnv
 from finpod.errors import FinpodError
-from finpod.scores import SCORES, score_returns
+from finpod.scores import SCORES, score_returns, scored_series
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -41,6 +41,9 @@ class Rollout:
         config: the env settings the rollout ran with.
         bar: bar size of the market.
         annualization: bars per year of the market (``MarketData.annualization``).
+        reference_returns: (T − 1,) simple returns of the zero-tilt reference account (the
+            reference weights traded through the same controls, fills and costs) with an
+            active reward; None otherwise.
     """
 
     account_value: pd.Series
@@ -54,6 +57,7 @@ class Rollout:
     config: EnvConfig
     bar: str
     annualization: float = 0.0
+    reference_returns: pd.Series | None = None
 
 
 @torch.no_grad()
@@ -80,6 +84,7 @@ def rollout(
     obs = env.reset()
     start = env.state  # bar 0: all cash, or invested at the reference (EnvConfig.start)
     values, cash, holdings, trades, prices, costs, turnover = [], [], [], [], [], [], []
+    ref_values: list[torch.Tensor] = []
     for _ in range(steps):
         action = policy(obs)
         if not isinstance(action, torch.Tensor):
@@ -93,6 +98,8 @@ def rollout(
         prices.append(info["fill_price"][0])
         costs.append(info["cost"])
         turnover.append(info["turnover"])
+        if "reference_value" in info:
+            ref_values.append(info["reference_value"])
 
     float(config.initial_cash)
     ts = market.timestamps
@@ -131,6 +138,10 @@ def rollout(
         },
         index=pd.DatetimeIndex(ts[bars + 1], name="timestamp"),
     )
+    reference_returns = None
+    if ref_values:
+        ref = np.concatenate([start.ref_value.cpu().numpy(), torch.cat(ref_values).cpu().numpy()])
+        reference_returns = pd.Series(ref, index=ts).pct_change().iloc[1:].rename("reference")
     return Rollout(
         account_value=account_value,
         returns=account_value.pct_change().iloc[1:].rename("returns"),
@@ -143,6 +154,7 @@ def rollout(
         config=config,
         bar=market.bar,
         annualization=market.annualization,
+        reference_returns=reference_returns,
     )
 
 
@@ -176,7 +188,9 @@ def activity(result: Rollout) -> dict[str, float]:
 
 
 def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> float:
-    """Annualized score of a rollout's returns: ``sharpe``, ``sortino``, ``calmar``, ``return``.
+    """Annualized score of a rollout's returns: ``sharpe``, ``sortino``, ``calmar``,
+    ``return``, or ``information_ratio`` (of the returns over the zero-tilt reference's,
+    see :func:`finpod.scores.scored_series`).
 
     Empyrical-reloaded's definitions with risk-free rate 0, annualized with the market's
     own bars per year (``MarketData.annualization``: the dataset's calendar count when it
@@ -190,7 +204,7 @@ def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> floa
         ann = periods_per_year(bar or result.bar)
     else:
         ann = float(result.annualization)
-    r = result.returns
+    r = scored_series(result.returns, result.reference_returns, name)
     if isinstance(r.index, pd.DatetimeIndex) and r.index.tz is not None:
         # empyrical reads .values of the index; tz-naive UTC avoids pandas' deprecation path.
         r = r.set_axis(r.index.tz_convert(None))

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from finpod.data.market import MarketData
-from finpod.env.config import EnvConfig
+from finpod.env.config import ACTIVE_REWARDS, EnvConfig
 from finpod.env.core import (
     State,
     StepOut,
@@ -155,6 +155,9 @@ class VecTradingEnv:
             "turnover": out.turnover,
             "bar": state.t,
         }
+        if self.config.reward in ACTIVE_REWARDS:
+            # The zero-tilt reference account (same controls, fills and costs), dollars.
+            info["reference_value"] = state.ref_value
         if self.can_terminate:
             terminated = state.value <= 0
             truncated = (state.steps >= self.episode_length) & ~terminated

@@ -26,6 +26,7 @@ import torch
 
 from finpod.errors import FinpodError
 from finpod.runs import Leaderboard, RunDir, read_run_info, record_candidate
+from finpod.scores import scored_series
 
 
 def ensemble_id(pod_ids: list[str]) -> str:
@@ -73,7 +74,10 @@ def score_leaderboard_ensemble(
         run.log(f"ensemble of {', '.join(pod_ids)} not scored: {err}")
         board.ensemble = None
         return None
-    returns = out.returns.to_numpy(dtype="float64")
+    # The series the score ranks (active returns for an active score), as pods record.
+    returns = scored_series(out.returns, out.reference_returns, board.score_name).to_numpy(
+        dtype="float64"
+    )
     if not math.isfinite(float(score)) or not bool((returns == returns).all()):
         run.log(f"ensemble of {', '.join(pod_ids)} not scored: non-finite validation numbers")
         board.ensemble = None

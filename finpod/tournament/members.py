@@ -85,7 +85,7 @@ def member_returns(
         env = scoring_env(market, config, members, device)
     obs = env.reset()
     values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
-    turnover, costs = [], []
+    turnover, costs, ref = [], [], [torch.full((members,), float(config.initial_cash))]
     for _ in range(env.episode_length):
         action = act(obs).to(env.device, torch.float32)
         obs, _, _, _, info = env.step(action)
@@ -93,11 +93,27 @@ def member_returns(
         if activity is not None:
             turnover.append(info["turnover"])
             costs.append(info["cost"])
+            if "reference_value" in info:
+                ref.append(info["reference_value"].to("cpu", torch.float64))
     v = torch.stack(values, dim=1).numpy()  # (members, T)
     if activity is not None:
         activity["turnover"] = torch.stack(turnover, 1).to("cpu", torch.float64).numpy()
         activity["costs"] = torch.stack(costs, 1).to("cpu", torch.float64).numpy()
+        if len(ref) > 1:
+            rv = torch.stack(ref, 1).to(torch.float64).numpy()
+            activity["reference_returns"] = rv[:, 1:] / rv[:, :-1] - 1.0
     return v[:, 1:] / v[:, :-1] - 1.0
+
+
+def fit_spec_to_env(spec: PodSpec, env: Any) -> PodSpec:
+    """``spec`` with its hyperparameters fitted to the train env it trains on: the network
+    family of a benchmark-relative env and the per-ticker feature count (see
+    :func:`finpod.agents.cross_section.hparams_for_env`)."""
+    from finpod.agents import ALGORITHMS
+    from finpod.agents.cross_section import hparams_for_env
+
+    hparams = hparams_for_env(ALGORITHMS[spec.algorithm][0], spec.hparams, env)
+    return spec if hparams == spec.hparams else replace(spec, hparams=hparams)
 
 
 class PopulationTrainer:
@@ -157,13 +173,15 @@ class PopulationTrainer:
         from finpod.agents.train import population_learning_rates
         from finpod.data.market import periods_per_year
         from finpod.env.rollout import trading_activity
-        from finpod.scores import score_returns
+        from finpod.scores import score_returns, scored_series
 
         t0 = time.perf_counter()
         lead = specs[0]
         k_members = len(specs)
         torch.manual_seed(lead.seed)
         env = self.train_env(lead, k_members)
+        specs = [fit_spec_to_env(s, env) for s in specs]
+        lead = specs[0]
         device = self.pod.device
         params_cls = ALGORITHMS[lead.algorithm][0]
         hparams = [
@@ -247,7 +265,10 @@ class PopulationTrainer:
             for k in range(k_members):
                 if failure[k]:
                     continue
-                r = rets[k]
+                reference = trading.get("reference_returns")
+                r = scored_series(
+                    rets[k], None if reference is None else reference[k], lead.score_name
+                )
                 value = score_returns(pd.Series(r, index=index), lead.score_name, ann)
                 if not bool(np.isfinite(r).all()) or not math.isfinite(value):
                     failure[k] = f"{NON_FINITE}: validation returns at epoch {epoch + 1}"
@@ -257,7 +278,7 @@ class PopulationTrainer:
                 history[k].append({"env_steps": int(steps[k]), "score": value})
                 metrics[k].append((int(steps[k]), wall, "validation", lead.score_name, value))
                 if lead.score_name != "return":
-                    annual = score_returns(pd.Series(r, index=index), "return", ann)
+                    annual = score_returns(pd.Series(rets[k], index=index), "return", ann)
                     metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
                 for key, by_member in (("turnover", turnover), ("costs", costs)):
                     metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))

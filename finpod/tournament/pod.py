@@ -40,7 +40,7 @@ from finpod.tournament.fusion import (
     threads_per_learner,
 )
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.members import PopulationTrainer
+from finpod.tournament.members import PopulationTrainer, fit_spec_to_env
 from finpod.tournament.results import (
     NON_FINITE,
     NonFiniteError,
@@ -162,13 +162,17 @@ class Pod:
         :func:`finpod.env.rollout.activity`)."""
         from finpod.env import rollout, score
         from finpod.env.rollout import activity as trading
+        from finpod.scores import scored_series
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
             return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
 
         config = self.env_config if env_config is None else env_config
         result = rollout(policy, self.valid_market, config, device=self.device)
-        returns = result.returns.to_numpy(dtype=np.float32)
+        # The series the score ranks (active returns for an active score): what the run
+        # records as this candidate's validation returns, for its DSR and PBO.
+        series = scored_series(result.returns, result.reference_returns, score_name)
+        returns = series.to_numpy(dtype=np.float32)
         if activity is not None:
             activity.update(trading(result))
         return score(result, score_name), score(result, "return"), returns
@@ -198,6 +202,7 @@ class Pod:
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
         envs = self.make_envs(spec)
+        spec = fit_spec_to_env(spec, envs[0])
         learners = self.make_learners(
             spec, envs[0].obs_dim, envs[0].action_dim, parent, parent_buffer
         )

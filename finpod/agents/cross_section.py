@@ -1,0 +1,267 @@
+"""Cross-sectional policies: one small network applied to every ticker, with context.
+
+Tilting a universe is the same decision for every name, in the context of the others. A
+flat MLP over all N tickers has to learn that decision N times and memorises the training
+path instead; the cross-sectional family shares it:
+
+::
+
+    token_i = [N · w_i, z_i, f_i1 … f_iF]            per ticker (from the observation)
+    g       = [log value, cash, calendar…, schedule]   per env (the rest of the observation)
+    h_i     = encoder([token_i, g])                    shared weights, tanh after every layer
+    c       = masked mean of h_i over listed tickers   cross-sectional context
+    μ_i     = head([h_i, c])                            the per-ticker tilt (mean action)
+    V       = value_head([c, max_i h_i, g])             the critic on the pooled state
+
+``w_i`` is the ticker's portfolio weight (times N, so an equal-weight holding reads 1),
+``z_i`` its causal price z-score and ``f_i·`` its features (the observation layout of
+:mod:`finpod.env.core`). A ticker whose whole token is 0 is not listed at that bar (no
+price, no feature, no holding): it is left out of the context and gets a zero mean action
+(the env gives unlisted names no weight). Permuting the tickers permutes the μ_i and
+leaves V unchanged; the network's size does not depend on N.
+
+Everything here is written once, over a leading member axis ``K``: parameters are
+``(K, …)`` tensors named as in a single agent's state dict, and a single agent is the
+case ``K = 1`` (:class:`CrossSectionalActor` and :class:`CrossSectionalCritic` are thin
+``nn.Module`` holders that call the same functions). The policy's log standard deviation
+is one scalar per member, shared by every ticker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from finpod.agents import batched
+from finpod.agents.nets import mlp
+from finpod.errors import FinpodError
+
+#: Network families of the on-policy agents (``PPOParams.net``): a flat MLP over the whole
+#: observation, or the cross-sectional family of this module.
+NETS = ("mlp", "cross_sectional")
+#: Widths of the optional tail of the observation after the per-ticker slices: the
+#: intraday calendar (3) and the decision-schedule flag (1) (see ``ObsLayout``).
+_TAIL_WIDTHS = (0, 1, 3, 4)
+
+
+@dataclass(frozen=True)
+class TickerLayout:
+    """Where the per-ticker and per-env parts sit in a flat observation.
+
+    ``obs = [log value, cash, weights (N), price z (N), features (N·F, ticker-major),
+    tail (0/1/3/4)]``.
+    """
+
+    num_stocks: int
+    num_features: int
+    tail: int
+
+    @property
+    def token_dim(self) -> int:
+        """Width of a ticker's token: weight, price z-score, F features."""
+        return 2 + self.num_features
+
+    @property
+    def global_dim(self) -> int:
+        """Width of the per-env part: log value, cash and the tail."""
+        return 2 + self.tail
+
+    @property
+    def obs_dim(self) -> int:
+        return 2 + self.num_stocks * self.token_dim + self.tail
+
+    @classmethod
+    def infer(cls, obs_dim: int, num_stocks: int, num_features: int | None) -> TickerLayout:
+        """The layout of an ``obs_dim`` observation over ``num_stocks`` tickers.
+
+        ``num_features`` (features per ticker) may be None when only one value fits
+        (always the case with 5 tickers or more); FinpodError when nothing fits or the
+        split is ambiguous.
+        """
+        n = int(num_stocks)
+        rest = int(obs_dim) - 2 - 2 * n
+        if num_features is not None:
+            fits = [int(num_features)]
+        else:
+            fits = [f for f in range(rest // n + 1) if rest - n * f in _TAIL_WIDTHS]
+        fits = [f for f in fits if f >= 0 and rest - n * f in _TAIL_WIDTHS]
+        if len(fits) != 1:
+            raise FinpodError(
+                f"cannot read a {obs_dim}-wide observation over {n} tickers as per-ticker tokens"
+                + (" (ambiguous)" if fits else ""),
+                'set ticker_features (features per ticker) in the agent\'s hparams, or use net = "mlp"',
+            )
+        return cls(n, fits[0], rest - n * fits[0])
+
+    def split(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``obs (..., D)`` → tokens ``(..., N, 2 + F)``, per-env part ``(..., 2 + tail)``
+        and the listed mask ``(..., N)`` float (1.0 where the token is not all zero)."""
+        n, f = self.num_stocks, self.num_features
+        lead = obs.shape[:-1]
+        weights = obs[..., 2 : 2 + n] * float(n)
+        prices = obs[..., 2 + n : 2 + 2 * n]
+        feats = obs[..., 2 + 2 * n : 2 + n * (2 + f)].reshape(*lead, n, f)
+        tokens = torch.cat([weights.unsqueeze(-1), prices.unsqueeze(-1), feats], dim=-1)
+        glob = torch.cat([obs[..., :2], obs[..., 2 + n * (2 + f) :]], dim=-1)
+        mask = (tokens.abs().sum(-1) > 0).to(obs.dtype)
+        return tokens, glob, mask
+
+
+# ----- the functions, over a member axis -----------------------------------------------
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _encode(
+    params: dict[str, torch.Tensor], prefix: str, x: torch.Tensor, layout: TickerLayout, depth: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``x (K, B, D)`` → encodings ``h (K, B, N, H)``, per-env part ``(K, B, G)``, mask
+    ``(K, B, N)``."""
+    tokens, glob, mask = layout.split(x)
+    k, b, n, _ = tokens.shape
+    inp = torch.cat([tokens, glob.unsqueeze(2).expand(k, b, n, glob.shape[-1])], dim=-1)
+    h = torch.tanh(
+        batched.mlp(inp.reshape(k, b * n, -1), params, _join(prefix, "encoder"), depth, torch.tanh)
+    )
+    return h.reshape(k, b, n, -1), glob, mask
+
+
+def _masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``h (K, B, N, H)`` over the tickers where ``mask (K, B, N)`` is 1."""
+    m = mask.unsqueeze(-1)
+    return (h * m).sum(2) / m.sum(2).clamp(min=1.0)
+
+
+def policy_mean(
+    params: dict[str, torch.Tensor],
+    prefix: str,
+    x: torch.Tensor,
+    layout: TickerLayout,
+    depths: tuple[int, int],
+) -> torch.Tensor:
+    """Mean action ``(K, B, N)`` of the cross-sectional actor on ``x (K, B, D)``.
+
+    ``depths``: linear layers of the encoder and of the head.
+    """
+    h, _, mask = _encode(params, prefix, x, layout, depths[0])
+    k, b, n, w = h.shape
+    ctx = _masked_mean(h, mask)
+    inp = torch.cat([h, ctx.unsqueeze(2).expand(k, b, n, w)], dim=-1)
+    mean = batched.mlp(
+        inp.reshape(k, b * n, 2 * w), params, _join(prefix, "head"), depths[1], torch.tanh
+    )
+    return mean.reshape(k, b, n) * mask
+
+
+def value(
+    params: dict[str, torch.Tensor],
+    prefix: str,
+    x: torch.Tensor,
+    layout: TickerLayout,
+    depths: tuple[int, int],
+) -> torch.Tensor:
+    """State value ``(K, B)`` of the cross-sectional critic on ``x (K, B, D)``."""
+    h, glob, mask = _encode(params, prefix, x, layout, depths[0])
+    ctx = _masked_mean(h, mask)
+    # Max over listed tickers only (an unlisted one reads −1, the floor of tanh).
+    peak = torch.where(mask.unsqueeze(-1) > 0, h, torch.full_like(h, -1.0)).amax(2)
+    inp = torch.cat([ctx, peak, glob], dim=-1)
+    return batched.mlp(inp, params, _join(prefix, "head"), depths[1], torch.tanh).squeeze(-1)
+
+
+# ----- single-agent holders -------------------------------------------------------------
+def _depths(hidden: Sequence[int]) -> tuple[int, int]:
+    return len(hidden), 2
+
+
+def _stack_one(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A module's parameters as a member-axis dict of one member (views, autograd intact)."""
+    return {name: p.unsqueeze(0) for name, p in module.named_parameters()}
+
+
+class CrossSectionalActor(nn.Module):
+    """Gaussian policy of the cross-sectional family for PPO/A2C: ``forward(obs (B, D))
+    -> (mean, log_std)``, both ``(B, N)`` (see the module docstring).
+
+    ``hidden``: widths of the per-ticker encoder (its last width is the encoding H); the
+    head has one hidden layer of width H.
+    """
+
+    def __init__(self, layout: TickerLayout, hidden: Sequence[int], log_std_init: float) -> None:
+        super().__init__()
+        if not hidden:
+            raise FinpodError(
+                "the cross-sectional actor needs hidden widths", "e.g. actor_hidden = [32, 32]"
+            )
+        self.layout = layout
+        width = int(hidden[-1])
+        self.encoder = mlp(layout.token_dim + layout.global_dim, hidden[:-1], width)
+        self.head = mlp(2 * width, (width,), 1, out_gain=0.01)
+        self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
+        self.depths = _depths(hidden)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        p = _stack_one(self)
+        mean = policy_mean(p, "", obs.unsqueeze(0), self.layout, self.depths)[0]
+        return mean, self.log_std.expand_as(mean)
+
+
+class CrossSectionalCritic(nn.Module):
+    """``V(obs (B, D)) -> (B,)`` of the cross-sectional family: the pooled encodings
+    (mean and max over listed tickers) and the per-env part through a small head."""
+
+    def __init__(self, layout: TickerLayout, hidden: Sequence[int]) -> None:
+        super().__init__()
+        if not hidden:
+            raise FinpodError(
+                "the cross-sectional critic needs hidden widths", "e.g. critic_hidden = [32, 32]"
+            )
+        self.layout = layout
+        width = int(hidden[-1])
+        self.encoder = mlp(layout.token_dim + layout.global_dim, hidden[:-1], width)
+        self.head = mlp(2 * width + layout.global_dim, (width,), 1)
+        self.depths = _depths(hidden)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return value(_stack_one(self), "", obs.unsqueeze(0), self.layout, self.depths)[0]
+
+
+def member_policy_mean(
+    params: dict[str, torch.Tensor], x: torch.Tensor, layout: TickerLayout, hidden: Sequence[int]
+) -> torch.Tensor:
+    """:func:`policy_mean` of a population's stacked ``actor.*`` parameters."""
+    return policy_mean(params, "actor", x, layout, _depths(hidden))
+
+
+def member_value(
+    params: dict[str, torch.Tensor], x: torch.Tensor, layout: TickerLayout, hidden: Sequence[int]
+) -> torch.Tensor:
+    """:func:`value` of a population's stacked ``critic.*`` parameters."""
+    return value(params, "critic", x, layout, _depths(hidden))
+
+
+def hparams_for_env(params_cls: type, hparams: dict[str, Any], env: Any) -> dict[str, Any]:
+    """``hparams`` with the network family fitted to ``env`` (algorithms that have one).
+
+    - ``net`` left unset on a benchmark-relative env (``action_mode = "active"``) becomes
+      ``"cross_sectional"``: tilting a universe is the same decision per name. Any other
+      env keeps the flat MLP unless the strategy names ``net``.
+    - ``ticker_features`` of a cross-sectional net is taken from the env's observation
+      layout, so the tokens never depend on guessing the observation's split.
+    """
+    names = {f.name for f in dataclasses.fields(params_cls)}
+    if "net" not in names:
+        return dict(hparams)
+    out = dict(hparams)
+    config = getattr(env, "config", None)
+    if out.get("net") is None and getattr(config, "action_mode", None) == "active":
+        out["net"] = "cross_sectional"
+    layout = getattr(env, "layout", None)
+    if out.get("net") == "cross_sectional" and out.get("ticker_features") is None and layout:
+        out["ticker_features"] = int(layout.num_features)
+    return out

@@ -1,0 +1,62 @@
+"""The ceiling beside an agent: a scripted rule on an observed signal, under the agent's
+own bounds and controls.
+
+On a market with a planted signal (the synthetic ``alpha`` regime's ``alpha_signal``, or
+any per-ticker feature a researcher names), :func:`signal_tilt_policy` tilts every name
+toward its signal, ``action_i = clip(signal_i / scale, −1, 1)``, and trades through the
+same env settings as the agent: its action mode, tilt bounds, active budget, decision
+interval, no-trade band, partial adjustment, fills and costs. What it reaches is what
+*those bounds* allow a simple reading of the signal, so a researcher can tell "my bounds
+are too tight" (the rule reaches little) from "my agent learned nothing" (the rule reaches
+much, the agent does not). It reads the signal from the observation at bar t only, so it
+is causal by construction.
+
+The cost-aware reference of :func:`finpod.data.synthetic.cost_aware_reference` stays the
+unconstrained line (weights mode, no tilt bounds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from finpod.data.market import MarketData
+from finpod.env.config import EnvConfig
+from finpod.env.tables import ObsLayout
+from finpod.errors import FinpodError
+
+#: Signal units (standard deviations) that map to a full tilt: a signal of ±1 σ asks for
+#: the whole ``max_active_weight``.
+SIGNAL_SCALE = 1.0
+
+
+def signal_tilt_policy(
+    market: MarketData,
+    config: EnvConfig,
+    feature: str = "alpha_signal",
+    scale: float = SIGNAL_SCALE,
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``obs (B, obs_dim) -> action (B, N)``: ``clip(signal / scale, −1, 1)`` per ticker.
+
+    ``feature`` names the per-ticker feature holding the signal (FinpodError when the
+    market has none). In ``active`` mode the action is a tilt around the reference; in
+    ``weights`` mode it is mapped to long-only target weights by the env as any action.
+    """
+    if feature not in market.feature_names:
+        raise FinpodError(
+            f"this market has no {feature!r} feature to script a ceiling from",
+            "use a synthetic alpha market, or name a per-ticker feature that holds the signal",
+        )
+    if not scale > 0:
+        raise FinpodError(f"scale must be > 0, got {scale}", "e.g. scale = 1.0")
+    layout = ObsLayout.for_env(market, config)
+    j = market.feature_names.index(feature)
+    n, f = layout.num_stocks, layout.num_features
+    start = layout.features.start
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        feats = obs[:, start : start + n * f].reshape(obs.shape[0], n, f)
+        return (feats[:, :, j] / scale).clamp(-1.0, 1.0)
+
+    return policy
