@@ -72,6 +72,7 @@ class TrainResult:
     Attributes:
         best_score: best validation score seen (``-inf`` without ``eval_fn``).
         best_env_steps: agent env steps at the best score.
+        best_updates: gradient steps at the best score (0 when resumed past it).
         best_checkpoint: path of the best-on-validation checkpoint (None without run_dir).
         last_checkpoint: path of the latest checkpoint, for resuming (None without run_dir).
         history: ``[{"env_steps", "score"}]`` one per evaluation.
@@ -84,6 +85,7 @@ class TrainResult:
 
     best_score: float = -math.inf
     best_env_steps: int = 0
+    best_updates: int = 0
     best_checkpoint: Path | None = None
     last_checkpoint: Path | None = None
     history: list[dict[str, float]] = field(default_factory=list)
@@ -189,7 +191,11 @@ def train(
             wall = time.perf_counter() - start
             sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
             result.segments.append({"env_steps": agent.env_steps, **stats})
-            charts = {"sps": sps, **learning_rates(agent)}
+            charts = {
+                "sps": sps,
+                **learning_rates(agent),
+                **update_ratio(agent.updates, agent.env_steps),
+            }
             for name, value in {**stats, **charts}.items():
                 result.metrics.append(_row(pod_id, agent.env_steps, wall, "train", name, value))
             line = f"{pod_id}: {agent.env_steps} steps " + " ".join(
@@ -220,6 +226,7 @@ def train(
                     line += " (non-finite: not a candidate)"
                 elif score > result.best_score or result.best_checkpoint is None:
                     result.best_score, result.best_env_steps = score, agent.env_steps
+                    result.best_updates = agent.updates
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
                             agent,
@@ -257,6 +264,15 @@ def train(
     recorded = len(load_candidates(run_dir)) if run_dir is not None else 0
     result.candidates_evaluated = max(recorded, len(result.history))
     return result
+
+
+def update_ratio(updates: Any, env_steps: Any) -> dict[str, Any]:
+    """``{"updates_per_env_step": gradient steps / env steps}`` behind an agent's weights
+    (scalars, or ``(K,)`` arrays of a population's members); 0 before any env step."""
+    u = np.asarray(updates, dtype=np.float64)
+    s = np.asarray(env_steps, dtype=np.float64)
+    ratio = np.where(s > 0, u / np.maximum(s, 1.0), 0.0)
+    return {"updates_per_env_step": float(ratio) if ratio.ndim == 0 else ratio}
 
 
 def learning_rates(agent: Any) -> dict[str, float]:

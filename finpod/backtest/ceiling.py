@@ -29,6 +29,37 @@ from finpod.errors import FinpodError
 #: Signal units (standard deviations) that map to a full tilt: a signal of ±1 σ asks for
 #: the whole ``max_active_weight``.
 SIGNAL_SCALE = 1.0
+#: The planted signal of the synthetic ``alpha`` regime (a per-ticker feature).
+SIGNAL_FEATURE = "alpha_signal"
+#: Benchmark-column names: the scripted ceiling under the agent's bounds, and the
+#: unconstrained cost-aware reference of :mod:`finpod.data.synthetic`.
+SIGNAL_RULE = "signal_rule"
+COST_AWARE = "cost_aware_reference"
+
+
+def ceiling_shares(
+    agent: dict[str, float], rule: dict[str, float], reference: dict[str, float] | None
+) -> dict[str, float]:
+    """The agent's share of what the scripted rule reaches under its bounds (information
+    ratio and Sharpe), and of the unconstrained cost-aware reference's Sharpe.
+
+    Each argument holds ``sharpe`` and ``information_ratio`` (annualized) of one line on the
+    same split; a share is NaN when the line it divides by is not positive.
+    """
+
+    def share(a: float, b: float) -> float:
+        return float(a / b) if b == b and b > 0 and a == a else float("nan")
+
+    out = {
+        "rule_sharpe": float(rule["sharpe"]),
+        "rule_information_ratio": float(rule["information_ratio"]),
+        "ir_share_of_rule": share(agent["information_ratio"], rule["information_ratio"]),
+        "sharpe_share_of_rule": share(agent["sharpe"], rule["sharpe"]),
+    }
+    if reference is not None:
+        out["cost_aware_sharpe"] = float(reference["sharpe"])
+        out["sharpe_share_of_cost_aware"] = share(agent["sharpe"], reference["sharpe"])
+    return out
 
 
 def signal_tilt_policy(

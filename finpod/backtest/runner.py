@@ -31,6 +31,13 @@ from finpod.backtest.benchmarks import (
     reference_config,
     zero_policy,
 )
+from finpod.backtest.ceiling import (
+    COST_AWARE,
+    SIGNAL_FEATURE,
+    SIGNAL_RULE,
+    ceiling_shares,
+    signal_tilt_policy,
+)
 from finpod.backtest.disclosures import dataset_disclosure, largest_tilts, start_disclosure
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
@@ -44,6 +51,7 @@ from finpod.backtest.run_record import (
 )
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
+from finpod.data.synthetic import cost_aware_reference
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs import (
@@ -126,13 +134,34 @@ def backtest_market(
         values[REFERENCE] = ref.account_value
         info["largest_tilts"] = largest_tilts(agent.positions, ref.positions)
         cfg = benchmark_config(config)
-        for name, bench_policy in benchmark_policies(market).items():
-            out = rollout(bench_policy, market, cfg)
+        lines = dict(benchmark_policies(market))
+        configs = dict.fromkeys(lines, cfg)
+        if SIGNAL_FEATURE in market.feature_names:
+            # The ceiling under the agent's own bounds and controls, and the unconstrained
+            # cost-aware reference (a market with a planted signal only).
+            lines[SIGNAL_RULE] = signal_tilt_policy(market, config)
+            configs[SIGNAL_RULE] = config
+            lines[COST_AWARE], configs[COST_AWARE] = cost_aware_reference(market, config)
+        for name, bench_policy in lines.items():
+            out = rollout(bench_policy, market, configs[name])
             done(name)
             bench_returns[name] = out.returns
             costs[name] = out.costs
             traded[name] = traded_value(out.transactions, ts)
             values[name] = out.account_value
+    if SIGNAL_RULE in bench_returns and REFERENCE in bench_returns:
+        bar = float(market.annualization) or market.bar
+        ref_r = bench_returns[REFERENCE]
+
+        def line(r: pd.Series) -> dict[str, float]:
+            act = m.active_statistics(r, ref_r, bar)
+            return {"sharpe": m.sharpe_ratio(r, bar), "information_ratio": act["information_ratio"]}
+
+        info["ceiling"] = ceiling_shares(
+            line(agent.returns),
+            line(bench_returns[SIGNAL_RULE]),
+            line(bench_returns[COST_AWARE]) if COST_AWARE in bench_returns else None,
+        )
     every_bar = market.timestamps
     annualization = float(market.annualization)
     selection = dict(selection or {"candidates": None, "num_trials": num_trials})

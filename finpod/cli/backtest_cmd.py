@@ -46,6 +46,26 @@ def _print_statistics(result) -> None:
         note = stats.get(f"{key}_note")
         note = f" ({escape(str(note))})" if note else ""
         console.print(f"{title}: [bold]{shown}[/]{note}", highlight=False)
+    ceiling = (result.info or {}).get("ceiling")
+    if ceiling:
+        console.print(ceiling_line(ceiling), highlight=False)
+
+
+def ceiling_line(ceiling: dict) -> str:
+    """One line: what the scripted signal rule reaches under the agent's own bounds, the
+    agent's share of it, and the unconstrained cost-aware reference's Sharpe."""
+
+    def pct(x: float | None) -> str:
+        return f"{100 * x:.0f} %" if isinstance(x, int | float) and x == x else "undefined"
+
+    text = (
+        "ceiling (signal rule under the agent's bounds and controls): information ratio "
+        f"[bold]{ceiling['rule_information_ratio']:.2f}[/], Sharpe {ceiling['rule_sharpe']:.2f}; "
+        f"the agent reaches {pct(ceiling.get('ir_share_of_rule'))} of its information ratio"
+    )
+    if "cost_aware_sharpe" in ceiling:
+        text += f"; unconstrained cost-aware reference: Sharpe {ceiling['cost_aware_sharpe']:.2f}"
+    return text
 
 
 def backtest(

@@ -168,7 +168,12 @@ class _LiveTable:
             self.task,
             completed=min(1.0, used / budget.amount),
             description=f"{used:,.0f}/{budget.amount:,.0f}{unit} · pool {snap['pool']}/{snap['target']} · "
-            f"{snap['candidates']} evaluated · {snap['failed']} failed",
+            f"{snap['candidates']} evaluated · {snap['failed']} failed"
+            + (
+                f" · {snap['elapsed_s']:.0f}/{snap['time_cap']:.0f}s cap"
+                if snap.get("time_cap")
+                else ""
+            ),
         )
         running = Table(title="running pods", expand=False, title_justify="left")
         for col in ("pod", "algo", "parent", "node", "epoch", "last score", "time"):

@@ -64,9 +64,21 @@ class Entry:
     env: dict[str, Any] = field(default_factory=dict)
     """The pod's searched execution controls over the run's ``[env]`` (``{}``: the run's
     env as is). The backtest replays them; children inherit and perturb them."""
+    updates: int = 0
+    """Gradient steps the agent's weights have taken, ancestors included (0: not recorded)."""
+
+    @property
+    def updates_per_env_step(self) -> float | None:
+        """Gradient steps per env step behind the checkpoint (None when not recorded): a
+        policy trained on millions of env steps with almost no gradient steps has not
+        learned, however many steps it saw."""
+        if self.updates <= 0 or self.env_steps <= 0:
+            return None
+        return self.updates / self.env_steps
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["updates_per_env_step"] = self.updates_per_env_step
         out["score"] = _finite_or_none(self.score)
         out["history"] = [
             {"env_steps": int(h["env_steps"]), "score": _finite_or_none(h["score"])}

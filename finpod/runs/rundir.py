@@ -290,6 +290,21 @@ class RunDir:
         atomic_write_json(self.path / RUN_FILE, info)
         return record
 
+    def record_learning(self, pod_id: str, env_steps: int, updates: int) -> dict[str, Any]:
+        """Store ``run.json``'s ``learning``: the env steps and gradient steps behind the
+        selected (best on validation) agent, and their ratio. Returns the record."""
+        ratio = updates / env_steps if env_steps > 0 and updates > 0 else None
+        record = {
+            "selected": pod_id,
+            "env_steps": int(env_steps),
+            "updates": int(updates),
+            "updates_per_env_step": None if ratio is None else float(f"{ratio:.6g}"),
+        }
+        info = self.info()
+        info["learning"] = record
+        atomic_write_json(self.path / RUN_FILE, info)
+        return record
+
     def write_metrics(self) -> None:
         """Rewrite ``metrics.csv`` with every row held (atomically)."""
         write_metrics(self.path / METRICS_FILE, self.metrics)

@@ -57,6 +57,7 @@ CHART_TAGS = {
     "episode_return": "charts/episodic_return",
     "episodes": "charts/episodes",
     "sps": "charts/SPS",
+    "updates_per_env_step": "charts/updates_per_env_step",
     "learning_rate": "charts/learning_rate",
     "actor_lr": "charts/actor_lr",
     "critic_lr": "charts/critic_lr",

@@ -18,9 +18,15 @@ class BudgetClock:
     of a resumed run included), minus what is already planned."""
 
     def __init__(
-        self, budget: Budget, board: Leaderboard, stop: Callable[[], bool] | None = None
+        self,
+        budget: Budget,
+        board: Leaderboard,
+        stop: Callable[[], bool] | None = None,
+        time_cap: float | None = None,
     ) -> None:
         self.budget = budget
+        #: Wall seconds of the whole run beside a step or pod budget (None: no cap).
+        self.time_cap = time_cap
         self.board = board
         self.stop = stop
         self.wall_before = board.progress.wall_s
@@ -54,22 +60,29 @@ class BudgetClock:
         """Was a stop asked for?"""
         return self.stop is not None and bool(self.stop())
 
+    def capped(self) -> bool:
+        """Has the run's wall-time cap (beside a step or pod budget) run out?"""
+        return self.time_cap is not None and self.time_cap - self.elapsed() <= TIME_SLIVER_S
+
     def allows_more(self, left: float) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""
-        if self.stopped():
+        if self.stopped() or self.capped():
             return False
         return left > (TIME_SLIVER_S if self.budget.kind == "time" else 0)
 
     def allows_retry(self, left: float) -> bool:
         """May requeued pods still start? (Not once a stop was asked for or time is up;
         their share of a step or pod budget was already counted.)"""
-        if self.stopped():
+        if self.stopped() or self.capped():
             return False
         return self.budget.kind != "time" or left > TIME_SLIVER_S
 
     def fit(self, spec: PodSpec, left: float, share: int = 1) -> PodSpec:
         """Shrink ``spec`` so it ends with the budget (steps or seconds left); ``share``:
         pods dispatched together that split the steps left."""
+        if self.time_cap is not None:
+            cap = max(TIME_SLIVER_S, self.time_cap - self.elapsed())
+            spec.max_seconds = cap if spec.max_seconds is None else min(spec.max_seconds, cap)
         if self.budget.kind == "steps":
             spec.steps = int(max(1, min(spec.steps, left // share)))
         elif self.budget.kind == "time":

@@ -109,6 +109,10 @@ class TournamentConfig:
     re-checked as pods finish and nodes come and go."""
     budget: Budget = field(default_factory=lambda: Budget("time", 600.0))
     """When the run stops (wall time, env steps or pods trained)."""
+    time_cap: float | None = None
+    """Optional wall-time cap of the whole run in seconds, beside a step or pod budget
+    (written as a duration, e.g. ``"6m"``): no pod starts after it and running pods stop at
+    their next epoch end, so a busy machine ends the run on time with fewer steps."""
     mode: str = "async"
     """``"async"``: the pool refills as each pod finishes; ``"generational"``: synchronous
     generations, the top ``keep_fraction`` continues and the rest are perturbed copies."""
@@ -259,6 +263,8 @@ class TournamentConfig:
         """Plain TOML/JSON-ready values (``None`` fields left out, budget as text)."""
         out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         out["budget"] = str(self.budget)
+        if self.time_cap is not None:
+            out["time_cap"] = str(Budget("time", self.time_cap))
         out["pods"] = "auto" if self.pods is None else self.pods
         return out
 
@@ -277,6 +283,13 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
     for key, value in raw.items():
         if key == "budget":
             values[key] = parse_budget(value)
+        elif key == "time_cap":
+            cap = parse_budget(value)
+            if cap.kind != "time":
+                raise FinpodError(
+                    f"tournament.time_cap must be a duration, got {value!r}", 'e.g. "6m"'
+                )
+            values[key] = cap.amount
         elif key == "pods":
             values[key] = parse_pods(value)
         elif key in (

@@ -170,7 +170,7 @@ class PopulationTrainer:
         from finpod.agents import ALGORITHMS, make_agent
         from finpod.agents.base import build_hparams
         from finpod.agents.populations import make_population
-        from finpod.agents.train import population_learning_rates
+        from finpod.agents.train import population_learning_rates, update_ratio
         from finpod.data.market import periods_per_year
         from finpod.env.rollout import trading_activity
         from finpod.scores import score_returns, scored_series
@@ -230,7 +230,11 @@ class PopulationTrainer:
                 key: value.detach().to("cpu", torch.float64).numpy() for key, value in stats.items()
             }
             # Each member's own env steps per second of training, and its step sizes.
-            charts = {"sps": (steps - before) / learn_s, **population_learning_rates(population)}
+            charts = {
+                "sps": (steps - before) / learn_s,
+                **population_learning_rates(population),
+                **update_ratio(population.updates().numpy(), steps),
+            }
             before = steps
             alive = [k for k in range(k_members) if not failure[k]]
             for k in alive:
@@ -300,6 +304,7 @@ class PopulationTrainer:
                     score=scores[k] if not failure[k] else float("nan"),
                     history=history[k],
                     env_steps=int(steps[k]),
+                    updates=int(agent.updates),
                     steps_done=int(steps[k] - start[k]),
                     checkpoint=b""
                     if failure[k]

@@ -109,7 +109,7 @@ class Orchestrator:
         self.updater = Updater(board, run, self.summary)
         self.data: DataPlane | None = None
         self.actors = ActorPool(ray, setup, self.policy, self.summary, run, self._emit)
-        self.clock = BudgetClock(self.config.budget, board, stop)
+        self.clock = BudgetClock(self.config.budget, board, stop, self.config.time_cap)
         self.scheduler = make_scheduler(
             self.config, self.generator, board, run.log, lambda: self.actors.target
         )
@@ -241,7 +241,12 @@ class Orchestrator:
         self.clock.start()
         self.run_dir.log(
             f"tournament {self.config.mode} budget {self.config.budget} "
-            f"({self.board.candidates_evaluated} candidates so far)"
+            + (
+                f"capped at {self.config.time_cap:g}s of wall time "
+                if self.config.time_cap is not None
+                else ""
+            )
+            + f"({self.board.candidates_evaluated} candidates so far)"
         )
         self._publish()
         if self.config.pods is not None:
@@ -256,6 +261,9 @@ class Orchestrator:
             self.summary.throughput = self.run_dir.record_throughput(
                 self.board.progress.env_steps, self.board.progress.wall_s
             )
+            if self.board.entries:
+                top = self.board.entries[0]
+                self.run_dir.record_learning(top.pod_id, top.env_steps, top.updates)
             self.actors.drop_all()
             self.actors.request(0)
             self._plot()
@@ -388,6 +396,7 @@ class Orchestrator:
             "target": self.actors.target,
             "budget": budget,
             "budget_used": used,
+            "time_cap": self.config.time_cap,
             "elapsed_s": self.elapsed(),
             "score_name": self.board.score_name,
         }

@@ -197,7 +197,7 @@ class Pod:
         export_buffer: bool = True,
     ) -> tuple[PodResult, dict[str, np.ndarray] | None]:
         """:meth:`train`, plus learner 0's replay buffer (off-policy agents, when asked)."""
-        from finpod.agents.train import learning_rates
+        from finpod.agents.train import learning_rates, update_ratio
 
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
@@ -222,7 +222,11 @@ class Pod:
             wall = time.perf_counter() - t0
             # Env steps per second of training (every learner's steps), and the step sizes.
             sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
-            charts = {"sps": sps, **learning_rates(agent)}
+            charts = {
+                "sps": sps,
+                **learning_rates(agent),
+                **update_ratio(agent.updates, agent.env_steps),
+            }
             metrics.extend(
                 (int(agent.env_steps), wall, "train", k, float(v))
                 for k, v in {**stats, **charts}.items()
@@ -263,6 +267,7 @@ class Pod:
             score=value,
             history=history,
             env_steps=int(agent.env_steps),
+            updates=int(agent.updates),
             steps_done=int(agent.env_steps - start_steps),
             checkpoint=b"" if failure else checkpoint_bytes(agent, self.env_config_for(spec)),
             metrics=metrics,

@@ -58,6 +58,9 @@ class PodResult:
     env: dict[str, Any] = field(default_factory=dict)
     """The pod's searched execution controls (``PodSpec.env``) it trained and was scored
     with, recorded on its leaderboard entry so the backtest replays them."""
+    updates: int = 0
+    """Gradient steps the agent's weights have taken, ancestors included (with
+    ``env_steps``: how much learning stands behind the checkpoint)."""
 
 
 class NonFiniteError(RuntimeError):

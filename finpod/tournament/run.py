@@ -209,6 +209,10 @@ def connect_ray(
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray starts its workers at nice 15, so any other process on the machine starves the
+    # pods (a quick start on a busy laptop ran 15× slower). A local Ray started here runs
+    # them at the user's own priority; a cluster's nodes keep what `ray start` gave them.
+    os.environ.setdefault("RAY_worker_niceness", "0")
     common: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,

@@ -170,6 +170,7 @@ def entry_of(result: PodResult, spec: PodSpec | None = None) -> Entry:
         lineage=list(spec.lineage) if spec else [],
         history=[dict(h) for h in result.history],
         env_steps=int(result.env_steps),
+        updates=int(getattr(result, "updates", 0)),
         parent=spec.parent if spec else None,
         env=dict(getattr(result, "env", None) or (spec.env if spec else {})),
     )

@@ -107,8 +107,32 @@ def _ddpg(i: int) -> DDPGParams:
     )
 
 
-MAKE = {"ppo": _ppo, "ppo_kl": _ppo_kl, "a2c": _a2c, "sac": _sac, "td3": _td3, "ddpg": _ddpg}
-ALGO = {"ppo_kl": "ppo"}
+#: Features per ticker of the ``market`` fixture (synthetic: 10 indicators + alpha_signal).
+TICKER_FEATURES = 11
+
+
+def _ppo_xs(i: int) -> PPOParams:
+    """The cross-sectional network family (one network per ticker, pooled context)."""
+    return dataclasses.replace(_ppo(i), net="cross_sectional", ticker_features=TICKER_FEATURES)
+
+
+def _a2c_xs(i: int) -> A2CParams:
+    return dataclasses.replace(
+        _a2c(i), net="cross_sectional", ticker_features=TICKER_FEATURES, actor_hidden=(8, 8)
+    )
+
+
+MAKE = {
+    "ppo": _ppo,
+    "ppo_kl": _ppo_kl,
+    "ppo_xs": _ppo_xs,
+    "a2c": _a2c,
+    "a2c_xs": _a2c_xs,
+    "sac": _sac,
+    "td3": _td3,
+    "ddpg": _ddpg,
+}
+ALGO = {"ppo_kl": "ppo", "ppo_xs": "ppo", "a2c_xs": "a2c"}
 
 
 @pytest.fixture()
@@ -166,7 +190,7 @@ def _assert_state_close(got: dict, want: dict) -> None:
 @pytest.mark.parametrize(
     ("algo", "k"),
     [("ppo", 1), ("ppo", 2), ("ppo_kl", 1), ("a2c", 2), ("sac", 1), ("sac", 2), ("td3", 2)]
-    + [("ddpg", 1)],
+    + [("ddpg", 1), ("ppo_xs", 1), ("a2c_xs", 2)],
 )
 def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
     _check_member_is_single_agent(algo, k, full_env, "cpu")
@@ -174,7 +198,7 @@ def test_member_k_takes_the_single_agents_losses_and_updates(algo, k, full_env):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize(("algo", "k"), [("ppo_kl", 1), ("sac", 2), ("td3", 1)])
+@pytest.mark.parametrize(("algo", "k"), [("ppo_kl", 1), ("ppo_xs", 2), ("sac", 2), ("td3", 1)])
 def test_member_k_is_the_single_agent_on_cuda(algo, k, full_env):
     _check_member_is_single_agent(algo, k, full_env, "cuda")
 

@@ -1,0 +1,129 @@
+"""The cross-sectional policy family: one network per ticker, with pooled context."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from finpod.agents import make_agent
+from finpod.agents.cross_section import TickerLayout
+from finpod.agents.populations import make_population
+from finpod.env import EnvConfig, VecTradingEnv, rollout
+from finpod.errors import FinpodError
+
+N, F, TAIL = 6, 3, 1
+D = 2 + N * (2 + F) + TAIL
+HP = {
+    "net": "cross_sectional",
+    "ticker_features": F,
+    "actor_hidden": [16, 16],
+    "critic_hidden": [16, 16],
+    "log_std_init": -1.0,
+}
+
+
+def _permute(obs: torch.Tensor, perm: torch.Tensor, n: int = N, f: int = F) -> torch.Tensor:
+    """``obs`` with its tickers reordered by ``perm`` (weights, price z, features)."""
+    out = obs.clone()
+    out[:, 2 : 2 + n] = obs[:, 2 : 2 + n][:, perm]
+    out[:, 2 + n : 2 + 2 * n] = obs[:, 2 + n : 2 + 2 * n][:, perm]
+    feats = obs[:, 2 + 2 * n : 2 + n * (2 + f)].reshape(-1, n, f)
+    out[:, 2 + 2 * n : 2 + n * (2 + f)] = feats[:, perm].reshape(-1, n * f)
+    return out
+
+
+def _trained_agent():
+    """An agent whose head is not at its near-zero initialisation (so tilts differ)."""
+    agent = make_agent("ppo", HP, D, N, "cpu", seed=1)
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.3)
+    return agent
+
+
+def test_permuting_tickers_permutes_the_tilts_and_keeps_the_value():
+    agent = _trained_agent()
+    obs = torch.randn(7, D, generator=torch.Generator().manual_seed(0))
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    mean, _ = agent.actor(obs)
+    mean_p, _ = agent.actor(_permute(obs, perm))
+    assert mean.abs().max() > 1e-2  # the check is not vacuous
+    torch.testing.assert_close(mean_p, mean[:, perm], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(agent.critic(_permute(obs, perm)), agent.critic(obs))
+
+
+def test_population_members_of_the_cross_sectional_policy_act_as_their_single_agents():
+    hps = [{**HP, "learning_rate": 1e-3 * (i + 1)} for i in range(3)]
+    pop = make_population("ppo", hps, D, N, "cpu", seeds=[4, 5, 6])
+    obs = torch.randn(3 * 5, D, generator=torch.Generator().manual_seed(2))
+    got = pop.act(obs, deterministic=True)
+    for k, hp in enumerate(hps):
+        single = make_agent("ppo", hp, D, N, "cpu", seed=4 + k)
+        want = single.act(obs[5 * k : 5 * (k + 1)], deterministic=True)
+        torch.testing.assert_close(got[5 * k : 5 * (k + 1)], want)
+
+
+def test_an_unlisted_ticker_gets_no_tilt_and_no_say_in_the_others():
+    agent = _trained_agent()
+    obs = torch.randn(4, D, generator=torch.Generator().manual_seed(3))
+    layout = TickerLayout(N, F, TAIL)
+    listed = obs.clone()
+    # All in cash (a weight token is N·w, so holdings would read differently in a smaller
+    # universe); ticker 2 not listed: no holding, no price, no feature (what the env shows).
+    listed[:, 2 : 2 + N] = 0.0
+    listed[:, 2 + N + 2] = 0.0
+    listed[:, 2 + 2 * N + 2 * F : 2 + 2 * N + 3 * F] = 0.0
+    mean, _ = agent.actor(listed)
+    assert torch.equal(mean[:, 2], torch.zeros(4))
+    # The others' tilts are what a 5-ticker universe without it gives (same weights: the
+    # network's size does not depend on N).
+    keep = [0, 1, 3, 4, 5]
+    small = torch.cat(
+        [
+            listed[:, :2],
+            listed[:, 2 : 2 + N][:, keep],
+            listed[:, 2 + N : 2 + 2 * N][:, keep],
+            listed[:, 2 + 2 * N : 2 + N * (2 + F)].reshape(4, N, F)[:, keep].reshape(4, -1),
+            listed[:, 2 + N * (2 + F) :],
+        ],
+        dim=1,
+    )
+    five = make_agent("ppo", HP, small.shape[1], 5, "cpu", seed=1)
+    five.actor.load_state_dict(agent.actor.state_dict())
+    torch.testing.assert_close(five.actor(small)[0], mean[:, keep], rtol=1e-5, atol=1e-6)
+    assert layout.split(listed)[2][:, 2].eq(0).all()
+
+
+def test_a_ticker_before_its_listing_holds_no_weight(market):
+    """End to end: an active-mode account driven by the cross-sectional policy never holds a
+    ticker on the bars it is not tradable (the env masks it, the policy gives it no tilt)."""
+    m = market.slice(0, 120)
+    tradable = m.tradable.clone()
+    tradable[:60, 1] = False
+    m = dataclasses.replace(m, tradable=tradable)
+    config = EnvConfig(action_mode="active", max_active_weight=0.2, active_budget=0.5)
+    env = VecTradingEnv(m, config, num_envs=1, seed=0)
+    hp = {**HP, "ticker_features": m.num_features}
+    agent = make_agent("ppo", hp, env.obs_dim, env.action_dim, "cpu", seed=0)
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.5)
+    result = rollout(lambda o: agent.act(o, deterministic=True), m, config)
+    held = result.holdings.iloc[:60, 1]
+    assert (held == 0).all()
+    assert (result.holdings.iloc[61:, 1] > 0).any()  # it trades once listed
+
+
+def test_an_ambiguous_observation_asks_for_ticker_features():
+    # 3 tickers: 2 + 3·(2 + 2) + 0 = 2 + 3·(2 + 1) + 3: two readings.
+    with pytest.raises(FinpodError, match="ticker_features"):
+        TickerLayout.infer(14, 3, None)
+    assert TickerLayout.infer(14, 3, 2) == TickerLayout(3, 2, 0)
+    assert TickerLayout.infer(2 + 20 * 13 + 1, 20, None) == TickerLayout(20, 11, 1)
+
+
+def test_an_unknown_network_family_is_refused():
+    with pytest.raises(FinpodError, match="net must be one of"):
+        make_agent("ppo", {"net": "transformer"}, D, N)
