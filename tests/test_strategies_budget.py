@@ -100,3 +100,44 @@ def test_the_intraday_strategy_does_not_go_flat_every_close():
     # At 0.2 % costs a round trip every session costs ~0.4 % of capital a day.
     config = load_strategy(INTRADAY).env_config()
     assert config.cost_rate >= 0.001 and config.flat_at_close is False
+
+
+def test_the_quick_start_caps_its_wall_time_beside_the_step_budget():
+    config, _, _ = resolve(load_strategy(QUICKSTART))
+    assert config.time_cap is not None and config.time_cap <= 10 * 60
+
+
+ON_POLICY = sorted(
+    p for p in STRATEGIES.glob("*.toml") if load_strategy(p).algorithm in ("ppo", "a2c")
+)
+
+
+@pytest.mark.parametrize("path", ON_POLICY, ids=lambda p: p.name)
+def test_the_shipped_update_settings_move_the_policy(path):
+    """One rollout of a shipped strategy's own settings (a sixth of the quick start's pod or
+    less) must move its policy: approx KL and clip fraction in PPO's usual ranges, and
+    deterministic actions away from the initial policy's. Settings that buy cheap env
+    steps with too few gradient steps fail here."""
+    from finpod.agents import ALGORITHMS, make_agent
+    from finpod.agents.cross_section import hparams_for_env
+
+    s = load_strategy(path)
+    config = s.env_config()
+    intraday = bool(config.calendar_features) or bool(config.decision_times)
+    market = (
+        make_synthetic(10, 4 * 390, bar="1min", regime="alpha", seed=1)
+        if intraday
+        else make_synthetic(20, 400, bar="1d", regime="alpha", seed=1)
+    )
+    env = VecTradingEnv(market, config, num_envs=s.train.num_envs, seed=0)
+    hp = hparams_for_env(ALGORITHMS[s.algorithm][0], s.hparams, env)
+    agent = make_agent(s.algorithm, hp, env.obs_dim, env.action_dim, "cpu", seed=0)
+    probe = env.reset(seed=1).clone()
+    before = agent.act(probe, deterministic=True)
+    stats = agent.learn(env, hp["horizon"] * env.num_envs)
+    moved = float((agent.act(probe, deterministic=True) - before).abs().max())
+    assert moved > 1e-3, f"actions moved by {moved:.2e}"
+    if s.algorithm == "ppo":
+        assert 1e-4 < stats["approx_kl"] < 0.1, stats
+        assert 1e-3 < stats["clip_frac"] < 0.5, stats
+    assert agent.updates / agent.env_steps >= 2e-4  # gradient steps per env step

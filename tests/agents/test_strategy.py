@@ -10,6 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finpod.agents import ALGORITHMS, make_agent
+from finpod.agents.cross_section import hparams_for_env
+from finpod.data.synthetic import make_synthetic
+from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
 from finpod.strategy import load_strategy, strategy_from_dict
 
@@ -25,9 +28,13 @@ def test_one_strategy_per_algorithm_ships():
 def test_shipped_strategy_loads_and_builds_its_agent(path):
     s = load_strategy(path)
     assert s.algorithm in ALGORITHMS
-    s.env_config()
-    agent = make_agent(s.algorithm, s.hparams, 7, 3, "cpu", s.train.seed)
+    config = s.env_config()
+    bar = "1min" if config.calendar_features else "1d"
+    env = VecTradingEnv(make_synthetic(6, 400, bar=bar, seed=0), config, num_envs=2)
+    hparams = hparams_for_env(ALGORITHMS[s.algorithm][0], s.hparams, env)
+    agent = make_agent(s.algorithm, hparams, env.obs_dim, env.action_dim, "cpu", s.train.seed)
     assert agent.algorithm == s.algorithm
+    assert agent.act(env.reset()).shape == (2, 6)
 
 
 @pytest.mark.parametrize("path", STRATEGIES, ids=lambda p: p.name)
