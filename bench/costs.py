@@ -53,17 +53,38 @@ CASES: dict[str, dict[str, Any]] = {
     "quickstart": {
         "download": shlex.split("--source sample"),
         "strategy": "strategies/quickstart.toml",
-        "budget": "4m",
+        "budget": None,
     },
     "alpha-daily": {
-        # 20 tickers, daily bars: 4 years train, 1 validation, 1 backtest.
+        # 20 tickers, daily bars: 4 years train, 1 validation, 1 backtest; the quick start
+        # with its own budget (budget None: the strategy's).
         "download": shlex.split(
             "--source synthetic --regime alpha --bar 1d --n-tickers 20 --seed 1 --years 6"
             " --train 2015-01-02:2018-12-31 --validation 2019-01-02:2019-12-31"
             " --backtest 2020-01-02:2020-12-31"
         ),
         "strategy": "strategies/quickstart.toml",
-        "budget": "4m",
+        "budget": None,
+    },
+    "alpha-daily-wide": {
+        # The same market, the wide-bets strategy (10 pt tilts, 75 % active budget).
+        "download": shlex.split(
+            "--source synthetic --regime alpha --bar 1d --n-tickers 20 --seed 1 --years 6"
+            " --train 2015-01-02:2018-12-31 --validation 2019-01-02:2019-12-31"
+            " --backtest 2020-01-02:2020-12-31"
+        ),
+        "strategy": "strategies/active_wide.toml",
+        "budget": None,
+    },
+    "null-daily": {
+        # The same calendar and universe with no signal: no alpha may be found.
+        "download": shlex.split(
+            "--source synthetic --regime null --bar 1d --n-tickers 20 --seed 1 --years 6"
+            " --train 2015-01-02:2018-12-31 --validation 2019-01-02:2019-12-31"
+            " --backtest 2020-01-02:2020-12-31"
+        ),
+        "strategy": "strategies/quickstart.toml",
+        "budget": None,
     },
     "alpha-1min": {
         # 10 tickers, 1-minute bars: 20 train sessions, 9 validation, 12 backtest.
@@ -99,7 +120,14 @@ CASES: dict[str, dict[str, Any]] = {
         "budget": "6m",
     },
 }
-POLICIES = ("agent", "equal_weight_daily", "equal_weight_buy_hold", "momentum")
+POLICIES = (
+    "agent",
+    "equal_weight_daily",
+    "equal_weight_buy_hold",
+    "momentum",
+    "signal_rule",  # the ceiling: the scripted signal rule under the agent's own bounds
+    "cost_aware_reference",  # the unconstrained cost-aware reference (weights mode)
+)
 
 
 def machine_busy_s() -> float:
@@ -294,7 +322,7 @@ def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
 
 def run_case(
     name: str, budget: str | None, work: Path, seed: int, strategy: str | None = None
-) -> None:
+) -> dict[str, Any]:
     case = CASES[name]
     budget = budget or case["budget"]
     strategy = strategy or case["strategy"]
@@ -316,8 +344,7 @@ def run_case(
             strategy,
             "--data",
             str(data_dir),
-            "--budget",
-            budget,
+            *(["--budget", budget] if budget else []),
             "--seed",
             str(seed),
             "--out",
@@ -353,6 +380,8 @@ def run_case(
         print(json.dumps({**head, "policy": policy, **values}), flush=True)
 
     info = json.loads((report / "backtest.json").read_text())
+    run_info = json.loads((run_dir / "run.json").read_text())
+    scores = [_round(e["score"]) for e in board.get("entries", []) if e.get("score") is not None]
     agent, ewd, ewbh = (
         lines["agent"],
         lines.get("equal_weight_daily"),
@@ -392,6 +421,17 @@ def run_case(
         "sharpe_share_of_reference": None
         if ref is None
         else _ratio(agent["sharpe"], ref["sharpe"]),
+        "agent_information_ratio": agent.get("information_ratio"),
+        "agent_ir_t_stat": agent.get("ir_t_stat"),
+        "agent_tracking_error": agent.get("tracking_error"),
+        "agent_mean_exposure": agent.get("mean_exposure"),
+        "ceiling": info["info"].get("ceiling"),
+        "learning": run_info.get("learning"),
+        "tournament": run_info.get("throughput"),
+        "validation_scores": scores,
+        "validation_score_spread": None
+        if len(scores) < 2
+        else round(float(max(scores) - min(scores)), 4),
         "psr": _round(stats.get("psr")),
         "dsr": _round(stats.get("dsr")),
         "pbo": _round(stats.get("pbo")),
@@ -404,6 +444,35 @@ def run_case(
     print(json.dumps(summary), flush=True)
     if versus is not None:
         print(json.dumps({**head, "policy": "ensemble_vs_best", **versus}), flush=True)
+    return summary
+
+
+def median_line(name: str, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over seeds of a case's headline numbers."""
+    import statistics
+
+    def med(get) -> float | None:
+        values = [v for v in (get(s) for s in summaries) if isinstance(v, (int, float))]
+        return round(statistics.median(values), 4) if values else None
+
+    ceiling = lambda key: lambda s: (s.get("ceiling") or {}).get(key)  # noqa: E731
+    return {
+        "case": name,
+        "policy": "median",
+        "seeds": [s["seed"] for s in summaries],
+        "agent_information_ratio": med(lambda s: s.get("agent_information_ratio")),
+        "agent_ir_t_stat": med(lambda s: s.get("agent_ir_t_stat")),
+        "agent_tracking_error": med(lambda s: s.get("agent_tracking_error")),
+        "rule_information_ratio": med(ceiling("rule_information_ratio")),
+        "ir_share_of_rule": med(ceiling("ir_share_of_rule")),
+        "rule_sharpe": med(ceiling("rule_sharpe")),
+        "sharpe_share_of_rule": med(ceiling("sharpe_share_of_rule")),
+        "sharpe_share_of_cost_aware": med(ceiling("sharpe_share_of_cost_aware")),
+        "agent_costs_pct_capital_per_year": med(
+            lambda s: s.get("agent_costs_pct_capital_per_year")
+        ),
+        "wall_s": med(lambda s: s.get("wall_s")),
+    }
 
 
 def ensemble_vs_best(
@@ -459,11 +528,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("case", choices=[*CASES, "all"])
     ap.add_argument("--budget", default=None, help="tournament budget (default: the case's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--seeds", type=int, default=1, help="run seeds seed … seed+N−1 and print their medians"
+    )
     ap.add_argument("--strategy", default=None, help="strategy TOML (default: the case's)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "finpod-costs")
     args = ap.parse_args(argv)
     for name in CASES if args.case == "all" else [args.case]:
-        run_case(name, args.budget, args.work, args.seed, args.strategy)
+        runs = [
+            run_case(name, args.budget, args.work, args.seed + i, args.strategy)
+            for i in range(args.seeds)
+        ]
+        if len(runs) > 1:
+            print(json.dumps(median_line(name, runs)), flush=True)
     return 0
 
 
