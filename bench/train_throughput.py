@@ -653,6 +653,69 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def strategy_learner(args) -> dict[str, Any]:
+    """One learner of the strategy file's base algorithm and update settings (its network
+    family fitted to the env as a tournament pod fits it), one torch thread, on the
+    dataset's train split: the speed a pod could reach alone."""
+    from finpod.agents import ALGORITHMS
+    from finpod.agents.cross_section import hparams_for_env
+    from finpod.data import load_split
+    from finpod.strategy import load_strategy
+
+    s = load_strategy(args.strategy)
+    config = s.env_config()
+    market = load_split(args.strategy_data, "train")
+    env = VecTradingEnv(market, config, num_envs=s.train.num_envs, seed=args.seed)
+    hp = hparams_for_env(ALGORITHMS[s.algorithm][0], s.hparams, env)
+    agent = make_agent(s.algorithm, hp, env.obs_dim, env.action_dim, "cpu", args.seed)
+    agent.learn(env, hp["horizon"] * env.num_envs)  # warm-up: allocation, first rollout
+    steps0, updates0 = agent.env_steps, agent.updates
+    with Meter() as m:
+        agent.learn(env, args.strategy_steps)
+    steps = agent.env_steps - steps0
+    return {
+        **_base("finpod", "finpod", "strategy", Path(args.strategy).name),
+        "what": "one learner, 1 thread, the strategy's base settings",
+        "algorithm": s.algorithm,
+        "net": hp.get("net"),
+        "num_envs": env.num_envs,
+        "num_stocks": market.num_stocks,
+        "grad_updates_per_env_step": round((agent.updates - updates0) / max(steps, 1), 6),
+        **_speed(steps, m),
+    }
+
+
+def strategy_tournament(args) -> dict[str, Any]:
+    """The strategy's own tournament (its search, population and actors, ``pods =
+    "auto"`` on this machine) under a step budget, in a fresh local Ray: env steps of all
+    pods per wall second of the tournament (Ray start and the final ensemble excluded)."""
+    import tempfile
+
+    from finpod.tournament import Leaderboard, run_tournament
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = run_tournament(
+            args.strategy,
+            args.strategy_data,
+            budget=f"{args.strategy_tournament_steps} steps",
+            out=Path(tmp) / "runs",
+        )
+        info = json.loads((run.run_dir / "run.json").read_text())
+        board = Leaderboard.load(run.run_dir)
+    tp = info.get("throughput") or {}
+    learning = info.get("learning") or {}
+    return {
+        **_base("finpod", "finpod", "strategy", Path(args.strategy).name),
+        "what": "the strategy's tournament (all pods together)",
+        "pods": len(board.entries),
+        "env_steps": tp.get("env_steps"),
+        "wall_s": tp.get("wall_s"),
+        "train_steps_per_s": tp.get("env_steps_per_s"),
+        "grad_updates_per_env_step": learning.get("updates_per_env_step"),
+        "cpu_count": os.cpu_count(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", default=str(REPO.parent / ".peers" / "data" / "gbm_n30_t2500_s0.csv"))
@@ -676,11 +739,50 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="*",
         default=["erl", "sb3", "unmatched", "ttt-alpha", "ttt-pendulum"],
-        choices=["erl", "sb3", "unmatched", "ttt-alpha", "ttt-pendulum"],
+        choices=["erl", "sb3", "unmatched", "ttt-alpha", "ttt-pendulum", "strategy"],
+    )
+    ap.add_argument(
+        "--strategy",
+        default=None,
+        help="strategy group: a strategy file; its tournament's rate beside one learner's at "
+        "the same update settings (with --only strategy)",
+    )
+    ap.add_argument("--strategy-data", default=None, help="strategy group: dataset directory")
+    ap.add_argument("--strategy-steps", type=int, default=131_072, help="one learner's timed steps")
+    ap.add_argument("--strategy-tournament-steps", type=int, default=800_000)
+    ap.add_argument(
+        "--busy",
+        action="store_true",
+        help="run a CPU-bound process (python -c 'while True: pass') beside the timed rows",
     )
     args = ap.parse_args(argv)
 
     torch.set_num_threads(1)
+    burner = None
+    if args.busy:
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        return _run(args)
+    finally:
+        if burner is not None:
+            burner.kill()
+
+
+def _run(args) -> int:
+    if args.only == ["strategy"]:
+        if not (args.strategy and args.strategy_data):
+            raise SystemExit("--only strategy needs --strategy FILE and --strategy-data DIR")
+        meta = {"busy": args.busy, "cpu_count": os.cpu_count(), "torch": torch.__version__}
+        results: dict[str, list[dict[str, Any]]] = {"learner": [], "tournament": []}
+        for rep in range(args.reps):
+            args.seed = rep
+            for name, fn in (("learner", strategy_learner), ("tournament", strategy_tournament)):
+                row = {**fn(args), **meta, "rep": rep, "row": f"finpod strategy {name}"}
+                results[name].append(row)
+                emit(row)
+        for rows in results.values():
+            emit(summarize(rows))
+        return 0
     market = load_market(Path(args.data))
     n = market.num_stocks
     meta = {

@@ -8,7 +8,7 @@ path instead; the cross-sectional family shares it:
 
     token_i = [N · w_i, z_i, f_i1 … f_iF]            per ticker (from the observation)
     g       = [log value, cash, calendar…, schedule]   per env (the rest of the observation)
-    h_i     = encoder([token_i, g])                    shared weights, tanh after every layer
+    h_i     = encoder([token_i, g])                    shared weights, ReLU after every layer
     c       = masked mean of h_i over listed tickers   cross-sectional context
     μ_i     = head([h_i, c])                            the per-ticker tilt (mean action)
     V       = value_head([c, max_i h_i, g])             the critic on the pooled state
@@ -117,18 +117,46 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+def _first_layer(
+    per_ticker: torch.Tensor, per_env: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """The first layer on ``[per_ticker_i, per_env]`` for every ticker, without copying
+    the per-env part N times: ``W_t·x_i + (W_e·e + b)`` with ``W = [W_t | W_e]``.
+
+    ``per_ticker (K, B, N, a)``, ``per_env (K, B, c)``, ``weight (K, H, a + c)``,
+    ``bias (K, H)`` → ``(K, B, N, H)``.
+    """
+    k, b, n, a = per_ticker.shape
+    env_part = torch.baddbmm(bias.unsqueeze(1), per_env, weight[:, :, a:].transpose(1, 2))
+    out = torch.bmm(per_ticker.reshape(k, b * n, a), weight[:, :, :a].transpose(1, 2))
+    return out.view(k, b, n, -1) + env_part.unsqueeze(2)
+
+
+def _mlp_from(
+    first: torch.Tensor, params: dict[str, torch.Tensor], name: str, depth: int
+) -> torch.Tensor:
+    """Layers 1 … depth − 1 of the network ``name`` after its first layer's output
+    ``first (K, B, N, H)``, ReLU between layers (none after the last)."""
+    k, b, n, _ = first.shape
+    x = first
+    for i in range(1, depth):
+        x = batched.linear(
+            torch.relu(x).reshape(k, b * n, -1),
+            params[f"{name}.{2 * i}.weight"],
+            params[f"{name}.{2 * i}.bias"],
+        ).view(k, b, n, -1)
+    return x
+
+
 def _encode(
     params: dict[str, torch.Tensor], prefix: str, x: torch.Tensor, layout: TickerLayout, depth: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``x (K, B, D)`` → encodings ``h (K, B, N, H)``, per-env part ``(K, B, G)``, mask
-    ``(K, B, N)``."""
+    """``x (K, B, D)`` → encodings ``h (K, B, N, H)`` (≥ 0), per-env part ``(K, B, G)``,
+    mask ``(K, B, N)``."""
     tokens, glob, mask = layout.split(x)
-    k, b, n, _ = tokens.shape
-    inp = torch.cat([tokens, glob.unsqueeze(2).expand(k, b, n, glob.shape[-1])], dim=-1)
-    h = torch.tanh(
-        batched.mlp(inp.reshape(k, b * n, -1), params, _join(prefix, "encoder"), depth, torch.tanh)
-    )
-    return h.reshape(k, b, n, -1), glob, mask
+    name = _join(prefix, "encoder")
+    first = _first_layer(tokens, glob, params[f"{name}.0.weight"], params[f"{name}.0.bias"])
+    return torch.relu(_mlp_from(first, params, name, depth)), glob, mask
 
 
 def _masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -149,13 +177,11 @@ def policy_mean(
     ``depths``: linear layers of the encoder and of the head.
     """
     h, _, mask = _encode(params, prefix, x, layout, depths[0])
-    k, b, n, w = h.shape
     ctx = _masked_mean(h, mask)
-    inp = torch.cat([h, ctx.unsqueeze(2).expand(k, b, n, w)], dim=-1)
-    mean = batched.mlp(
-        inp.reshape(k, b * n, 2 * w), params, _join(prefix, "head"), depths[1], torch.tanh
-    )
-    return mean.reshape(k, b, n) * mask
+    name = _join(prefix, "head")
+    first = _first_layer(h, ctx, params[f"{name}.0.weight"], params[f"{name}.0.bias"])
+    mean = _mlp_from(first, params, name, depths[1])
+    return mean.squeeze(-1) * mask
 
 
 def value(
@@ -168,10 +194,10 @@ def value(
     """State value ``(K, B)`` of the cross-sectional critic on ``x (K, B, D)``."""
     h, glob, mask = _encode(params, prefix, x, layout, depths[0])
     ctx = _masked_mean(h, mask)
-    # Max over listed tickers only (an unlisted one reads −1, the floor of tanh).
-    peak = torch.where(mask.unsqueeze(-1) > 0, h, torch.full_like(h, -1.0)).amax(2)
+    # Max over listed tickers only (encodings are ≥ 0, so an unlisted one reads 0).
+    peak = (h * mask.unsqueeze(-1)).amax(2)
     inp = torch.cat([ctx, peak, glob], dim=-1)
-    return batched.mlp(inp, params, _join(prefix, "head"), depths[1], torch.tanh).squeeze(-1)
+    return batched.mlp(inp, params, _join(prefix, "head"), depths[1], torch.relu).squeeze(-1)
 
 
 # ----- single-agent holders -------------------------------------------------------------
@@ -200,8 +226,10 @@ class CrossSectionalActor(nn.Module):
             )
         self.layout = layout
         width = int(hidden[-1])
-        self.encoder = mlp(layout.token_dim + layout.global_dim, hidden[:-1], width)
-        self.head = mlp(2 * width, (width,), 1, out_gain=0.01)
+        self.encoder = mlp(
+            layout.token_dim + layout.global_dim, hidden[:-1], width, activation=nn.ReLU
+        )
+        self.head = mlp(2 * width, (width,), 1, activation=nn.ReLU, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
         self.depths = _depths(hidden)
 
@@ -223,8 +251,10 @@ class CrossSectionalCritic(nn.Module):
             )
         self.layout = layout
         width = int(hidden[-1])
-        self.encoder = mlp(layout.token_dim + layout.global_dim, hidden[:-1], width)
-        self.head = mlp(2 * width + layout.global_dim, (width,), 1)
+        self.encoder = mlp(
+            layout.token_dim + layout.global_dim, hidden[:-1], width, activation=nn.ReLU
+        )
+        self.head = mlp(2 * width + layout.global_dim, (width,), 1, activation=nn.ReLU)
         self.depths = _depths(hidden)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
