@@ -194,7 +194,8 @@ def test_held_tilts_stay_inside_the_bounds_under_every_execution_control(scenari
         w = env.state.position / env.state.value.unsqueeze(1)
         assert (w >= -1e-12).all()
         assert ((w - ref).abs() <= config.max_active_weight + 1e-9).all(), (w - ref).abs().max()
-        active_share = 0.5 * (w - ref).abs().sum(1)  # the active-risk budget, ½Σ|w − r|
+        # The active-risk budget, cash counted as one more position: ½(Σ|w − r| + |Σw − Σr|).
+        active_share = 0.5 * ((w - ref).abs().sum(1) + (w - ref).sum(1).abs())
         assert (active_share <= config.active_budget + 1e-9).all(), active_share.max()
         assert (env.state.cash >= -1e-6).all()
 
@@ -221,7 +222,7 @@ def test_a_no_trade_band_never_holds_the_account_outside_its_active_budget():
     for a in actions:
         env.step(torch.tensor([a]))
         w = env.state.position / env.state.value.unsqueeze(1)
-        shares.append(float(0.5 * (w - ref).abs().sum()))
+        shares.append(float(0.5 * ((w - ref).abs().sum() + (w - ref).sum().abs())))
     assert max(shares) <= config.active_budget + 1e-9, shares
     assert shares[10] > 0.02  # the first tilt traded
 
