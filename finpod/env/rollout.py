@@ -33,10 +33,11 @@ class Rollout:
         holdings: (T, N) shares.
         transactions: one row per executed (bar, ticker) trade, index ``timestamp`` (the fill
             bar); columns ``ticker``, ``shares`` (signed, + buy), ``price`` (executed price
-            incl. slippage, dollars), ``cost`` (dollars), ``reason`` (``"policy"``; or the
+            incl. slippage, dollars), ``cost`` (dollars: the fill's notional share of the
+            costs the env took from the cash at its bar), ``reason`` (``"policy"``; or the
             env's own orders: ``"flat_at_close"``, ``"delisted"``: a delisted position sold
             at its last valid close).
-        costs: (T,) transaction costs paid at each bar, dollars.
+        costs: (T,) transaction costs the env took from the cash at each bar, dollars.
         turnover: (T,) traded notional / account value before the trade.
         config: the env settings the rollout ran with.
         bar: bar size of the market.
