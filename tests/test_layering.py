@@ -83,7 +83,32 @@ def _imports(name: str, type_only_too: bool = False) -> set[str]:
                 base = f"{base}.{node.module}" if node.module else base
             out.add(base)
             out |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+        elif (target := _dynamic_target(node)) is not None:
+            out.add(target)
     return {m for m in out if m in MODULES and m != name}
+
+
+#: Calls that import a module named at run time (``importlib.import_module("finpod.x")``,
+#: ``__import__``, loading from a spec) and the modules that offer them.
+DYNAMIC_CALLS = {"import_module", "__import__", "spec_from_file_location", "module_from_spec"}
+DYNAMIC_CALLS |= {"find_spec", "exec_module", "load_module", "reload", "run_module", "run_path"}
+DYNAMIC_MODULES = {"importlib", "importlib.util", "importlib.machinery", "runpy", "pkgutil"}
+
+
+def _dynamic_call(node: ast.AST) -> str | None:
+    """The name of a dynamic-import call at ``node`` (``import_module``, ``__import__`` …)."""
+    if not isinstance(node, ast.Call):
+        return None
+    f = node.func
+    called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return called if called in DYNAMIC_CALLS else None
+
+
+def _dynamic_target(node: ast.AST) -> str | None:
+    """The finpod module a dynamic import at ``node`` names with a literal, or None."""
+    if _dynamic_call(node) and node.args and isinstance(node.args[0], ast.Constant):
+        return str(node.args[0].value)
+    return None
 
 
 def _floor(module: str) -> int:
@@ -184,3 +209,33 @@ def test_no_module_imports_another_modules_private_names():
                     if a.name.startswith("_") and not a.name.startswith("__")
                 ]
     assert not borrowed, borrowed
+
+
+def test_no_module_imports_dynamically():
+    # The floors above are read from import statements; a module named at run time
+    # (importlib.import_module, __import__, a spec loaded from a path) would not be seen,
+    # so none is allowed. importlib.metadata (the installed version) imports no code.
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if called := _dynamic_call(node):
+                found.append(f"{name}:{node.lineno} {called}()")
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{name}:{node.lineno} import {a.name}"
+                    for a in node.names
+                    if a.name in DYNAMIC_MODULES
+                ]
+            elif isinstance(node, ast.ImportFrom) and node.module in DYNAMIC_MODULES:
+                found += [
+                    f"{name}:{node.lineno} from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name != "metadata"
+                ]
+    assert not found, found
+
+
+def test_a_dynamic_import_is_read_as_an_import_of_its_module():
+    tree = ast.parse('importlib.import_module("finpod.tournament.run")\n__import__("finpod.cli")')
+    targets = {_dynamic_target(node) for node in ast.walk(tree)} - {None}
+    assert targets == {"finpod.tournament.run", "finpod.cli"}

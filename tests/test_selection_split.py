@@ -199,12 +199,27 @@ def _worker_spy(log_dir: str):
 
         batched = members.member_returns
 
-        def member_returns(act, market, *args, **kwargs):
-            ts = market.timestamps
-            log("score", {"split": market.split, "first": str(ts[0]), "last": str(ts[-1])})
-            return batched(act, market, *args, **kwargs)
+        def member_returns(act, market, config, members, device, env=None, **kwargs):
+            # What the accounts really trade: the cached scoring env's market when one is
+            # passed (built elsewhere, in PopulationTrainer.scoring_env), else ``market``.
+            if env is None:
+                env = members.scoring_env(market, config, members, device)
+            traded = env.market
+            ts = traded.timestamps
+            log("score", {"split": traded.split, "first": str(ts[0]), "last": str(ts[-1])})
+            return batched(act, market, config, members, device, env=env, **kwargs)
 
         members.member_returns = member_returns
+        if _os.path.exists(_os.path.join(log_dir, "swap-env")):
+            # A subtler bug: the cached scoring env is built on train bars, as many as the
+            # validation split has, while ``member_returns`` is still passed validation.
+            def scoring_env_on_train(self, spec, k):
+                valid = self.pod.valid_market
+                train = self.pod.train_market.slice(0, len(valid.timestamps))
+                config = self.pod.env_config_for(spec)
+                return members.scoring_env(train, config, k, self.pod.device)
+
+            members.PopulationTrainer.scoring_env = scoring_env_on_train
         if _os.path.exists(_os.path.join(log_dir, "swap")):
             # The bug for populations: members scored on train (env built on train too).
             trainer_train = members.PopulationTrainer.train
@@ -243,9 +258,10 @@ def _read_log(log_dir: Path, kind: str) -> list[dict]:
 
 
 def _tournament(
-    dataset: Path, tmp: Path, swap: bool, monkeypatch, population: int = 1
+    dataset: Path, tmp: Path, swap: bool | str, monkeypatch, population: int = 1
 ) -> tuple[Path, list, list]:
-    """A real tiny local Ray tournament with the spy in the driver and every worker."""
+    """A real tiny local Ray tournament with the spy in the driver and every worker
+    (``swap``: score on train; ``"env"``: build the populations' scoring env on train)."""
     import ray
 
     import finpod.data
@@ -254,7 +270,7 @@ def _tournament(
     log_dir = tmp / "spy"
     log_dir.mkdir(parents=True)
     if swap:
-        (log_dir / "swap").touch()
+        (log_dir / ("swap-env" if swap == "env" else "swap")).touch()
     driver_loads: list[str] = []
     load = finpod.data.load_split
 
@@ -352,5 +368,14 @@ def test_population_members_are_scored_on_validation_only(dataset, tmp_path, mon
 @pytest.mark.slow  # a second Ray tournament; it shows the population check can fail
 def test_population_spy_fails_when_members_are_scored_on_train(dataset, tmp_path, monkeypatch):
     _, _, scored = _tournament(dataset, tmp_path, swap=True, monkeypatch=monkeypatch, population=3)
+    with pytest.raises(AssertionError, match="scored on the train split"):
+        assert_scored_on_validation(scored, _ranges(dataset))
+
+
+@pytest.mark.slow  # a second Ray tournament; the spy reads the env the scorer really trades
+def test_population_spy_fails_when_the_scoring_env_is_built_on_train(
+    dataset, tmp_path, monkeypatch
+):
+    _, _, scored = _tournament(dataset, tmp_path, swap="env", monkeypatch=monkeypatch, population=3)
     with pytest.raises(AssertionError, match="scored on the train split"):
         assert_scored_on_validation(scored, _ranges(dataset))

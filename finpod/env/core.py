@@ -214,7 +214,6 @@ def transition(
     account (:class:`State`) takes the same step with a zero action.
     """
     n = state.holdings.shape[1]
-    rate = float(config.cost_rate)
     t1 = state.t + 1
     row = tables.step.index_select(0, t1)
     price = row[:, :n]
@@ -254,10 +253,9 @@ def transition(
             delta.trunc_()
         if flat is not None:
             delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
-    cash, holdings, position, value, trade, notional = execute(
+    cash, holdings, position, value, trade, notional, cost = execute(
         delta, state.cash, state.holdings, row, block, gone, config
     )
-    cost = notional * rate
 
     ref_cash, ref_holdings, ref_value = state.ref_cash, state.ref_holdings, state.ref_value
     v0 = state.value
@@ -270,7 +268,7 @@ def transition(
         ref_delta = weights_order(
             ref_row[:, :n].clone(), ref_holdings, ref_position, ref_value, state.mark, flat, config
         )
-        ref_cash, ref_holdings, _, ref_value, _, _ = execute(
+        ref_cash, ref_holdings, _, ref_value, _, _, _ = execute(
             ref_delta, ref_cash, ref_holdings, row, block, gone, config
         )
     sharpe_a, sharpe_b, peak = state.sharpe_a, state.sharpe_b, state.peak

@@ -137,11 +137,15 @@ def execute(
     block: torch.Tensor | None,
     gone: torch.Tensor | None,
     config: EnvConfig,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
+]:
     """Fill the order ``delta`` (E, N) shares (consumed) at the fill bar's ``row`` (E, 3N).
 
-    Returns ``(cash, holdings, position, value, trade, notional)`` after the fill, marked
-    at the fill bar. Point-in-time rules, then sells before buys (module docstring).
+    Returns ``(cash, holdings, position, value, trade, notional, cost)`` after the fill,
+    marked at the fill bar; ``cost`` (E,) is the dollars of costs taken from the cash (the
+    figure every report of costs reads). Point-in-time rules, then sells before buys
+    (module docstring).
     """
     n = holdings.shape[1]
     dtype = cash.dtype
@@ -167,7 +171,8 @@ def execute(
     buy_price = price * (1.0 + config.slippage) if config.slippage else price
     scratch = torch.mul(sell, sell_price)
     sell_notional = scratch.sum(1)
-    cash = cash + sell_notional * (1.0 - rate)
+    cost = sell_notional * rate
+    cash = cash + sell_notional - cost
 
     buy = delta.clamp_(min=0.0)
     if not config.allow_negative_cash:
@@ -182,7 +187,9 @@ def execute(
         if config.integer_shares:
             buy.floor_()
     buy_notional = torch.mul(buy, buy_price, out=scratch).sum(1)
-    cash = cash - buy_notional * (1.0 + rate)
+    buy_cost = buy_notional * rate
+    cash = cash - buy_notional - buy_cost
+    cost = cost + buy_cost
     if not config.allow_negative_cash:
         cash = cash.clamp(min=0.0)
 
@@ -190,4 +197,4 @@ def execute(
     holdings = holdings + trade
     position = torch.mul(holdings, mark, out=scratch)
     value = cash + position.sum(1)
-    return cash, holdings, position, value, trade, sell_notional + buy_notional
+    return cash, holdings, position, value, trade, sell_notional + buy_notional, cost

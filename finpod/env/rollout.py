@@ -33,10 +33,11 @@ class Rollout:
         holdings: (T, N) shares.
         transactions: one row per executed (bar, ticker) trade, index ``timestamp`` (the fill
             bar); columns ``ticker``, ``shares`` (signed, + buy), ``price`` (executed price
-            incl. slippage, dollars), ``cost`` (dollars), ``reason`` (``"policy"``; or the
+            incl. slippage, dollars), ``cost`` (dollars: the fill's notional share of the
+            costs the env took from the cash at its bar), ``reason`` (``"policy"``; or the
             env's own orders: ``"flat_at_close"``, ``"delisted"``: a delisted position sold
             at its last valid close).
-        costs: (T,) transaction costs paid at each bar, dollars.
+        costs: (T,) transaction costs the env took from the cash at each bar, dollars.
         turnover: (T,) traded notional / account value before the trade.
         config: the env settings the rollout ran with.
         bar: bar size of the market.
@@ -101,7 +102,6 @@ def rollout(
         if "reference_value" in info:
             ref_values.append(info["reference_value"])
 
-    float(config.initial_cash)
     ts = market.timestamps
     tickers = list(market.tickers)
     v = np.concatenate([start.value.cpu().numpy(), torch.cat(values).cpu().numpy()])
@@ -121,6 +121,14 @@ def rollout(
     shares = tr[bars, cols]
     slip = 1.0 + np.sign(shares) * config.slippage
     exec_price = px[bars, cols] * slip
+    # Each fill's share of the costs the env took from the cash at its bar, in proportion
+    # to its notional (the env charges a rate on notional): the column adds up to ``costs``.
+    notional = np.abs(shares) * exec_price
+    bar_notional = np.zeros(len(tr))
+    np.add.at(bar_notional, bars, notional)
+    fill_cost = (
+        cost_steps[bars + 1] * notional / np.where(bar_notional > 0, bar_notional, 1.0)[bars]
+    )
     reason = np.full(len(bars), "policy", dtype=object)
     if env.tables.schedule is not None:
         flat = env.tables.schedule[:, 1].cpu().numpy() > 0  # by decision bar
@@ -133,7 +141,7 @@ def rollout(
             "ticker": [tickers[j] for j in cols],
             "shares": shares,
             "price": exec_price,
-            "cost": np.abs(shares) * exec_price * config.cost_rate,
+            "cost": fill_cost,
             "reason": reason,
         },
         index=pd.DatetimeIndex(ts[bars + 1], name="timestamp"),

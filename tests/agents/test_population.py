@@ -343,3 +343,25 @@ def test_shared_rng_draws_once_for_all_members_and_reproduces_itself(algo, full_
     torch.testing.assert_close(s1, s2, rtol=0, atol=0, equal_nan=True)
     assert all(torch.equal(a[key], b[key]) for a, b in zip(sd1, sd2, strict=True) for key in a)
     assert all(bool(torch.isfinite(v).all()) for key, v in s1.items() if key != "episode_return")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_import_member_leaves_every_other_members_optimizer_state_alone(algo, full_env):
+    """Importing a fresh agent (Adam step 0) into member 0 after training: member 0 takes
+    the fresh agent's whole state, steps included, and members 1 and 2 keep theirs."""
+    env = full_env()
+    pop = _population(algo, env)
+    pop.learn(env, 48)
+    before = [pop.member_state_dict(k) for k in range(K)]
+    steps = [v for key, v in before[1].items() if key.endswith(".step")]
+    assert steps and all(float(s) > 0 for s in steps)  # the others have stepped
+    fresh = make_agent(
+        algo, dataclasses.asdict(MAKE[algo](0)), env.obs_dim, env.action_dim, "cpu", 99
+    )
+    pop.import_member(0, fresh, copy_rng=True)
+    _assert_state_close(pop.member_state_dict(0), fresh.state_dict())
+    for k in (1, 2):
+        after = pop.member_state_dict(k)
+        assert after.keys() == before[k].keys()
+        for key, value in before[k].items():
+            assert torch.equal(after[key], value), f"member {k}: {key}"

@@ -75,9 +75,11 @@ BARS = make_bars()
 class AlpacaReplay:
     """A loopback server for GET /v2/stocks/bars. ``script`` is a list of status codes for the
     first requests (e.g. ``[429]``); ``forbid_feed`` answers 403 to that feed; ``stall_after``
-    holds the (n+1)-th request open until released. Every request is recorded."""
+    holds the (n+1)-th request open until released; ``bars`` replaces :data:`BARS`. Every
+    request is recorded."""
 
-    def __init__(self, script=(), forbid_feed=None, stall_after=None, always=None):
+    def __init__(self, script=(), forbid_feed=None, stall_after=None, always=None, bars=None):
+        self.bars = BARS if bars is None else bars
         self.script = list(script)
         self.forbid_feed = forbid_feed
         self.stall_after = stall_after
@@ -133,19 +135,19 @@ class AlpacaReplay:
         lo = lo.tz_localize("UTC") if lo.tzinfo is None else lo
         hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi
         assert q["timeframe"] == "1Min", q
-        rows = []
+        asked = []
         for sym in sorted(q["symbols"].split(",")):
-            df = BARS.get(sym)
+            df = self.bars.get(sym)
             if df is None:
                 continue
             t = pd.to_datetime(df["t"], utc=True)
-            for rec in df[(t >= lo) & (t <= hi)].to_dict("records"):
-                rows.append((sym, rec))
+            asked.append(df[(t >= lo) & (t <= hi)].assign(symbol=sym))
+        rows = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()
         offset = int(base64.b64decode(q["page_token"])) if q.get("page_token") else 0
         limit = min(int(q.get("limit") or 10_000), PAGE)
-        chunk = rows[offset : offset + limit]
         bars: dict[str, list] = {}
-        for sym, rec in chunk:
+        for rec in rows.iloc[offset : offset + limit].to_dict("records"):
+            sym = rec.pop("symbol")
             bars.setdefault(sym, []).append({k: _plain(v) for k, v in rec.items()})
         nxt = offset + limit
         token = base64.b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
@@ -239,6 +241,65 @@ def test_pages_are_followed_and_every_bar_arrives(alpaca_env, tmp_path):
     assert loaded.report["alpaca_requests"] == len(srv.requests)
     assert srv.requests[0]["key"] == "test-key"
     assert srv.requests[0]["feed"] == "iex" and srv.requests[0]["adjustment"] == "all"
+
+
+def extended_month(symbol: str = "BIG", start: str = "2024-03-01", end: str = "2024-03-28"):
+    """One symbol's month of 1-minute bars with extended hours (04:00-20:00 New York, 960 a
+    session): 19,200 rows over 20 sessions, about twice the 10,000 bars of one page."""
+    rng = np.random.default_rng(3)
+    days = sessions(start, end)
+    stamps = [
+        pd.Timestamp(d).tz_localize(TZ) + pd.Timedelta(hours=4, minutes=i)
+        for d in days
+        for i in range(960)
+    ]
+    idx = pd.DatetimeIndex(stamps).tz_convert("UTC")
+    close = 50.0 * np.exp(np.cumsum(0.001 * rng.standard_normal(len(idx))))
+    df = pd.DataFrame(
+        {
+            "t": idx.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "o": close.round(4),
+            "h": (close * 1.001).round(4),
+            "l": (close * 0.999).round(4),
+            "c": close.round(4),
+            "v": rng.integers(100, 5000, len(idx)),
+            "n": rng.integers(1, 60, len(idx)),
+            "vw": close.round(4),
+        }
+    )
+    return {symbol: df}
+
+
+def test_a_month_larger_than_one_page_arrives_whole(alpaca_env, tmp_path):
+    # 19,200 rows for one symbol and one month: one request, which the SDK must follow page
+    # by page to the end. A request that asked for at most PAGE_LIMIT rows in total would
+    # get only the first 10,000 and stop (the replay sends pages of 1,000).
+    bars = extended_month()
+    srv = alpaca_env(bars=bars)
+    cache = tmp_path / "cache"
+    loaded = _load(cache, tickers="BIG", start="2024-03-01", end="2024-03-28")
+    rows = len(bars["BIG"])
+    assert rows == 19_200 and {r["start"][:10] for r in srv.requests} == {"2024-03-01"}
+    assert len(srv.requests) == -(-rows // PAGE)  # one request, followed to its last page
+    (cached,) = cache.rglob("*.parquet")
+    assert len(pq.read_table(cached)) == rows
+    t = pd.to_datetime(bars["BIG"]["t"], utc=True).dt.tz_convert(TZ)
+    reg = ((t.dt.hour * 60 + t.dt.minute >= 570) & (t.dt.hour < 16)).to_numpy()
+    got = pd.Series(loaded.bars.close[:, 0], index=loaded.bars.timestamps)
+    assert len(got) == reg.sum()  # the whole regular session of every day, nothing else
+    np.testing.assert_allclose(
+        got.reindex(pd.DatetimeIndex(t[reg])).to_numpy(), bars["BIG"]["c"][reg], rtol=1e-6
+    )
+
+
+def test_a_winter_evening_bar_at_midnight_utc_is_a_minute_bar(alpaca_env, tmp_path):
+    # 19:00 New York in January is 00:00 UTC: an extended-hours minute bar, not a date.
+    bars = extended_month(start="2024-01-02", end="2024-01-03")
+    t = pd.to_datetime(bars["BIG"]["t"], utc=True)
+    assert ((t.dt.hour == 0) & (t.dt.minute == 0)).sum() == 2
+    alpaca_env(bars=bars)
+    loaded = _load(tmp_path / "cache", tickers="BIG", start="2024-01-02", end="2024-01-03")
+    assert loaded.bars.close.shape == (2 * 390, 1)
 
 
 def test_rate_limit_429_is_retried_then_succeeds(alpaca_env, tmp_path):

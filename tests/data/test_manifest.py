@@ -89,3 +89,19 @@ def test_a_wrong_typed_split_index_is_refused(sample_dir, tmp_path):
     _copy(sample_dir, tmp_path, lambda raw: raw["splits"]["train"].__setitem__("stop_index", 1.5))
     with pytest.raises(FinpodError, match=r"splits\.train\.stop_index"):
         Manifest.load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[{"start": "2020-01-02", "stop_index": 10}], "train", 3, None],
+    ids=["list", "text", "number", "null"],
+)
+def test_splits_that_are_not_a_table_are_one_line_naming_splits(sample_dir, tmp_path, value):
+    _copy(sample_dir, tmp_path, lambda raw: raw.__setitem__("splits", value))
+    kind = type(value).__name__
+    for load in (Manifest.load, load_manifest, lambda d: load_split(d, "train")):
+        with pytest.raises(FinpodError) as err:
+            load(tmp_path)
+        msg = str(err.value)
+        assert f"the manifest's 'splits' is {kind}" in msg and "expected a table" in msg, msg
+        assert "\n" not in msg and "manifest.json" in msg

@@ -15,6 +15,7 @@ from hypothesis.extra.numpy import arrays
 from finpod.backtest.benchmarks import EqualWeightRebalanced, benchmark_config
 from finpod.env import EnvConfig, VecTradingEnv, rollout
 from finpod.env.core import active_targets
+from finpod.env.execution import within_budget
 from finpod.errors import FinpodError
 
 from .markets import make_market
@@ -193,7 +194,8 @@ def test_held_tilts_stay_inside_the_bounds_under_every_execution_control(scenari
         w = env.state.position / env.state.value.unsqueeze(1)
         assert (w >= -1e-12).all()
         assert ((w - ref).abs() <= config.max_active_weight + 1e-9).all(), (w - ref).abs().max()
-        active_share = 0.5 * (w - ref).abs().sum(1)  # the active-risk budget, ½Σ|w − r|
+        # The active-risk budget, cash counted as one more position: ½(Σ|w − r| + |Σw − Σr|).
+        active_share = 0.5 * ((w - ref).abs().sum(1) + (w - ref).sum(1).abs())
         assert (active_share <= config.active_budget + 1e-9).all(), active_share.max()
         assert (env.state.cash >= -1e-6).all()
 
@@ -220,9 +222,46 @@ def test_a_no_trade_band_never_holds_the_account_outside_its_active_budget():
     for a in actions:
         env.step(torch.tensor([a]))
         w = env.state.position / env.state.value.unsqueeze(1)
-        shares.append(float(0.5 * (w - ref).abs().sum()))
+        shares.append(float(0.5 * ((w - ref).abs().sum() + (w - ref).sum().abs())))
     assert max(shares) <= config.active_budget + 1e-9, shares
     assert shares[10] > 0.02  # the first tilt traded
+
+
+def test_the_active_budget_counts_cash_from_a_cash_start_with_costs():
+    # From cash, a zero action with partial adjustment 0.5 asks for half the reference:
+    # an active share of ½(Σ|w − r| + |Σw − Σr|) = ½(0.5 + 0.5) = 0.5, cash being the other
+    # half of it. The 5 % budget scales the active part to 0.1 of itself, so the first fill
+    # invests exactly 95 % of the cash (costs come on top); a share that left cash out
+    # (0.25) would scale to 0.2 and invest 90 %, an active share of 10 %.
+    n = 4
+    market = flat_market(8, n, "1d")
+    config = EnvConfig(
+        **{**FLAT_ACTIVE, "start": "cash", "cost_rate": 0.002},
+        partial_adjustment=0.5,
+        active_budget=0.05,
+        max_active_weight=0.3,
+    )
+    env = VecTradingEnv(market, config, num_envs=1, random_start=False)
+    env.reset()
+    ref = torch.full((1, n), 1.0 / n, dtype=torch.float64)
+    cash0 = float(config.initial_cash)
+    shares = []
+    for bar in range(6):
+        env.step(torch.zeros(1, n))
+        w = env.state.position / env.state.value.unsqueeze(1)
+        active = w - ref
+        shares.append(float(0.5 * (active.abs().sum() + active.sum().abs())))
+        if bar == 0:
+            invested = float(env.state.position.sum())
+            assert invested == pytest.approx((1 - config.active_budget) * cash0, rel=1e-12)
+            cost = cash0 - invested - float(env.state.cash)
+            assert cost == pytest.approx(config.cost_rate * invested, rel=1e-9)
+    assert max(shares) <= config.active_budget + 1e-12, shares
+    assert shares[0] > 0.048  # the budget binds: 5 % before the cost, 4.82 % after
+    assert all(b < a for a, b in zip(shares, shares[1:], strict=False)), shares  # converges
+    # The same bound on within_budget itself, cash counted as a position.
+    w = within_budget(0.5 * ref, ref, 0.05)
+    torch.testing.assert_close(w, 0.95 * ref, rtol=0, atol=1e-15)
 
 
 # -- reference files and settings -----------------------------------------------------------

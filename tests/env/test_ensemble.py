@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from finpod.env import EnvConfig, rollout
+from finpod.env import EnvConfig, rollout, score
 from finpod.env.ensemble import EnsemblePolicy, Member, score_ensemble
 from finpod.errors import FinpodError
 
@@ -66,6 +66,21 @@ def test_score_ensemble_returns_the_score_of_its_rollout():
     members = [Member(constant([0.2, -0.2, 0.0]), EnvConfig(action_mode="active"))] * 2
     value, out = score_ensemble(members, market)
     assert np.isfinite(value) and len(out.returns) == 29
+
+
+@pytest.mark.parametrize("name", ["sharpe", "sortino", "calmar", "return"])
+def test_the_ensemble_is_scored_with_the_runs_score(name):
+    # The tournament compares the ensemble with the best pod on the run's score: the value
+    # is that score of the ensemble's own rollout, and the score names give different values.
+    market = make_market(60, 3, seed=13)
+    members = [
+        Member(constant([0.6, -0.2, 0.0]), EnvConfig(action_mode="active")),
+        Member(constant([0.5, 0.1, 0.9]), EnvConfig(action_mode="weights")),
+    ]
+    value, out = score_ensemble(members, market, name)
+    assert value == score(out, name)
+    others = {n: score(out, n) for n in ("sharpe", "sortino", "calmar", "return") if n != name}
+    assert all(abs(v - value) > 1e-6 for v in others.values()), (value, others)
 
 
 def test_shares_mode_members_are_refused():

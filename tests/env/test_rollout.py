@@ -11,6 +11,7 @@ import torch
 
 from finpod.env import EnvConfig, Rollout, rollout, score
 from finpod.errors import FinpodError
+from finpod.scores import SCORE_LIMIT
 
 from .markets import make_market
 
@@ -97,3 +98,26 @@ def test_sharpe_score_annualizes_by_bar_size(result):
         assert math.isfinite(score(res, name))
     with pytest.raises(FinpodError, match="unknown score"):
         score(res, "alpha")
+
+
+def test_sortino_and_calmar_scores_match_hand_computed_answers(result):
+    # Five daily returns, worked by hand (risk-free rate 0, 252 bars a year):
+    # Sortino = mean · 252 / (√(mean(min(r, 0)²)) · √252) = 0.006 · 252 / (0.01 · √252);
+    # Calmar = annual compound return / max drawdown, the drawdown 1.01 → 0.9898 = 2 %.
+    from dataclasses import replace
+
+    res, _ = result
+    r = [0.01, -0.02, 0.03, -0.01, 0.02]
+    known = replace(res, returns=pd.Series(r, index=res.returns.index[:5]), annualization=252.0)
+    sortino = 0.006 * 252 / (0.01 * math.sqrt(252))
+    assert sortino == pytest.approx(9.524704719832526, rel=1e-12)
+    assert score(known, "sortino") == pytest.approx(sortino, rel=1e-9)
+    growth = 1.01 * 0.98 * 1.03 * 0.99 * 1.02
+    calmar = (growth ** (252 / 5) - 1) / 0.02
+    assert score(known, "calmar") == pytest.approx(calmar, rel=1e-9)
+    # With 390 × 252 bars a year the Sortino scales by √390.
+    assert score(known, "sortino", bar="1min") == pytest.approx(sortino * math.sqrt(390), rel=1e-9)
+    # No losing bar: an infinite Sortino is clipped to SCORE_LIMIT, an undefined Calmar
+    # (no drawdown) scores 0.0.
+    up = replace(known, returns=known.returns.abs())
+    assert score(up, "sortino") == SCORE_LIMIT and score(up, "calmar") == 0.0

@@ -139,3 +139,70 @@ def test_a_pod_of_its_own_reports_sps_learning_rate_turnover_and_costs(tiny_data
     assert scored["turnover"] > 0
     assert rows[("validation", "turnover")] == pytest.approx(scored["turnover"], rel=1e-9)
     assert rows[("validation", "costs")] == pytest.approx(scored["costs"], rel=1e-9)
+
+
+def test_each_member_logs_its_own_row_of_the_population_statistics(tiny_dataset):
+    """Member k's train rows are row k of what the population's ``learn`` returned, and its
+    validation rows are the scores of its own account. The reference is the same
+    population trained again here from the same seeds, hyperparameters and env."""
+    import math
+
+    import pandas as pd
+    import torch
+
+    from finpod.agents.base import build_hparams
+    from finpod.agents.populations import make_population
+    from finpod.agents.ppo import PPOParams
+    from finpod.data import load_split
+    from finpod.data.market import periods_per_year
+    from finpod.env import EnvConfig, VecTradingEnv
+    from finpod.scores import score_returns
+    from finpod.tournament.generator import PodSpec
+    from finpod.tournament.members import ENV_SEED_OFFSET, PopulationTrainer, member_returns
+    from finpod.tournament.pod import Pod
+
+    pod = Pod(
+        load_split(tiny_dataset, "train"),
+        load_split(tiny_dataset, "validation"),
+        EnvConfig(episode_length=40),
+    )
+    base = {"horizon": 16, "minibatch_size": 64, "update_epochs": 2, "actor_hidden": [8]}
+    base["critic_hidden"] = [8]
+    lrs = (3e-3, 1e-4, 1e-3)
+    specs = [
+        PodSpec(
+            pod_id=f"m{k}",
+            algorithm="ppo",
+            hparams={**base, "learning_rate": lr, "ent_coef": 0.01 * k},
+            seed=5 + k,
+            steps=64,
+            epochs=1,
+            num_envs=4,
+            num_learners=1,
+        )
+        for k, lr in enumerate(lrs)
+    ]
+    results = PopulationTrainer(pod).train(specs, [None] * 3)
+
+    lead, config = specs[0], pod.env_config_for(specs[0])
+    seed = lead.seed + ENV_SEED_OFFSET
+    torch.manual_seed(lead.seed)
+    env = VecTradingEnv(pod.train_market, config, num_envs=12, seed=seed, random_start=True)
+    env.reset(seed=seed)
+    hps = [build_hparams(PPOParams, s.hparams) for s in specs]
+    population = make_population("ppo", hps, env.obs_dim, env.action_dim, "cpu", [5, 6, 7])
+    stats = population.learn(env, 64)
+    rets = member_returns(
+        lambda obs: population.act(obs, deterministic=True), pod.valid_market, config, 3, "cpu"
+    )
+    index = pd.DatetimeIndex(pod.valid_market.timestamps[1:]).tz_convert(None)
+    ann = float(pod.valid_market.annualization) or periods_per_year(pod.valid_market.bar)
+    assert len({float(stats["policy_loss"][k]) for k in range(3)}) == 3  # rows differ
+    for k, result in enumerate(results):
+        rows = {(split, m): v for _, _, split, m, v in result.metrics}
+        for key, value in stats.items():
+            got, want = rows[("train", key)], float(value[k])
+            assert got == want or (math.isnan(got) and math.isnan(want)), (k, key, got, want)
+        assert rows[("train", "learning_rate")] == lrs[k]
+        score = score_returns(pd.Series(rets[k], index=index), "sharpe", ann)
+        assert rows[("validation", "sharpe")] == pytest.approx(score, rel=1e-9), k

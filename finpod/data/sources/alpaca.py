@@ -17,7 +17,8 @@ through the official ``alpaca-py`` SDK (``StockHistoricalDataClient`` + ``StockB
   to ``data/cache/alpaca/`` as Parquet (atomically), empty chunks too. The cache is the
   resume state: a rerun after an interruption requests only the chunks not there. Today's
   (partial) day is never cached.
-- Bars keep Alpaca's label: ``t`` is the bar's start, in UTC. The long table
+- Bars keep Alpaca's label: ``t`` is the bar's start, in UTC (cached so; the long table
+  writes the same instant in New York time). The long table
   (``timestamp, tic, open, high, low, close, volume``) then goes through the same cleaning,
   benchmark alignment and splits as the ``files`` source (:func:`clean_vendor_bars`).
 """
@@ -213,10 +214,16 @@ def fetch_bars(
 
 
 def long_table(cached: pd.DataFrame) -> pd.DataFrame:
-    """Alpaca's bar fields → the long table the ``files`` source reads (UTC bar starts)."""
+    """Alpaca's bar fields → the long table the ``files`` source reads (bar starts, New York).
+
+    The instants are Alpaca's (UTC); they are written in New York time because the cleaner
+    reads a stamp at midnight on its own clock as a date: in winter the extended-hours bar
+    of 19:00 New York is 00:00 UTC, and would be refused as a daily row beside minute bars.
+    """
+    utc = pd.DatetimeIndex(cached["t"].to_numpy(dtype="int64")).tz_localize("UTC")
     return pd.DataFrame(
         {
-            "timestamp": pd.DatetimeIndex(cached["t"].to_numpy(dtype="int64")).tz_localize("UTC"),
+            "timestamp": utc.tz_convert(TZ),
             "tic": cached["symbol"].astype(str).to_numpy(),
             "open": cached["o"].to_numpy(),
             "high": cached["h"].to_numpy(),
