@@ -174,7 +174,7 @@ def _train_and_record(
         updates=result.best_updates,
     )
     Leaderboard.single(run_dir, entry, spec.score, result.candidates_evaluated)
-    RunDir(run_dir).record_learning(pod_id, result.best_env_steps, result.best_updates)
+    RunDir(run_dir).record_learning(entry)
     if log is not None:
         log(
             f"done in {time.perf_counter() - started:.0f} s: best validation {spec.score} "

@@ -37,6 +37,7 @@ from typing import Any
 
 from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
+from finpod.runs.leaderboard import Entry
 from finpod.runs.metrics import (
     CURVES_FILE,
     METRICS_FILE,
@@ -290,14 +291,16 @@ class RunDir:
         atomic_write_json(self.path / RUN_FILE, info)
         return record
 
-    def record_learning(self, pod_id: str, env_steps: int, updates: int) -> dict[str, Any]:
+    def record_learning(self, best: Entry | None) -> dict[str, Any] | None:
         """Store ``run.json``'s ``learning``: the env steps and gradient steps behind the
-        selected (best on validation) agent, and their ratio. Returns the record."""
-        ratio = updates / env_steps if env_steps > 0 and updates > 0 else None
+        best entry on validation, and their ratio. Returns the record (None: no entry)."""
+        if best is None:
+            return None
+        ratio = best.updates_per_env_step
         record = {
-            "selected": pod_id,
-            "env_steps": int(env_steps),
-            "updates": int(updates),
+            "selected": best.pod_id,
+            "env_steps": int(best.env_steps),
+            "updates": int(best.updates),
             "updates_per_env_step": None if ratio is None else float(f"{ratio:.6g}"),
         }
         info = self.info()

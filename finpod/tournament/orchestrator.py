@@ -239,14 +239,10 @@ class Orchestrator:
     def run(self) -> Summary:
         """Train until the budget is spent and every running pod has reported."""
         self.clock.start()
+        cap = "" if self.config.time_cap is None else f"capped at {self.config.time_cap:g}s "
         self.run_dir.log(
-            f"tournament {self.config.mode} budget {self.config.budget} "
-            + (
-                f"capped at {self.config.time_cap:g}s of wall time "
-                if self.config.time_cap is not None
-                else ""
-            )
-            + f"({self.board.candidates_evaluated} candidates so far)"
+            f"tournament {self.config.mode} budget {self.config.budget} {cap}"
+            f"({self.board.candidates_evaluated} candidates so far)"
         )
         self._publish()
         if self.config.pods is not None:
@@ -261,9 +257,7 @@ class Orchestrator:
             self.summary.throughput = self.run_dir.record_throughput(
                 self.board.progress.env_steps, self.board.progress.wall_s
             )
-            if self.board.entries:
-                top = self.board.entries[0]
-                self.run_dir.record_learning(top.pod_id, top.env_steps, top.updates)
+            self.run_dir.record_learning(self.board.best())
             self.actors.drop_all()
             self.actors.request(0)
             self._plot()
