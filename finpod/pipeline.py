@@ -169,15 +169,15 @@ def backtest_and_report(
     from finpod.runs import find_run
 
     run_path = find_run(run_dir, runs)
-    agent = resolve_agent(run_path, agent)
+    name = resolve_agent(run_path, agent)
     result = run_backtest(
         run_path,
-        agent=agent,
+        agent=agent,  # as asked: the report says "selected on validation" when it was
         data_dir=data_dir,
         device=pick_device(device),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
     )
-    report_dir = report_folder(reports, result.run_id, agent)
+    report_dir = report_folder(reports, result.run_id, name)
     result.save(report_dir)
     html = Path(result.to_html(report_dir / "tearsheet.html"))
     _emit(on_event, "report", path=html)

@@ -18,6 +18,7 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.agents import (
     Policy,
+    agent_description,
     ensemble_policy,
     is_ensemble,
     load_agents,
@@ -175,9 +176,10 @@ def run_backtest(
     Args:
         run_dir: a run directory written by ``finpod train`` (run.json, leaderboard.json,
             checkpoints/).
-        agent: ``"selected"`` (what the run selected on validation, :func:`resolve_agent`),
-            ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
-            the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
+        agent: one of :data:`~finpod.backtest.agents.AGENT_CHOICES`: ``"selected"``
+            (what the run selected on validation, :func:`resolve_agent`), ``"best"`` (the
+            top leaderboard entry), ``"top-k"`` (average the actions of the top
+            :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
             ``"ensemble-N"``: the leaderboard ensemble, the mean of the top entries' target
             weights, each member with its own recorded env settings for what shapes its
             target and the best entry's for the orders (:mod:`finpod.env.ensemble`).
@@ -193,6 +195,7 @@ def run_backtest(
 
     run_dir = Path(run_dir)
     device = torch.device(device)
+    was_selected = agent.strip().lower() == "selected"
     agent = resolve_agent(run_dir, agent)
     k = parse_agent(agent)
     run_meta = read_run_info(run_dir)
@@ -237,6 +240,7 @@ def run_backtest(
     selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
+    ensemble_scored = False
     selected_id = chosen[0].get("pod_id")
     policy: Policy = ensemble_policy(agents)
     if ensemble:
@@ -250,21 +254,23 @@ def run_backtest(
             )
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
-        label = f"ensemble of the top {len(chosen)} (mean target weights)"
+        label = agent_description(agent, len(chosen))
         record = board.get("ensemble") or {}
         if record.get("members") == [e.get("pod_id") for e in chosen]:
             # The run scored this very ensemble on validation: it is the candidate selected.
             selected_id = record.get("id")
+            ensemble_scored = True
             if score_name == "sharpe":
                 selected_sharpe = record.get("score")
         else:
             label += "; not a validation candidate of the run"
-    elif k == 1:
-        label = "best"
     else:
-        label = f"top-{len(chosen)} ensemble (mean action)"
+        label = agent_description(agent, len(chosen))
+    if was_selected:
+        label = f"selected on validation: {label}"
     info = {
         "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
+        "agent_name": agent,
         "pod_ids": [e.get("pod_id") for e in chosen],
         "algorithms": [e.get("algorithm") for e in chosen],
         "score_name": score_name,
@@ -311,9 +317,31 @@ def run_backtest(
         disclosures=disclosures,
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
-    if k > 1:
-        result.statistics["dsr_note"] = (
-            f"DSR of the best candidate ({chosen[0].get('pod_id')}); the backtest trades the "
-            f"mean action of the top {len(chosen)}"
-        )
+    whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)
+    if whose:
+        why = result.statistics.get("dsr_note")
+        result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose
     return result
+
+
+def dsr_note(agent: str, pod_ids: list[str], ensemble_scored: bool = False) -> str | None:
+    """Whose Deflated Sharpe the report shows when the backtest trades more than one
+    entry, and what it trades; None for ``best`` (the DSR is plainly its own).
+
+    ``ensemble_scored``: the run scored this very ensemble on validation, so the DSR is
+    the ensemble's own; otherwise it is the best entry's (``pod_ids[0]``).
+    """
+    if len(pod_ids) <= 1 and not is_ensemble(agent):
+        return None
+    k = len(pod_ids)
+    if is_ensemble(agent):
+        trades = f"the backtest trades the mean target weights of the top {k}"
+        if ensemble_scored:
+            return f"the ensemble's own DSR (a validation candidate of the run); {trades}"
+        return (
+            f"DSR of the best entry ({pod_ids[0]}): the run did not score this ensemble on "
+            f"validation; {trades}"
+        )
+    return (
+        f"DSR of the best entry ({pod_ids[0]}); the backtest trades the mean action of the top {k}"
+    )
