@@ -224,7 +224,9 @@ def train_agent(
     With ``resume`` (a run directory, or a run id under ``out``) the run's own strategy,
     dataset and ``checkpoints/last.safetensors`` are used and training continues where the
     last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
-    ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``.
+    ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``;
+    ``on_event("run", run_dir=, total_steps=)`` comes first, with ``resumed_from=`` (the
+    env steps of the checkpoint training continues from) when resuming.
     """
     from finpod.agent_run import train_single_agent
 
@@ -239,7 +241,9 @@ def train_agent(
         resume=resume,
         progress=progress,
         log=None if on_event is None else (lambda line: _emit(on_event, "log", line=line)),
-        on_run=None if on_event is None else (lambda path: _emit(on_event, "run", run_dir=path)),
+        on_run=None
+        if on_event is None
+        else (lambda path, **about: _emit(on_event, "run", run_dir=path, **about)),
     )
 
 

@@ -5,7 +5,8 @@ Each verb lives in its own module and registers itself on :data:`app`. User erro
 missing argument, a bad option value) and errors of the machine or the input's bytes (a
 path that cannot be read or written, text that is not UTF-8, a number that is not finite)
 print one red line with what to do and exit 1; a traceback is shown only with ``--debug``.
-Ctrl-C during training names the run and the ``--resume`` that continues it. ``finpod`` alone prints the help.
+Ctrl-C during training names the run and the ``--resume`` that continues it (or says that
+nothing can be resumed before the first checkpoint). ``finpod`` alone prints the help.
 """
 
 from __future__ import annotations
@@ -124,9 +125,22 @@ def note_run_dir(run_dir: object) -> None:
 
 
 def _interrupted() -> None:
-    run_dir = _state.get("run_dir")
-    hint = f"; continue with: finpod train --resume {run_dir}" if run_dir else ""
-    err_console.print(f"[bold red]interrupted[/]{hint}", highlight=False, soft_wrap=True)
+    err_console.print(interrupted_line(_state.get("run_dir")), highlight=False, soft_wrap=True)
+
+
+def interrupted_line(run_dir: object) -> str:
+    """What Ctrl-C during training says: the ``--resume`` that continues the run once
+    it has a checkpoint to continue from, or that nothing can be resumed yet."""
+    if not run_dir:
+        return "[bold red]interrupted[/]"
+    from finpod.runs import RunDir
+
+    if RunDir(run_dir).checkpoint("last").is_file():
+        return f"[bold red]interrupted[/]; continue with: finpod train --resume {run_dir}"
+    return (
+        f"[bold red]interrupted[/] before the first checkpoint of {run_dir}: nothing can be "
+        "resumed yet (start the training again)"
+    )
 
 
 def environment_error_line(err: BaseException) -> str | None:
