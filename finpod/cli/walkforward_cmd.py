@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
                 on_progress=lambda done, total: bar.update(task, completed=done, total=total),
                 log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True),
             )
-        table = Table(title="Walk-forward folds (backtest windows)")
+        table = Table(title="Walk-forward folds (backtest windows; Sharpe annualized)")
         for col in (
             "fold",
             "backtest from",
