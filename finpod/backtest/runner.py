@@ -101,8 +101,8 @@ def backtest_market(
     run's candidates, N, ...); without it the statistics are the PSR of the agent's returns
     and ``num_trials``. ``disclosures`` are sentences the report shows (survivorship, index,
     dataset). ``on_rollout(name)`` is called after
-    each rollout (the agent, then each benchmark), e.g. to advance a progress bar over
-    ``1 + len(BENCHMARKS)`` steps.
+    each rollout (the agent, the reference, then each benchmark), e.g. to advance a
+    progress bar over ``len(ROLLOUTS)`` steps (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
     """
     from finpod.env import rollout
 
@@ -186,7 +186,8 @@ def run_backtest(
         data_dir: dataset directory; default the one recorded in run.json (its content hash
             must match the run's).
         device: where the rollout runs.
-        on_rollout: called with a name after each of the ``1 + len(BENCHMARKS)`` rollouts.
+        on_rollout: called with a name after each of the ``len(ROLLOUTS)`` rollouts
+            (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.

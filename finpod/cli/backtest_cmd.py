@@ -20,20 +20,12 @@ console = Console()
 
 
 def _print_metrics(result) -> None:
-    from rich.table import Table
-
     from finpod.backtest.labels import format_metric, metric_label
+    from finpod.cli.tables import print_metrics
 
     agent = (result.info or {}).get("agent")
     title = f"backtest of {result.run_id}" + (f", agent {agent}" if agent else "")
-    table = Table(title=escape(title), show_lines=False)
-    table.add_column("metric")
-    for col in result.metrics.columns:
-        table.add_column(str(col), justify="right")
-    for name, row in result.metrics.iterrows():
-        label = escape(metric_label(str(name)))  # labels hold [brackets]
-        table.add_row(label, *[format_metric(str(name), v) for v in row])
-    console.print(table)
+    print_metrics(console, title, result.metrics, metric_label, format_metric)
 
 
 def _print_statistics(result) -> None:
@@ -78,7 +70,7 @@ def show_backtest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from finpod.backtest.agents import resolve_agent
-    from finpod.backtest.benchmarks import BENCHMARKS
+    from finpod.backtest.benchmarks import ROLLOUTS
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
     from finpod.runs import find_run
 
@@ -87,7 +79,7 @@ def show_backtest(
     check_writable(report_folder(out, run_path.name, resolve_agent(run_path, agent)))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
+        task = progress.add_task("rollouts on the backtest split", total=len(ROLLOUTS))
 
         def on_event(kind: str, payload: dict) -> None:
             if kind == "rollout":

@@ -73,12 +73,15 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--pods",
                 help='Tournament: "auto" (what the cluster fits) or the most pods at once.',
+                show_default="the strategy's [tournament] pods",
             ),
         ] = None,
         budget: Annotated[
             str | None,
             typer.Option(
-                "--budget", help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".'
+                "--budget",
+                help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".',
+                show_default="the strategy's [tournament] budget",
             ),
         ] = None,
         address: Annotated[

@@ -308,3 +308,12 @@ def test_the_dsr_note_names_whose_dsr_and_what_the_backtest_trades():
     assert "ensemble's own DSR" in own and "mean target weights of the top 3" in own
     other = dsr_note("ensemble-2", ["p0", "p1"], ensemble_scored=False)
     assert "best entry (p0)" in other and "did not score this ensemble" in other
+
+
+def test_the_backtest_progress_total_counts_every_rollout(run_dir, splits, monkeypatch):
+    from finpod.backtest.benchmarks import ROLLOUTS
+
+    FakeDataset(splits).install(monkeypatch)
+    seen: list[str] = []
+    run_backtest(run_dir, on_rollout=seen.append)
+    assert seen == list(ROLLOUTS)  # the bar's total: it ends at 5/5, not 5/4
