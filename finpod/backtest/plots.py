@@ -19,6 +19,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
+from finpod.backtest.plot_style import (
+    color_of,
+    dollar_formatter,
+    legend_below,
+    legend_outside,
+    line_style,
+)
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -39,45 +46,6 @@ def _pyfolio_plotting():
         warnings.simplefilter("ignore")
         import pyfolio.plotting as pp
     return pp
-
-
-#: One colour per strategy in every panel (the agent never in another's colour).
-STRATEGY_COLORS = {
-    "agent": "#1f77b4",
-    "index": "#7f7f7f",
-    m.REFERENCE: "#2ca02c",
-    "equal_weight_buy_hold": "#ff7f0e",
-    "equal_weight_daily": "#9467bd",
-    "momentum": "#8c564b",
-}
-_OTHER_COLORS = ("#e377c2", "#bcbd22", "#17becf", "#d62728")
-
-
-def color_of(name: str) -> str:
-    """The colour of strategy ``name``, the same in every panel."""
-    if name in STRATEGY_COLORS:
-        return STRATEGY_COLORS[name]
-    return _OTHER_COLORS[sum(map(ord, name)) % len(_OTHER_COLORS)]
-
-
-def _line_style(name: str) -> dict:
-    return {"color": color_of(name), "lw": 2.0 if name == "agent" else 1.0}
-
-
-def legend_outside(ax, fontsize: int = 7) -> None:
-    """The legend to the right of the axes, never over the data."""
-    ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-
-
-def legend_below(ax, fontsize: int = 7, ncol: int = 3) -> None:
-    """The legend under the axes (panels side by side have no room to their right)."""
-    ax.legend(
-        fontsize=fontsize,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.22),
-        ncol=ncol,
-        borderaxespad=0.0,
-    )
 
 
 def column_label(name: str) -> str:
@@ -125,7 +93,7 @@ def active_panel(result: BacktestResult) -> Callable[[Figure], None]:
             if name not in ("agent", m.REFERENCE, "index"):
                 continue
             vol = col.rolling(window).std() * np.sqrt(result.bars_per_year) * 100.0
-            ax2.plot(vol.index, vol.values, label=str(name), **_line_style(str(name)))
+            ax2.plot(vol.index, vol.values, label=str(name), **line_style(str(name)))
         ax2.set_ylabel("annualized volatility (%)")
         ax2.set_title(f"Rolling volatility ({window} bars)")
         legend_below(ax2)
@@ -155,7 +123,7 @@ def turnover_panel(result: BacktestResult) -> Callable[[Figure], None]:
                 traded.iloc[0] = 0.0  # the initial purchase
             ratio = traded / value.reindex(traded.index).astype("float64")
             annual = ratio.rolling(window).mean() * result.bars_per_year
-            ax.plot(annual.index, annual.values, label=str(name), **_line_style(str(name)))
+            ax.plot(annual.index, annual.values, label=str(name), **line_style(str(name)))
         excluded = "excluding the initial purchase" if in_cash else "started invested"
         ax.set_title(f"Turnover over time ({window}-bar mean, × capital / year; {excluded})")
         legend_outside(ax)
@@ -170,7 +138,7 @@ def equity_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax = fig.add_subplot()
         for name, col in result.all_returns.items():
             equity = (1.0 + col.fillna(0.0)).cumprod() * result.initial_capital
-            ax.plot(equity.index, equity.values, label=str(name), **_line_style(str(name)))
+            ax.plot(equity.index, equity.values, label=str(name), **line_style(str(name)))
         ax.set_ylabel("account value")
         ax.yaxis.set_major_formatter(dollar_formatter())
         ax.set_title("Equity curve (same capital, costs and fills for every strategy)")
@@ -179,21 +147,6 @@ def equity_panel(result: BacktestResult) -> Callable[[Figure], None]:
         _date_axis(ax, result)
 
     return draw
-
-
-def dollar_formatter():
-    """Dollars written whole on an axis (``$1.25M``, ``$980k``), never as an offset
-    (``1e6``) the reader has to apply."""
-    from matplotlib.ticker import FuncFormatter
-
-    def fmt(value: float, _pos: int) -> str:
-        if abs(value) >= 1e6:
-            return f"${value / 1e6:,.2f}M"
-        if abs(value) >= 1e3:
-            return f"${value / 1e3:,.0f}k"
-        return f"${value:,.0f}"
-
-    return FuncFormatter(fmt)
 
 
 def drawdown_panel(result: BacktestResult) -> Callable[[Figure], None]:
@@ -246,7 +199,7 @@ def rolling_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax1, ax2 = fig.subplots(1, 2)
         for name, col in result.all_returns.items():
             rs = m.rolling_sharpe(col, window, result.bars_per_year)
-            ax1.plot(rs.index, rs.values, label=str(name), **_line_style(str(name)))
+            ax1.plot(rs.index, rs.values, label=str(name), **line_style(str(name)))
         ax1.axhline(0.0, color="k", lw=0.5)
         ax1.set_title(f"Rolling Sharpe ({window} bars, annualized)")
         legend_below(ax1)
@@ -256,7 +209,7 @@ def rolling_panel(result: BacktestResult) -> Callable[[Figure], None]:
                 if name == "index":
                     continue
                 rb = m.rolling_beta(col, bench, window)
-                ax2.plot(rb.index, rb.values, label=str(name), **_line_style(str(name)))
+                ax2.plot(rb.index, rb.values, label=str(name), **line_style(str(name)))
             ax2.axhline(1.0, color=color_of("index"), lw=1.0, ls="--", label="index (β = 1)")
             ax2.set_title(f"Rolling beta to the index ({window} bars)")
             legend_below(ax2)
@@ -392,7 +345,7 @@ def active_risk_panel(result: BacktestResult) -> Callable[[Figure], None] | None
         window = _window(result)
         ax1, ax2 = fig.subplots(1, 2)
         ir = m.rolling_information_ratio(result.returns, reference, window, result.bars_per_year)
-        ax1.plot(ir.index, ir.values, label="agent", **_line_style("agent"))
+        ax1.plot(ir.index, ir.values, label="agent", **line_style("agent"))
         ax1.axhline(0.0, color=color_of(m.REFERENCE), lw=1.0, ls="--", label="reference (0)")
         ax1.set_title(f"Rolling information ratio vs the reference ({window} bars)")
         legend_below(ax1)

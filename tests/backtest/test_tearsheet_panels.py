@@ -15,9 +15,8 @@ from matplotlib.transforms import Bbox
 
 from finpod.backtest import backtest_market
 from finpod.backtest import metrics as m
+from finpod.backtest.plot_style import color_of, dollar_formatter
 from finpod.backtest.plots import (
-    color_of,
-    dollar_formatter,
     equity_panel,
     monthly_panel,
     rolling_panel,
