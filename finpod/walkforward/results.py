@@ -168,10 +168,11 @@ def summarize(
     stitched_parts, seed_parts = [], {f"seed-{s}": [] for s in seeds}
     fold_rows, seed_rows, sel_rows = [], [], []
     windows = folds_frame(folds).set_index("fold")
-    recs_by_fold: dict[int, dict[int, dict[str, Any]]] = {}
+    recs_by_fold: dict[int, dict[int, dict[str, Any]]] = {}  # fold → seed → its record
+    winner_of: dict[int, int] = {}  # fold → its winner seed
     for f, rec in zip(folds, fold_recs, strict=True):
         recs = {r["seed"]: r for r in rec["_records"]}
-        recs_by_fold[f.index] = {**recs, "_winner": rec["winner_seed"]}
+        recs_by_fold[f.index], winner_of[f.index] = recs, rec["winner_seed"]
         win = recs[rec["winner_seed"]]
         part = win["returns"].copy()
         part["fold"] = f.index
@@ -272,25 +273,18 @@ def summarize(
         out.update(fold_weighted_metrics(per_fold))
         return out
 
-    by_fold = [recs_by_fold[f.index] for f in folds]  # each fold's seed records
-
-    def fold_metrics(seed_of, column: str) -> list[tuple[int, dict[str, float]]]:
-        """(bars, metrics of ``column``) of each fold's backtest by seed ``seed_of(recs)``."""
-        return [
-            (len(r[seed_of(r)]["returns"]), r[seed_of(r)]["metrics"].get(column, {}))
-            for r in by_fold
-        ]
+    def fold_metrics(seed_of: dict[int, int], column: str) -> list[tuple[int, dict]]:
+        """(bars, metrics of ``column``) of each fold's backtest by seed ``seed_of[fold]``."""
+        records = [recs_by_fold[f.index][seed_of[f.index]] for f in folds]
+        return [(len(r["returns"]), r["metrics"].get(column, {})) for r in records]
 
     metrics = pd.DataFrame(
-        {
-            c: stitched_metrics(c, stitched[c], fold_metrics(lambda r: r["_winner"], c))
-            for c in strategies
-        }
+        {c: stitched_metrics(c, stitched[c], fold_metrics(winner_of, c)) for c in strategies}
         | {
             f"seed-{s}": stitched_metrics(
                 f"seed-{s}",
                 seed_returns[f"seed-{s}"],
-                fold_metrics(lambda r, s=s: s, AGENT),
+                fold_metrics(dict.fromkeys(winner_of, s), AGENT),
             )
             for s in seeds
         }
@@ -336,9 +330,9 @@ def summarize(
     trained = sorted(
         {
             int(r["env_steps"])
-            for f in recs_by_fold.values()
-            for k, r in f.items()
-            if k != "_winner" and r.get("env_steps") is not None
+            for recs in recs_by_fold.values()
+            for r in recs.values()
+            if r.get("env_steps") is not None
         }
     )
     summary = store.json_safe(
