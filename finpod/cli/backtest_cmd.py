@@ -140,10 +140,14 @@ def saved_report_folder(
 
     run_id = Path(run).name
     if agent.strip().lower() == "selected":
-        try:
-            name = resolve_agent(find_run(run, runs), agent)
-        except FinpodError:
-            name = _only_saved_agent(run, out)
+        name = None
+        for candidate in dict.fromkeys((str(run), run_id)):  # a reports/<run> path: its id
+            try:
+                name = resolve_agent(find_run(candidate, runs), agent)
+                break
+            except FinpodError:
+                continue
+        name = name or _only_saved_agent(run, out)
     else:
         name = canonical_agent(agent)
     for given in (Path(run), Path(out) / run_id):

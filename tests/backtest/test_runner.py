@@ -291,8 +291,16 @@ def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
     assert "ensemble's own DSR" in note and "mean target weights of the top 2" in note
     assert "mean action" not in note and "best candidate" not in note
     (folder / "tearsheet.html").unlink()
-    for args in ([], ["--agent", "selected"], ["--agent", "ensemble-2"]):
-        res = cli.invoke(app, ["report", str(run_dir), "--out", str(out), *args])
+    monkeypatch.chdir(tmp_path)  # runs/<id> is looked up from here, as a user's shell does
+    (tmp_path / "runs").mkdir()
+    run_dir.rename(tmp_path / "runs" / "run-test")
+    for run, args in (
+        ("run-test", []),
+        ("run-test", ["--agent", "selected"]),
+        (str(out / "run-test"), []),  # a reports/<run> folder
+        ("run-test", ["--agent", "ensemble-2"]),
+    ):
+        res = cli.invoke(app, ["report", run, "--out", str(out), *args])
         assert res.exit_code == 0, res.output
         assert (folder / "tearsheet.html").is_file()
         (folder / "tearsheet.html").unlink()
