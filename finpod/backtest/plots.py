@@ -276,17 +276,34 @@ def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
         for ax, split in zip(axes, splits, strict=False):
             sub = curves if split is None else curves[curves["split"] == split]
             preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")
-            present = set(sub["metric"])
+            # A metric with values (no episode ended in a short run: episode_return is NaN).
+            values = pd.to_numeric(sub["value"], errors="coerce")
+            present = set(sub.loc[np.isfinite(values), "metric"])
             metric = next((p for p in preferred if p in present), sub["metric"].iloc[0])
-            sub = sub[sub["metric"] == metric]
+            sub = sub[(sub["metric"] == metric) & np.isfinite(values)]
+            points = sub.groupby("pod_id").size()
+            few = int(points.max()) <= 12 if len(points) else False
             for pod, g in sub.groupby("pod_id"):
                 g = g.sort_values("env_steps")
-                ax.plot(g["env_steps"], g["value"], lw=1, label=str(pod))
+                # A pod scored only a few times: its points marked, not a line that hides them.
+                ax.plot(
+                    g["env_steps"],
+                    g["value"],
+                    lw=1,
+                    marker="o" if few else None,
+                    ms=3,
+                    label=str(pod),
+                )
             ax.set_xlabel("env steps")
-            ax.set_title(f"{split or ''} {metric} per pod".strip())
+            count = (
+                f"{int(points.min())}"
+                if points.min() == points.max()
+                else (f"{int(points.min())}–{int(points.max())}")
+            )
+            ax.set_title(f"{split or ''} {metric} per pod ({count} points each)".strip())
             ax.grid(alpha=0.3)
             if sub["pod_id"].nunique() <= 12:
-                ax.legend(fontsize=6)
+                legend_outside(ax, fontsize=6)
 
     return draw
 

@@ -149,3 +149,28 @@ def test_the_tearsheet_shows_the_distribution_and_active_risk(result, tmp_path):
         "Max active drawdown",
     ):
         assert words in page, words
+
+
+def test_learning_curves_mark_few_points_and_skip_metrics_without_values(result):
+    import dataclasses
+
+    from finpod.backtest.plots import learning_panel
+
+    rows = []
+    for pod in ("p0", "p1"):
+        for steps in (1000, 2000):  # two evaluations per pod, as a short tournament scores
+            rows += [
+                {"pod_id": pod, "env_steps": steps, "split": "train", "metric": "episode_return",
+                 "value": float("nan")},
+                {"pod_id": pod, "env_steps": steps, "split": "train", "metric": "reward_mean",
+                 "value": 0.1},
+                {"pod_id": pod, "env_steps": steps, "split": "validation", "metric": "sharpe",
+                 "value": 1.0},
+            ]  # fmt: skip
+    curves = dataclasses.replace(result, learning_curves=pd.DataFrame(rows))
+    fig = _drawn(learning_panel(curves))
+    train, valid = fig.axes
+    assert train.get_title() == "train reward_mean per pod (2 points each)"
+    assert valid.get_title() == "validation sharpe per pod (2 points each)"
+    assert all(line.get_marker() == "o" for line in valid.get_lines())
+    _legend_clear_of_its_axes(fig)
