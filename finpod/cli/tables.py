@@ -17,6 +17,18 @@ from rich.measure import Measurement
 from rich.table import Table
 
 
+def _is_number(text: str) -> bool:
+    """Whether a cell reads as a number (``-1.25 %``, ``$1,000``, ``12.3``, ``–``)."""
+    core = text.replace(",", "").replace("%", "").replace("$", "").replace("+", "").strip()
+    if core in ("–", "—", "-", ""):
+        return True
+    try:
+        float(core)
+    except ValueError:
+        return False
+    return True
+
+
 def fits(console: Console, table: Table) -> bool:
     """Whether ``table`` prints within ``console``'s width without wrapping a cell."""
     # Measured without the console's width, which would clamp the measurement to it.
@@ -31,13 +43,14 @@ def print_table(
     rows: Sequence[Sequence[str]],
     long_form: Callable[[], list[tuple[str, list[tuple[str, str]]]]],
 ) -> None:
-    """Print ``rows`` under ``header`` as a table (first column left-aligned, the others
-    right-aligned, no cell wrapped or cut) when it fits; else ``long_form()``: blocks of
+    """Print ``rows`` under ``header`` as a table (numbers right-aligned, text left, no
+    cell wrapped or cut) when it fits; else ``long_form()``: blocks of
     ``(heading, [(name, value), ...])``, one name and value per line, names aligned.
     ``title``, ``header`` and cells are plain text (not rich markup)."""
     table = Table(title=escape(title), show_lines=False)
     for i, name in enumerate(header):
-        table.add_column(escape(name), justify="left" if i == 0 else "right", no_wrap=True)
+        numbers = i > 0 and all(_is_number(str(row[i])) for row in rows)
+        table.add_column(escape(name), justify="right" if numbers else "left", no_wrap=True)
     for row in rows:
         table.add_row(*[escape(str(cell)) for cell in row])
     if fits(console, table):
