@@ -41,12 +41,14 @@ def train_single_agent(
     resume: str | Path | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
-    on_run: Callable[[Path], None] | None = None,
+    on_run: Callable[..., None] | None = None,
 ) -> Path:
     """Train the strategy's agent (or continue run ``resume``); returns the run directory.
 
     See :func:`finpod.pipeline.train_agent` for the arguments; ``on_run(run_dir)`` is
-    called once the run directory is known, before training starts.
+    called once the run directory is known, before training starts; a resumed run's as
+    ``on_run(run_dir, resumed_from=N, total_steps=T)`` (N: the env steps of its last
+    checkpoint, T: the steps it trains to).
     """
     import torch
 
@@ -97,8 +99,6 @@ def train_single_agent(
                 f"run {run_dir.name} has no checkpoint to resume from yet",
                 "start it again without --resume",
             )
-        if on_run is not None:
-            on_run(run_dir)
         agent = load_checkpoint(last, dev)
         if agent.algorithm != strategy.algorithm:
             raise FinpodError(
@@ -106,6 +106,8 @@ def train_single_agent(
                 f"{strategy.algorithm}",
                 "the run directory was modified; start a new run",
             )
+        if on_run is not None:
+            on_run(run_dir, resumed_from=int(agent.env_steps), total_steps=spec.total_steps)
         return _train_and_record(
             agent, env, strategy, valid_market, env_config, run_dir, progress, log
         )
@@ -131,7 +133,7 @@ def train_single_agent(
         extra={"device": str(dev)},
     )
     if on_run is not None:
-        on_run(run_dir)
+        on_run(run_dir, total_steps=spec.total_steps)
     return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
 
 

@@ -169,15 +169,15 @@ def backtest_and_report(
     from finpod.runs import find_run
 
     run_path = find_run(run_dir, runs)
-    agent = resolve_agent(run_path, agent)
+    name = resolve_agent(run_path, agent)
     result = run_backtest(
         run_path,
-        agent=agent,
+        agent=agent,  # as asked: the report says "selected on validation" when it was
         data_dir=data_dir,
         device=pick_device(device),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
     )
-    report_dir = report_folder(reports, result.run_id, agent)
+    report_dir = report_folder(reports, result.run_id, name)
     result.save(report_dir)
     html = Path(result.to_html(report_dir / "tearsheet.html"))
     _emit(on_event, "report", path=html)
@@ -224,7 +224,9 @@ def train_agent(
     With ``resume`` (a run directory, or a run id under ``out``) the run's own strategy,
     dataset and ``checkpoints/last.safetensors`` are used and training continues where the
     last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
-    ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``.
+    ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``;
+    ``on_event("run", run_dir=, total_steps=)`` comes first, with ``resumed_from=`` (the
+    env steps of the checkpoint training continues from) when resuming.
     """
     from finpod.agent_run import train_single_agent
 
@@ -239,7 +241,9 @@ def train_agent(
         resume=resume,
         progress=progress,
         log=None if on_event is None else (lambda line: _emit(on_event, "log", line=line)),
-        on_run=None if on_event is None else (lambda path: _emit(on_event, "run", run_dir=path)),
+        on_run=None
+        if on_event is None
+        else (lambda path, **about: _emit(on_event, "run", run_dir=path, **about)),
     )
 
 

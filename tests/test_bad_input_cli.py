@@ -147,9 +147,14 @@ def test_backtests_of_two_agents_of_one_run_sit_side_by_side(finpod_cli, tmp_pat
     assert redo.returncode == 0 and "top-3" in redo.stdout, redo.stderr
 
 
-def test_training_without_a_terminal_names_the_run_first_and_resume_after_ctrl_c(tmp_path, dataset):
+def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):
+    """``finpod train`` without a terminal, SIGINT after its first ``lines`` stdout lines:
+    (those lines, stderr, returncode)."""
     strategy = tmp_path / "long.toml"
-    strategy.write_text(STRATEGY.format(steps=10_000_000))
+    text = STRATEGY.format(steps=10_000_000).replace(
+        "eval_every = 128", f"eval_every = {eval_every}"
+    )
+    strategy.write_text(text)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "finpod", "train", "--strategy", str(strategy)]
@@ -163,15 +168,36 @@ def test_training_without_a_terminal_names_the_run_first_and_resume_after_ctrl_c
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        first = proc.stdout.readline()
-        progress = proc.stdout.readline()  # a progress line arrives without a terminal
+        seen = [proc.stdout.readline() for _ in range(lines)]
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
+    return seen, err, proc.returncode
+
+
+def test_training_without_a_terminal_names_the_run_first_and_resume_after_ctrl_c(tmp_path, dataset):
+    # header, "training ppo to …", then the first segment's line (after its checkpoint)
+    (first, header, segment), err, code = _train_then_ctrl_c(tmp_path, dataset, lines=3)
     run = re.fullmatch(r"run directory: (\S+)\n", first)
     assert run, first
-    assert "training ppo" in progress
-    assert proc.returncode == 130
-    assert f"finpod train --resume {run.group(1)}" in err and "Traceback" not in err
+    assert "training ppo" in header and " steps " in segment
+    assert code == 130
+    assert f"finpod train --resume {run.group(1)}" in err and "Traceback" not in err, err
     assert (Path(run.group(1)) / "run.json").is_file()
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_nothing_can_be_resumed(tmp_path, dataset):
+    # A checkpoint only every 10 million steps: SIGINT comes long before the first one.
+    (first, header), err, code = _train_then_ctrl_c(tmp_path, dataset, 2, eval_every=10**7)
+    assert first.startswith("run directory:") and "training ppo" in header
+    assert code == 130 and "Traceback" not in err
+    assert "nothing can be resumed yet" in err and "--resume" not in err, err
+
+
+def test_a_resumed_run_says_it_resumes_from_its_checkpoint(finpod_cli, run_dir):
+    res = finpod_cli("train", "--resume", str(run_dir), "--steps", "320")
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert first == f"resuming {run_dir} from 256 env steps (training to 320)", res.stdout
+    assert "run directory:" not in res.stdout

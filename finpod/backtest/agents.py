@@ -5,7 +5,6 @@ settings each entry was trained and scored with.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,45 +17,29 @@ from finpod.runs import (
     LEADERBOARD_FILE,
     read_json,
 )
-
-#: Entries averaged by ``agent="top-k"`` when no number is given.
-DEFAULT_TOP_K = 3
+from finpod.runs.agent_names import (  # noqa: F401 (re-exported: the backtest's agent names)
+    AGENT_CHOICES,
+    AGENT_HELP,
+    DEFAULT_TOP_K,
+    agent_description,
+    canonical_agent,
+    is_ensemble,
+    parse_agent,
+)
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
 
 # ---------------------------------------------------------------------- agent selection
-def parse_agent(agent: str) -> int:
-    """Number of leaderboard entries to average: ``best`` → 1, ``top-k`` → 3, ``top-5`` → 5;
-    ``ensemble`` → 3, ``ensemble-5`` → 5 (see :func:`is_ensemble`)."""
-    agent = agent.strip().lower()
-    if agent == "best":
-        return 1
-    if agent in ("top-k", "ensemble"):
-        return DEFAULT_TOP_K
-    match = re.fullmatch(r"(?:top|ensemble)-?(\d+)", agent)
-    if match and int(match.group(1)) >= 1:
-        return int(match.group(1))
-    raise FinpodError(
-        f"unknown agent selection {agent!r}",
-        "use best, top-k, top-N (mean action), ensemble or ensemble-N (mean target weights)",
-    )
-
-
 def resolve_agent(run_dir: str | Path, agent: str) -> str:
-    """``"selected"`` → what the run selected on validation (``leaderboard.json``'s
-    ``"selected"``: ``"ensemble-K"`` when the leaderboard ensemble won, else ``"best"``);
-    any other name is returned as given."""
+    """The canonical name (:func:`canonical_agent`) of the agent ``agent`` asks for:
+    ``"selected"`` → what the run selected on validation (``leaderboard.json``'s
+    ``"selected"``: ``"ensemble-K"`` when the leaderboard ensemble won, else ``"best"``).
+    An unknown name is a :class:`FinpodError` that lists every choice."""
     if agent.strip().lower() != "selected":
-        return agent
+        return canonical_agent(agent)
     board = read_json(Path(run_dir) / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    return str(board.get("selected") or "best")
-
-
-def is_ensemble(agent: str) -> bool:
-    """Whether ``agent`` asks for the leaderboard ensemble (mean of the members' target
-    weights, :mod:`finpod.env.ensemble`) rather than the mean action (``top-k``)."""
-    return agent.strip().lower().startswith("ensemble")
+    return canonical_agent(str(board.get("selected") or "best"))
 
 
 # ------------------------------------------------------------------------------- agents

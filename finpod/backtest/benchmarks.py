@@ -28,6 +28,9 @@ HOLD_NUDGE = 1e-5
 
 #: Benchmark names, in the order the tearsheet shows them.
 BENCHMARKS = ("equal_weight_buy_hold", "equal_weight_daily", "momentum")
+#: Rollouts of one backtest with its benchmarks, in the order they run (the index is a
+#: price series, not a rollout): what a progress bar over them counts.
+ROLLOUTS = ("agent", "reference", *BENCHMARKS)
 
 
 def _holdings_slice(market: MarketData) -> slice:

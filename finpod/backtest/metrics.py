@@ -132,6 +132,74 @@ def rolling_beta(returns: pd.Series, benchmark: pd.Series, window: int) -> pd.Se
     return cov / var.where(var > 0)
 
 
+def rolling_information_ratio(
+    returns: pd.Series, reference: pd.Series, window: int, bar: Annualization = "1d"
+) -> pd.Series:
+    """Annualized information ratio against ``reference`` over a trailing window of
+    ``window`` bars: the rolling Sharpe of the active return (NaN until filled)."""
+    left, right = _clean(returns).align(_clean(reference), join="inner")
+    return rolling_sharpe(left - right, window, bar)
+
+
+def active_drawdown_series(returns: pd.Series, reference: pd.Series) -> pd.Series:
+    """Drawdown of the agent's wealth relative to ``reference``'s at each bar (≤ 0).
+
+    Relative wealth = growth of the agent / growth of the reference; its fall from its
+    running high is how far the agent has lost ground against the reference (what a
+    benchmark-relative manager is judged by). The curve starts at 1 before the first bar.
+    """
+    left, right = _clean(returns).align(_clean(reference), join="inner")
+    relative = (1.0 + left) / (1.0 + right) - 1.0
+    return drawdown_series(relative)
+
+
+#: Tail and distribution statistics of :func:`distribution_statistics`, with a reader's name.
+DISTRIBUTION_LABELS = {
+    "skew": "Skew (per-bar returns)",
+    "kurtosis": "Excess kurtosis (per-bar returns)",
+    "value_at_risk": "VaR 5 % (per bar, historical)",
+    "conditional_value_at_risk": "CVaR 5 % (per bar, mean of the worst 5 %)",
+    "tail_ratio": "Tail ratio (95th pct / |5th pct|)",
+    "hit_rate": "Hit rate (share of bars with a gain)",
+    "active_hit_rate": "Active hit rate (share of bars above the reference)",
+    "active_max_drawdown": "Max active drawdown (wealth relative to the reference)",
+}
+
+
+def distribution_statistics(
+    returns: pd.Series, reference: pd.Series | None = None, cutoff: float = 0.05
+) -> dict[str, float]:
+    """Shape and tails of per-bar simple ``returns``, keyed as :data:`DISTRIBUTION_LABELS`.
+
+    ``skew`` and ``kurtosis`` (excess, 0 for a normal) as pyfolio's ``perf_stats`` computes
+    them (scipy); ``value_at_risk`` and ``conditional_value_at_risk`` (the ``cutoff``
+    quantile of the returns and the mean below it, fractions per bar, ≤ 0 for a loss) and
+    ``tail_ratio`` from empyrical; ``hit_rate``: share of bars with a positive return.
+    Against ``reference``: ``active_hit_rate`` (share of bars beating it) and
+    ``active_max_drawdown`` (:func:`active_drawdown_series`'s minimum). NaN where undefined.
+    """
+    from scipy import stats
+
+    nan = float("nan")
+    r = _clean(returns)
+    out = dict.fromkeys(DISTRIBUTION_LABELS, nan)
+    if len(r) >= 3 and float(r.std()) > 0:
+        out["skew"] = float(stats.skew(r))
+        out["kurtosis"] = float(stats.kurtosis(r))
+    if len(r):
+        out["value_at_risk"] = float(ep.value_at_risk(r, cutoff=cutoff))
+        out["conditional_value_at_risk"] = float(ep.conditional_value_at_risk(r, cutoff=cutoff))
+        with np.errstate(divide="ignore", invalid="ignore"):  # no left tail: NaN, said "–"
+            out["tail_ratio"] = float(ep.tail_ratio(r))
+        out["hit_rate"] = float((r > 0).mean())
+    if reference is not None:
+        left, right = r.align(_clean(reference), join="inner")
+        if len(left):
+            out["active_hit_rate"] = float((left > right).mean())
+            out["active_max_drawdown"] = float(active_drawdown_series(left, right).min())
+    return {k: (v if np.isfinite(v) else nan) for k, v in out.items()}
+
+
 def drawdown_series(returns: pd.Series) -> pd.Series:
     """Drawdown of the compounded equity curve at each bar (≤ 0).
 

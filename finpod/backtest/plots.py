@@ -19,6 +19,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
+from finpod.backtest.plot_style import (
+    color_of,
+    dollar_formatter,
+    legend_below,
+    legend_outside,
+    line_style,
+)
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -70,20 +77,26 @@ def active_panel(result: BacktestResult) -> Callable[[Figure], None]:
             if name in result.benchmark_returns:
                 other = (1.0 + result.benchmark_returns[name].fillna(0.0)).cumprod()
                 excess = (agent / other - 1.0) * 100.0
-                ax1.plot(excess.index, excess.values, ls=style, label=f"agent vs {name}")
+                ax1.plot(
+                    excess.index,
+                    excess.values,
+                    ls=style,
+                    color=color_of(name),
+                    label=f"agent vs {name}",
+                )
         ax1.axhline(0.0, color="k", lw=0.5)
         ax1.set_ylabel("excess growth (%)")
         ax1.set_title("Cumulative excess return (growth of agent / growth of other − 1)")
-        ax1.legend(fontsize=7)
+        legend_below(ax1)
         window = _window(result)
         for name, col in result.all_returns.items():
             if name not in ("agent", m.REFERENCE, "index"):
                 continue
             vol = col.rolling(window).std() * np.sqrt(result.bars_per_year) * 100.0
-            ax2.plot(vol.index, vol.values, label=str(name), lw=2.0 if name == "agent" else 1)
+            ax2.plot(vol.index, vol.values, label=str(name), **line_style(str(name)))
         ax2.set_ylabel("annualized volatility (%)")
         ax2.set_title(f"Rolling volatility ({window} bars)")
-        ax2.legend(fontsize=7)
+        legend_below(ax2)
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
             _date_axis(ax, result)
@@ -110,10 +123,10 @@ def turnover_panel(result: BacktestResult) -> Callable[[Figure], None]:
                 traded.iloc[0] = 0.0  # the initial purchase
             ratio = traded / value.reindex(traded.index).astype("float64")
             annual = ratio.rolling(window).mean() * result.bars_per_year
-            ax.plot(annual.index, annual.values, label=str(name), lw=2.0 if name == "agent" else 1)
+            ax.plot(annual.index, annual.values, label=str(name), **line_style(str(name)))
         excluded = "excluding the initial purchase" if in_cash else "started invested"
         ax.set_title(f"Turnover over time ({window}-bar mean, × capital / year; {excluded})")
-        ax.legend(fontsize=7)
+        legend_outside(ax)
         ax.grid(alpha=0.3)
         _date_axis(ax, result)
 
@@ -125,10 +138,11 @@ def equity_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax = fig.add_subplot()
         for name, col in result.all_returns.items():
             equity = (1.0 + col.fillna(0.0)).cumprod() * result.initial_capital
-            ax.plot(equity.index, equity.values, label=str(name), lw=2.0 if name == "agent" else 1)
-        ax.set_ylabel("account value ($)")
+            ax.plot(equity.index, equity.values, label=str(name), **line_style(str(name)))
+        ax.set_ylabel("account value")
+        ax.yaxis.set_major_formatter(dollar_formatter())
         ax.set_title("Equity curve (same capital, costs and fills for every strategy)")
-        ax.legend(loc="best", fontsize=8)
+        legend_outside(ax, fontsize=8)
         ax.grid(alpha=0.3)
         _date_axis(ax, result)
 
@@ -151,8 +165,7 @@ def monthly_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax1, ax2 = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
         values = table.to_numpy(dtype=float)
         limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.1)
-        cmap = matplotlib.colormaps.get_cmap("RdYlGn").copy()
-        cmap.set_bad("#f3f3f3")
+        cmap = matplotlib.colormaps.get_cmap("RdYlGn").with_extremes(bad="#f3f3f3")
         ax1.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
         for (i, j), v in np.ndenumerate(values):
             if np.isfinite(v):
@@ -162,11 +175,13 @@ def monthly_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax1.set_title("Agent monthly returns (%); grey: no bars")
         yearly = (1.0 + result.all_returns.fillna(0.0)).groupby(result.returns.index.year).prod()
         yearly = (yearly - 1.0) * 100.0
-        yearly.plot.barh(ax=ax2, width=0.8, legend=False)
+        yearly.plot.barh(
+            ax=ax2, width=0.8, legend=False, color=[color_of(str(c)) for c in yearly.columns]
+        )
         ax2.axvline(0.0, color="k", lw=0.5)
         ax2.set_xlabel("return (%)")
         ax2.set_title("Annual returns, all strategies (%)")
-        ax2.legend(fontsize=6)
+        legend_outside(ax2, fontsize=6)
         ax2.grid(alpha=0.3, axis="x")
 
     return draw
@@ -184,16 +199,20 @@ def rolling_panel(result: BacktestResult) -> Callable[[Figure], None]:
         ax1, ax2 = fig.subplots(1, 2)
         for name, col in result.all_returns.items():
             rs = m.rolling_sharpe(col, window, result.bars_per_year)
-            ax1.plot(rs.index, rs.values, label=str(name), lw=2.0 if name == "agent" else 1)
+            ax1.plot(rs.index, rs.values, label=str(name), **line_style(str(name)))
         ax1.axhline(0.0, color="k", lw=0.5)
         ax1.set_title(f"Rolling Sharpe ({window} bars, annualized)")
-        ax1.legend(fontsize=7)
+        legend_below(ax1)
         bench = result.index_returns
         if bench is not None:
-            rb = m.rolling_beta(result.returns, bench, window)
-            ax2.plot(rb.index, rb.values, color="tab:orange")
-            ax2.axhline(1.0, color="k", lw=0.5, ls="--")
+            for name, col in result.all_returns.items():
+                if name == "index":
+                    continue
+                rb = m.rolling_beta(col, bench, window)
+                ax2.plot(rb.index, rb.values, label=str(name), **line_style(str(name)))
+            ax2.axhline(1.0, color=color_of("index"), lw=1.0, ls="--", label="index (β = 1)")
             ax2.set_title(f"Rolling beta to the index ({window} bars)")
+            legend_below(ax2)
         else:
             ax2.text(0.5, 0.5, "no index in this dataset", ha="center", va="center")
             ax2.set_axis_off()
@@ -225,7 +244,7 @@ def holdings_panel(result: BacktestResult) -> Callable[[Figure], None]:
             ax1.stackplot(
                 shown.index, shown.T.values, labels=[str(c) for c in shown.columns], colors=colors
             )
-            ax1.legend(fontsize=6, loc="upper left", ncol=2)
+            legend_below(ax1, fontsize=6, ncol=4)
         ax1.set_ylim(0, max(1.0, float(shown.sum(axis=1).max() or 0) * 1.05))
         ax1.set_title("Holdings (weight of account value)")
         long = weights.clip(lower=0.0).sum(axis=1)
@@ -236,7 +255,7 @@ def holdings_panel(result: BacktestResult) -> Callable[[Figure], None]:
             ax2.plot(short.index, short.values, label="short exposure")
         ax2.plot(cash.index, np.asarray(cash), label="cash", ls="--")
         ax2.set_title("Exposure")
-        ax2.legend(fontsize=7)
+        legend_below(ax2)
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
             _date_axis(ax, result)
@@ -257,16 +276,110 @@ def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
         for ax, split in zip(axes, splits, strict=False):
             sub = curves if split is None else curves[curves["split"] == split]
             preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")
-            present = set(sub["metric"])
+            # A metric with values (no episode ended in a short run: episode_return is NaN).
+            values = pd.to_numeric(sub["value"], errors="coerce")
+            present = set(sub.loc[np.isfinite(values), "metric"])
             metric = next((p for p in preferred if p in present), sub["metric"].iloc[0])
-            sub = sub[sub["metric"] == metric]
+            sub = sub[(sub["metric"] == metric) & np.isfinite(values)]
+            points = sub.groupby("pod_id").size()
+            few = int(points.max()) <= 12 if len(points) else False
             for pod, g in sub.groupby("pod_id"):
                 g = g.sort_values("env_steps")
-                ax.plot(g["env_steps"], g["value"], lw=1, label=str(pod))
+                # A pod scored only a few times: its points marked, not a line that hides them.
+                ax.plot(
+                    g["env_steps"],
+                    g["value"],
+                    lw=1,
+                    marker="o" if few else None,
+                    ms=3,
+                    label=str(pod),
+                )
             ax.set_xlabel("env steps")
-            ax.set_title(f"{split or ''} {metric} per pod".strip())
+            count = (
+                f"{int(points.min())}"
+                if points.min() == points.max()
+                else (f"{int(points.min())}–{int(points.max())}")
+            )
+            ax.set_title(f"{split or ''} {metric} per pod ({count} points each)".strip())
             ax.grid(alpha=0.3)
             if sub["pod_id"].nunique() <= 12:
-                ax.legend(fontsize=6)
+                legend_outside(ax, fontsize=6)
+
+    return draw
+
+
+def distribution_panel(result: BacktestResult) -> Callable[[Figure], None]:
+    """Histogram of the agent's per-bar returns beside the reference's (or the index's),
+    with the agent's 5 % VaR and CVaR (empyrical) marked."""
+
+    def draw(fig: Figure) -> None:
+        ax = fig.add_subplot()
+        agent = result.returns.dropna() * 100.0
+        others = [n for n in (m.REFERENCE, "index") if n in result.benchmark_returns]
+        other = others[0] if others else None
+        values = [agent] + ([result.benchmark_returns[other].dropna() * 100.0] if other else [])
+        both = pd.concat(values)
+        bins = np.linspace(float(both.min()), float(both.max()), 50) if len(both) else 10
+        ax.hist(agent, bins=bins, alpha=0.6, color=color_of("agent"), label="agent")
+        if other:
+            ax.hist(
+                values[1], bins=bins, alpha=0.4, color=color_of(other), label=column_label(other)
+            )
+        stats = m.distribution_statistics(result.returns)
+        for key, style, name in (
+            ("value_at_risk", "--", "VaR 5 %"),
+            ("conditional_value_at_risk", ":", "CVaR 5 %"),
+        ):
+            if np.isfinite(stats[key]):
+                ax.axvline(
+                    stats[key] * 100.0,
+                    color="k",
+                    ls=style,
+                    lw=1.0,
+                    label=f"agent {name}: {stats[key] * 100:.2f} %",
+                )
+        ax.set_xlabel("return per bar (%)")
+        ax.set_ylabel("bars")
+        ax.set_title(
+            f"Distribution of per-bar returns (agent skew {stats['skew']:.2f}, "
+            f"excess kurtosis {stats['kurtosis']:.2f})"
+        )
+        legend_outside(ax)
+        ax.grid(alpha=0.3)
+
+    return draw
+
+
+def active_risk_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
+    """Rolling information ratio against the reference, and the active drawdown (the
+    agent's wealth relative to the reference's, from its running high). None without a
+    reference column."""
+    reference = result.reference_returns
+    if reference is None:
+        return None
+
+    def draw(fig: Figure) -> None:
+        window = _window(result)
+        ax1, ax2 = fig.subplots(1, 2)
+        ir = m.rolling_information_ratio(result.returns, reference, window, result.bars_per_year)
+        ax1.plot(ir.index, ir.values, label="agent", **line_style("agent"))
+        ax1.axhline(0.0, color=color_of(m.REFERENCE), lw=1.0, ls="--", label="reference (0)")
+        ax1.set_title(f"Rolling information ratio vs the reference ({window} bars)")
+        legend_below(ax1)
+        dd = m.active_drawdown_series(result.returns, reference) * 100.0
+        ax2.fill_between(dd.index, dd.values, 0.0, color=color_of("agent"), alpha=0.35)
+        ax2.plot(
+            dd.index,
+            dd.values,
+            label="agent relative to the reference",
+            lw=1.0,
+            color=color_of("agent"),
+        )
+        ax2.set_ylabel("active drawdown (%)")
+        ax2.set_title("Active drawdown (wealth relative to the reference)")
+        legend_below(ax2)
+        for ax in (ax1, ax2):
+            ax.grid(alpha=0.3)
+            _date_axis(ax, result)
 
     return draw

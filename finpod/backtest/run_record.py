@@ -8,7 +8,6 @@ settings: :mod:`finpod.backtest.agents`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -56,28 +55,48 @@ def _short(value: Any) -> str:
 
 
 def leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
-    """One row per entry; ``hparams`` lists only the settings that differ between entries."""
+    """One row per entry. ``hparams (differing)`` lists only the hyperparameters whose shown
+    values differ between entries of the same algorithm (the algorithm column already
+    tells PPO from A2C); ``execution (differing)`` the execution controls a tournament
+    searched (the entry's ``env``) whose shown values differ between entries."""
     entries = leaderboard.get("entries", [])
     params = [e.get("hparams") or {} for e in entries]
-    keys = sorted({k for p in params for k in p})
-    differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True) for p in params}) > 1]
+    algorithms = [e.get("algorithm") for e in entries]
+    controls = [e.get("env") or {} for e in entries]
+    execution = _differing(controls, [None] * len(entries))
+    hparams = _differing(params, algorithms)
     rows = []
-    for rank, (e, p) in enumerate(zip(entries, params, strict=True), start=1):
-        rows.append(
-            {
-                "rank": rank,
-                "pod_id": e.get("pod_id"),
-                "algorithm": e.get("algorithm"),
-                "score": e.get("score"),
-                "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
-                "parent": e.get("parent") or "",
-                "hparams (differing)": ", ".join(
-                    f"{k}={_short(p.get(k))}" for k in differing if p.get(k) is not None
-                )
-                or "–",
-            }
-        )
+    for rank, (e, p, env) in enumerate(zip(entries, params, controls, strict=True), start=1):
+        row = {
+            "rank": rank,
+            "pod_id": e.get("pod_id"),
+            "algorithm": e.get("algorithm"),
+            "score": e.get("score"),
+            "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
+            "parent": e.get("parent") or "",
+            "hparams (differing)": _listed(p, hparams.get(e.get("algorithm"), [])),
+        }
+        if any(execution.values()):
+            row["execution (differing)"] = _listed(env, execution[None])
+        rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _differing(settings: list[dict[str, Any]], groups: list[Any]) -> dict[Any, list[str]]:
+    """Per group, the keys whose shown value (:func:`_short`) is not the same for every
+    entry of the group that sets them."""
+    out: dict[Any, list[str]] = {}
+    for group in dict.fromkeys(groups):
+        members = [s for s, g in zip(settings, groups, strict=True) if g == group]
+        keys = sorted({k for s in members for k in s})
+        out[group] = [
+            k for k in keys if len({_short(s[k]) for s in members if s.get(k) is not None}) > 1
+        ]
+    return out
+
+
+def _listed(setting: dict[str, Any], keys: list[str]) -> str:
+    return ", ".join(f"{k}={_short(setting[k])}" for k in keys if setting.get(k) is not None) or "–"
 
 
 def dataset_dir(run_dir: Path, run_meta: dict[str, Any], data_dir: str | Path | None) -> Path:

@@ -18,6 +18,7 @@ import torch
 from finpod.backtest import metrics as m
 from finpod.backtest.agents import (
     Policy,
+    agent_description,
     ensemble_policy,
     is_ensemble,
     load_agents,
@@ -108,8 +109,8 @@ def backtest_market(
     run's candidates, N, ...); without it the statistics are the PSR of the agent's returns
     and ``num_trials``. ``disclosures`` are sentences the report shows (survivorship, index,
     dataset). ``on_rollout(name)`` is called after
-    each rollout (the agent, then each benchmark), e.g. to advance a progress bar over
-    ``1 + len(BENCHMARKS)`` steps.
+    each rollout (the agent, the reference, then each benchmark), e.g. to advance a
+    progress bar over ``len(ROLLOUTS)`` steps (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
     """
     from finpod.env import rollout
 
@@ -204,16 +205,18 @@ def run_backtest(
     Args:
         run_dir: a run directory written by ``finpod train`` (run.json, leaderboard.json,
             checkpoints/).
-        agent: ``"selected"`` (what the run selected on validation, :func:`resolve_agent`),
-            ``"best"`` (the top leaderboard entry), ``"top-k"`` (average the actions of
-            the top :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
+        agent: one of :data:`~finpod.backtest.agents.AGENT_CHOICES`: ``"selected"``
+            (what the run selected on validation, :func:`resolve_agent`), ``"best"`` (the
+            top leaderboard entry), ``"top-k"`` (average the actions of the top
+            :data:`DEFAULT_TOP_K` entries) or ``"top-N"``; ``"ensemble"`` or
             ``"ensemble-N"``: the leaderboard ensemble, the mean of the top entries' target
             weights, each member with its own recorded env settings for what shapes its
             target and the best entry's for the orders (:mod:`finpod.env.ensemble`).
         data_dir: dataset directory; default the one recorded in run.json (its content hash
             must match the run's).
         device: where the rollout runs.
-        on_rollout: called with a name after each of the ``1 + len(BENCHMARKS)`` rollouts.
+        on_rollout: called with a name after each of the ``len(ROLLOUTS)`` rollouts
+            (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
@@ -222,6 +225,7 @@ def run_backtest(
 
     run_dir = Path(run_dir)
     device = torch.device(device)
+    was_selected = agent.strip().lower() == "selected"
     agent = resolve_agent(run_dir, agent)
     k = parse_agent(agent)
     run_meta = read_run_info(run_dir)
@@ -266,6 +270,7 @@ def run_backtest(
     selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
+    ensemble_scored = False
     selected_id = chosen[0].get("pod_id")
     policy: Policy = ensemble_policy(agents)
     if ensemble:
@@ -279,21 +284,23 @@ def run_backtest(
             )
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
-        label = f"ensemble of the top {len(chosen)} (mean target weights)"
+        label = agent_description(agent, len(chosen))
         record = board.get("ensemble") or {}
         if record.get("members") == [e.get("pod_id") for e in chosen]:
             # The run scored this very ensemble on validation: it is the candidate selected.
             selected_id = record.get("id")
+            ensemble_scored = True
             if score_name == "sharpe":
                 selected_sharpe = record.get("score")
         else:
             label += "; not a validation candidate of the run"
-    elif k == 1:
-        label = "best"
     else:
-        label = f"top-{len(chosen)} ensemble (mean action)"
+        label = agent_description(agent, len(chosen))
+    if was_selected:
+        label = f"selected on validation: {label}"
     info = {
         "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
+        "agent_name": agent,
         "pod_ids": [e.get("pod_id") for e in chosen],
         "algorithms": [e.get("algorithm") for e in chosen],
         "score_name": score_name,
@@ -340,9 +347,31 @@ def run_backtest(
         disclosures=disclosures,
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
-    if k > 1:
-        result.statistics["dsr_note"] = (
-            f"DSR of the best candidate ({chosen[0].get('pod_id')}); the backtest trades the "
-            f"mean action of the top {len(chosen)}"
-        )
+    whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)
+    if whose:
+        why = result.statistics.get("dsr_note")
+        result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose
     return result
+
+
+def dsr_note(agent: str, pod_ids: list[str], ensemble_scored: bool = False) -> str | None:
+    """Whose Deflated Sharpe the report shows when the backtest trades more than one
+    entry, and what it trades; None for ``best`` (the DSR is plainly its own).
+
+    ``ensemble_scored``: the run scored this very ensemble on validation, so the DSR is
+    the ensemble's own; otherwise it is the best entry's (``pod_ids[0]``).
+    """
+    if len(pod_ids) <= 1 and not is_ensemble(agent):
+        return None
+    k = len(pod_ids)
+    if is_ensemble(agent):
+        trades = f"the backtest trades the mean target weights of the top {k}"
+        if ensemble_scored:
+            return f"the ensemble's own DSR (a validation candidate of the run); {trades}"
+        return (
+            f"DSR of the best entry ({pod_ids[0]}): the run did not score this ensemble on "
+            f"validation; {trades}"
+        )
+    return (
+        f"DSR of the best entry ({pod_ids[0]}); the backtest trades the mean action of the top {k}"
+    )

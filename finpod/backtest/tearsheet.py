@@ -1,6 +1,7 @@
 """The tearsheet: one self-contained HTML page per backtest (every image a base64 PNG).
 
-Panels: metrics table (agent vs benchmarks), equity curves, drawdown, monthly returns,
+Panels: metrics table (agent vs benchmarks), equity curves, the return distribution and
+tail risk, rolling information ratio and active drawdown, drawdown, monthly returns,
 rolling Sharpe and beta, holdings and exposure, and the run's learning curves and
 leaderboard. pyfolio-reloaded draws the underwater drawdown (it wants UTC timestamps);
 finpod draws the rest itself: the equity curve and annual returns with every benchmark,
@@ -23,7 +24,9 @@ from finpod.backtest.labels import format_metric
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.plots import (
     active_panel,
+    active_risk_panel,
     column_label,
+    distribution_panel,
     drawdown_panel,
     equity_panel,
     holdings_panel,
@@ -79,6 +82,50 @@ def _tilts_html(result: BacktestResult) -> str:
         f"<tbody>{rows}</tbody></table><p class='note'>Mean weight over the backtest minus the "
         "reference portfolio's mean weight, in percentage points of account value.</p>"
     )
+
+
+def distribution_frame(result: BacktestResult) -> pd.DataFrame:
+    """Shape and tails of every strategy's per-bar returns (:func:`metrics.distribution_statistics`;
+    active rows against the reference, none for the index, a level)."""
+    reference = result.reference_returns
+    columns = {
+        str(name): m.distribution_statistics(
+            col, reference if name not in ("index", m.REFERENCE) else None
+        )
+        for name, col in result.all_returns.items()
+    }
+    table = pd.DataFrame(columns)
+    table.index.name = "statistic"
+    return table
+
+
+def _distribution_html(result: BacktestResult) -> str:
+    table = distribution_frame(result)
+    percent = {
+        "value_at_risk",
+        "conditional_value_at_risk",
+        "hit_rate",
+        "active_hit_rate",
+        "active_max_drawdown",
+    }
+    shown = table.dropna(how="all")
+
+    def fmt(name: str, value: float) -> str:
+        key = _DISTRIBUTION_NAMES.get(name, name)
+        if not np.isfinite(value):
+            return "–"
+        return f"{value * 100:.2f} %" if key in percent else f"{value:.2f}"
+
+    shown = shown.rename(index=m.DISTRIBUTION_LABELS)
+    return metrics_table(shown, fmt, column_label) + (
+        "<p class='note'>Skew and excess kurtosis as pyfolio's perf_stats computes them "
+        "(scipy); VaR, CVaR and the tail ratio from empyrical (historical, 5 % cutoff, per "
+        "bar); hit rates are shares of bars. Active rows are against the reference "
+        "(– for the index, a level, and the reference itself).</p>"
+    )
+
+
+_DISTRIBUTION_NAMES = {label: key for key, label in m.DISTRIBUTION_LABELS.items()}
 
 
 def metrics_html(result: BacktestResult) -> str:
@@ -147,6 +194,17 @@ def _start_note(result: BacktestResult) -> str:
     )
 
 
+def _active_risk_sections(result: BacktestResult) -> list[str]:
+    panel = active_risk_panel(result)
+    if panel is None:
+        return []
+    return [
+        "<h3>Rolling information ratio and active drawdown</h3>",
+        f'<img alt="rolling information ratio and active drawdown" '
+        f'src="{png_uri(panel, (11, 3.6))}">',
+    ]
+
+
 def render_tearsheet(result: BacktestResult) -> str:
     """The full tearsheet of ``result`` as one HTML document (no external resources)."""
     info = result.info or {}
@@ -186,8 +244,12 @@ def render_tearsheet(result: BacktestResult) -> str:
         "<h2>Active return against the reference</h2>",
         f'<p class="note">{html.escape(_start_note(result))}</p>',
         f'<img alt="excess return and rolling volatility" src="{png_uri(active_panel(result), (11, 3.6))}">',
+        *_active_risk_sections(result),
         "<h3>Largest average tilts</h3>",
         _tilts_html(result),
+        "<h2>Distribution and tail risk</h2>",
+        _distribution_html(result),
+        f'<img alt="return distribution" src="{png_uri(distribution_panel(result), (11, 3.4))}">',
         "<h2>Drawdown</h2>",
         f'<img alt="drawdown" src="{png_uri(drawdown_panel(result), (10, 3))}">',
         "<h3>Worst drawdowns</h3>",

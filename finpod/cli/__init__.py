@@ -5,7 +5,10 @@ Each verb lives in its own module and registers itself on :data:`app`. User erro
 missing argument, a bad option value) and errors of the machine or the input's bytes (a
 path that cannot be read or written, text that is not UTF-8, a number that is not finite)
 print one red line with what to do and exit 1; a traceback is shown only with ``--debug``.
-Ctrl-C during training names the run and the ``--resume`` that continues it. ``finpod`` alone prints the help.
+Other libraries' own log lines and warnings (yfinance offline) are held back and said in
+one line (:mod:`finpod.cli.noise`).
+Ctrl-C during training names the run and the ``--resume`` that continues it (or says that
+nothing can be resumed before the first checkpoint). ``finpod`` alone prints the help.
 """
 
 from __future__ import annotations
@@ -83,8 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in args
     usage_error, click_error, no_args = _click_errors()
     try:
-        # Not standalone: click/typer would print a boxed usage message and exit 2.
-        code = app(args=args, prog_name="finpod", standalone_mode=False)
+        code = _run_app(args, debug)
     except usage_error as err:
         if no_args is not None and isinstance(err, no_args):
             typer.echo(err.ctx.get_help())  # plain `finpod`: the help, as before
@@ -118,15 +120,46 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(code)
 
 
+def _run_app(args: list[str], debug: bool) -> object:
+    """The command, with other libraries' console noise held back and said in one line
+    before anything finpod prints after it (all of it shown as it comes with --debug)."""
+    from finpod.cli.noise import HeldBack
+
+    if debug:
+        return app(args=args, prog_name="finpod", standalone_mode=False)
+    held = HeldBack()
+    try:
+        with held:
+            # Not standalone: click/typer would print a boxed usage message and exit 2.
+            return app(args=args, prog_name="finpod", standalone_mode=False)
+    finally:
+        line = held.summary()
+        if line:
+            err_console.print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
+
+
 def note_run_dir(run_dir: object) -> None:
     """Remember the run directory a command is writing (for the hint after Ctrl-C)."""
     _state["run_dir"] = run_dir
 
 
 def _interrupted() -> None:
-    run_dir = _state.get("run_dir")
-    hint = f"; continue with: finpod train --resume {run_dir}" if run_dir else ""
-    err_console.print(f"[bold red]interrupted[/]{hint}", highlight=False, soft_wrap=True)
+    err_console.print(interrupted_line(_state.get("run_dir")), highlight=False, soft_wrap=True)
+
+
+def interrupted_line(run_dir: object) -> str:
+    """What Ctrl-C during training says: the ``--resume`` that continues the run once
+    it has a checkpoint to continue from, or that nothing can be resumed yet."""
+    if not run_dir:
+        return "[bold red]interrupted[/]"
+    from finpod.runs import RunDir
+
+    if RunDir(run_dir).checkpoint("last").is_file():
+        return f"[bold red]interrupted[/]; continue with: finpod train --resume {run_dir}"
+    return (
+        f"[bold red]interrupted[/] before the first checkpoint of {run_dir}: nothing can be "
+        "resumed yet (start the training again)"
+    )
 
 
 def environment_error_line(err: BaseException) -> str | None:

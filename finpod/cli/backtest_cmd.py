@@ -14,22 +14,18 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from finpod.runs.agent_names import AGENT_HELP
+
 console = Console()
 
 
 def _print_metrics(result) -> None:
-    from rich.table import Table
-
     from finpod.backtest.labels import format_metric, metric_label
+    from finpod.cli.tables import print_metrics
 
-    table = Table(title=f"backtest of {result.run_id}", show_lines=False)
-    table.add_column("metric")
-    for col in result.metrics.columns:
-        table.add_column(str(col), justify="right")
-    for name, row in result.metrics.iterrows():
-        label = escape(metric_label(str(name)))  # labels hold [brackets]
-        table.add_row(label, *[format_metric(str(name), v) for v in row])
-    console.print(table)
+    agent = (result.info or {}).get("agent")
+    title = f"backtest of {result.run_id}" + (f", agent {agent}" if agent else "")
+    print_metrics(console, title, result.metrics, metric_label, format_metric)
 
 
 def _print_statistics(result) -> None:
@@ -70,14 +66,7 @@ def ceiling_line(ceiling: dict) -> str:
 
 def backtest(
     run: Annotated[str, typer.Argument(help="Run directory, or a run id under runs/.")],
-    agent: Annotated[
-        str,
-        typer.Option(
-            help="selected (what the run selected on validation: best, or the ensemble when "
-            "it won), best, top-k (mean action of the top 3 entries), top-N, or ensemble / "
-            "ensemble-N (mean target weights of the top entries, each with its own settings)."
-        ),
-    ] = "selected",
+    agent: Annotated[str, typer.Option(help=AGENT_HELP)] = "selected",
     data: Annotated[
         Path | None, typer.Option(help="Dataset directory (default: the one the run recorded).")
     ] = None,
@@ -101,17 +90,16 @@ def show_backtest(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from finpod.backtest.agents import resolve_agent
-    from finpod.backtest.benchmarks import BENCHMARKS
+    from finpod.backtest.benchmarks import ROLLOUTS
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
     from finpod.runs import find_run
 
     # The report folder is named by agent and checked before the rollouts, not after.
     run_path = find_run(run, runs)
-    agent = resolve_agent(run_path, agent)
-    check_writable(report_folder(out, run_path.name, agent))
+    check_writable(report_folder(out, run_path.name, resolve_agent(run_path, agent)))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
+        task = progress.add_task("rollouts on the backtest split", total=len(ROLLOUTS))
 
         def on_event(kind: str, payload: dict) -> None:
             if kind == "rollout":
@@ -145,22 +133,74 @@ def report(
     run: Annotated[str, typer.Argument(help="Run id, or a reports/<run> folder.")],
     out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
     agent: Annotated[
-        str, typer.Option(help="Which backtest of the run: best, top-k, top-N, ensemble.")
-    ] = "best",
+        str, typer.Option(help="Which backtest of the run, as in finpod backtest: " + AGENT_HELP)
+    ] = "selected",
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
     from finpod.backtest import BacktestResult
-    from finpod.pipeline import report_folder
 
-    given = Path(run) if agent == "best" else Path(run) / agent
-    if (given / "backtest.json").is_file():
-        folder = given
-    else:
-        folder = report_folder(out, Path(run).name, agent)
+    folder = saved_report_folder(run, out, agent)
     with console.status("writing the tearsheet..."):
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
     console.print(f"tearsheet: {html}")
+
+
+def saved_report_folder(
+    run: str | Path, out: Path = Path("reports"), agent: str = "selected", runs: Path = Path("runs")
+) -> Path:
+    """The folder ``finpod backtest RUN --agent AGENT`` wrote: ``agent`` is named as in
+    ``finpod backtest`` (``selected`` is looked up in the run's leaderboard, so ``finpod
+    report RUN`` finds what ``finpod backtest RUN`` wrote). ``run`` is a run id, a run
+    directory or a ``reports/<run>`` folder."""
+    from finpod.backtest.agents import canonical_agent, resolve_agent
+    from finpod.errors import FinpodError
+    from finpod.pipeline import report_folder
+    from finpod.runs import find_run
+
+    run_id = Path(run).name
+    if agent.strip().lower() == "selected":
+        name = None
+        for candidate in dict.fromkeys((str(run), run_id)):  # a reports/<run> path: its id
+            try:
+                name = resolve_agent(find_run(candidate, runs), agent)
+                break
+            except FinpodError:
+                continue
+        name = name or _only_saved_agent(run, out)
+    else:
+        name = canonical_agent(agent)
+    for given in (Path(run), Path(out) / run_id):
+        folder = given if name == "best" else given / name
+        if (folder / "backtest.json").is_file():
+            return folder
+    folder = report_folder(out, run_id, name)
+    if not (folder / "backtest.json").is_file():
+        raise FinpodError(
+            f"no saved backtest of {run_id}'s {name} agent in {folder}",
+            f"run finpod backtest {run_id} --agent {name} first",
+        )
+    return folder
+
+
+def _only_saved_agent(run: str | Path, out: Path) -> str:
+    """``selected`` without the run directory: the run's one saved backtest, if it has one."""
+    from finpod.errors import FinpodError
+
+    for base in (Path(run), Path(out) / Path(run).name):
+        if not base.is_dir():
+            continue
+        saved = ["best"] if (base / "backtest.json").is_file() else []
+        saved += sorted(p.parent.name for p in base.glob("*/backtest.json"))
+        if len(saved) == 1:
+            return saved[0]
+        if saved:
+            raise FinpodError(
+                f"cannot tell which agent run {Path(run).name} selected (its run directory "
+                f"is not here) and {base} holds backtests of {', '.join(saved)}",
+                "pass --agent with one of them",
+            )
+    return "best"
 
 
 def register(app: typer.Typer) -> None:

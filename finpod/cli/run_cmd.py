@@ -10,9 +10,22 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR
+from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy
 
 console = Console()
+
+
+def _strategy_default(table: str, key: str) -> str:
+    """``--help``'s default of an option that the strategy file sets: its ``[table] key``,
+    with the value the quick-start strategy gives it."""
+    import tomllib
+
+    try:
+        with open(resolve_strategy(QUICKSTART_STRATEGY), "rb") as f:
+            value = tomllib.load(f)[table][key]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return f"the strategy's [{table}] {key}"
+    return f"the strategy's [{table}] {key}; {value} in {Path(QUICKSTART_STRATEGY).name}"
 
 
 def run(
@@ -23,23 +36,39 @@ def run(
         Path, typer.Option(help="Dataset directory (the shipped sample is built here if missing).")
     ] = SAMPLE_DATASET_DIR,
     budget: Annotated[
-        str | None, typer.Option(help='Tournament budget, e.g. "5m", "2e6 steps", "20 pods".')
+        str | None,
+        typer.Option(
+            help='Tournament budget, e.g. "5m", "2e6 steps", "20 pods".',
+            show_default=_strategy_default("tournament", "budget"),
+        ),
     ] = None,
-    pods: Annotated[str | None, typer.Option(help='"auto" or the most pods at once.')] = None,
+    pods: Annotated[
+        str | None,
+        typer.Option(
+            help='"auto" or the most pods at once.',
+            show_default=_strategy_default("tournament", "pods"),
+        ),
+    ] = None,
     address: Annotated[
         str | None,
         typer.Option(help="Ray cluster address (auto or HOST:PORT); default in-process."),
     ] = None,
     runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
     reports: Annotated[Path, typer.Option(help="Where tearsheets go.")] = Path("reports"),
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda inside the pods.")] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            help="auto, cpu or cuda inside the pods.",
+            show_default=_strategy_default("train", "device"),
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed (default: the strategy's).")] = None,
     rebuild: Annotated[bool, typer.Option(help="Rebuild the dataset even if it exists.")] = False,
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from finpod.backtest.benchmarks import BENCHMARKS
+    from finpod.backtest.benchmarks import ROLLOUTS
     from finpod.cli.backtest_cmd import print_result
     from finpod.cli.tournament_cmd import TournamentView
     from finpod.pipeline import run_all
@@ -62,7 +91,7 @@ def run(
         if kind == "stage":
             console.rule(f"[bold]{titles[payload['name']]}")
             if payload["name"] == "backtest":
-                rollouts.add_task("rollouts on the backtest split", total=1 + len(BENCHMARKS))
+                rollouts.add_task("rollouts on the backtest split", total=len(ROLLOUTS))
                 rollouts.start()
         elif kind == "dataset":
             manifest = payload["manifest"]

@@ -45,7 +45,7 @@ def print_summary(console: Console, result: Any) -> None:
     """The final leaderboard and what the session did."""
     board = result.leaderboard
     summary = result.summary
-    console.print(_leaderboard_table(board.entries, board.score_name, limit=10))
+    print_leaderboard(console, board.entries, board.score_name, limit=10)
     best = board.best()
     console.print(
         f"[bold]{summary.pods_trained}[/] pods trained this session "
@@ -193,19 +193,46 @@ class _LiveTable:
         self.live.update(Group(self.progress, running, board), refresh=True)
 
 
-def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table:
-    table = Table(title="leaderboard (validation)", title_justify="left")
-    for col in ("#", "pod", "algo", score_name, "env steps", "lineage", "learning rate"):
-        table.add_column(col)
+def _leaderboard_rows(
+    entries: list[Any], score_name: str, limit: int
+) -> tuple[list[str], list[list[str]]]:
+    header = ["#", "pod", "algo", score_name, "env steps", "lineage", "learning rate"]
+    rows = []
     for rank, entry in enumerate(entries[:limit], start=1):
         lr = entry.hparams.get("learning_rate", entry.hparams.get("actor_lr"))
-        table.add_row(
-            str(rank),
-            entry.pod_id,
-            entry.algorithm,
-            f"{entry.score:.3f}",
-            f"{entry.env_steps:,}",
-            " → ".join([*entry.lineage[-3:], entry.pod_id]) if entry.lineage else "scratch",
-            "—" if lr is None else f"{lr:.2g}",
+        rows.append(
+            [
+                str(rank),
+                entry.pod_id,
+                entry.algorithm,
+                f"{entry.score:.3f}",
+                f"{entry.env_steps:,}",
+                " → ".join([*entry.lineage[-3:], entry.pod_id]) if entry.lineage else "scratch",
+                "—" if lr is None else f"{lr:.2g}",
+            ]
         )
+    return header, rows
+
+
+def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table:
+    table = Table(title="leaderboard (validation)", title_justify="left")
+    header, rows = _leaderboard_rows(entries, score_name, limit)
+    for col in header:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def print_leaderboard(console: Console, entries: list[Any], score_name: str, limit: int) -> None:
+    """The leaderboard as a table when it fits the console, else one block per entry."""
+    from finpod.cli.tables import print_table
+
+    header, rows = _leaderboard_rows(entries, score_name, limit)
+
+    def long_form() -> list[tuple[str, list[tuple[str, str]]]]:
+        return [
+            (f"#{row[0]} {row[1]}", list(zip(header[2:], row[2:], strict=True))) for row in rows
+        ]
+
+    print_table(console, "leaderboard (validation)", header, rows, long_form)

@@ -14,6 +14,24 @@ from rich.console import Console
 console = Console()
 
 
+def run_header(payload: dict) -> str:
+    """The first line of a single agent's training: ``run directory: DIR`` for a new run,
+    ``resuming DIR from N env steps (to T)`` for a resumed one (never a fresh-start
+    header over a run that continues)."""
+    run_dir = payload["run_dir"]
+    resumed = payload.get("resumed_from")
+    if resumed is None:
+        return f"run directory: {run_dir}"
+    total = payload.get("total_steps")
+    if total is not None and resumed >= total:
+        return (
+            f"resuming {run_dir} from {resumed:,} env steps: already at its {total:,} "
+            "(pass --steps to train further)"
+        )
+    to = f" (training to {total:,})" if total is not None else ""
+    return f"resuming {run_dir} from {resumed:,} env steps{to}"
+
+
 def register(app: typer.Typer) -> None:
     """Add ``finpod train`` to the app."""
 
@@ -55,12 +73,15 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--pods",
                 help='Tournament: "auto" (what the cluster fits) or the most pods at once.',
+                show_default="the strategy's [tournament] pods",
             ),
         ] = None,
         budget: Annotated[
             str | None,
             typer.Option(
-                "--budget", help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".'
+                "--budget",
+                help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".',
+                show_default="the strategy's [tournament] budget",
             ),
         ] = None,
         address: Annotated[
@@ -101,9 +122,7 @@ def register(app: typer.Typer) -> None:
                 from finpod.cli import note_run_dir
 
                 note_run_dir(payload["run_dir"])
-                console.print(
-                    f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
-                )
+                console.print(run_header(payload), highlight=False, soft_wrap=True)
             else:
                 view.on_event(kind, payload)
 

@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 console = Console()
 
@@ -106,6 +105,7 @@ def register(app: typer.Typer) -> None:
             TimeRemainingColumn,
         )
 
+        from finpod.cli.tables import print_table
         from finpod.walkforward import FoldSpec, run_walkforward
 
         spec = FoldSpec(
@@ -143,20 +143,18 @@ def register(app: typer.Typer) -> None:
                 on_progress=lambda done, total: bar.update(task, completed=done, total=total),
                 log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True),
             )
-        table = Table(title="Walk-forward folds (backtest windows)")
-        for col in (
+        header = [
             "fold",
-            "backtest from",
+            "from",
             "winner",
-            "Sharpe agent",
-            "Sharpe EW",
+            "Sharpe",
+            "EW Sharpe",
             "active/yr",
             "DSR",
             "PBO",
-        ):
-            table.add_column(col, justify="right")
-        for _, r in result.folds.iterrows():
-            table.add_row(
+        ]
+        rows = [
+            [
                 str(r["fold"]),
                 str(r["backtest"]).split(" → ")[0],
                 f"seed {r['winner_seed']}",
@@ -165,8 +163,18 @@ def register(app: typer.Typer) -> None:
                 _pct(r["active_annual_mean"]),
                 _num(r["dsr"]),
                 _num(r["pbo"]),
-            )
-        console.print(table)
+            ]
+            for _, r in result.folds.iterrows()
+        ]
+        print_table(
+            console,
+            "Walk-forward folds: backtest windows, the winner's Sharpe (annualized)",
+            header,
+            rows,
+            lambda: [
+                (f"fold {row[0]}", list(zip(header[1:], row[1:], strict=True))) for row in rows
+            ],
+        )
         h = result.hac["vs_equal_weight"]
         if h.get("t") is None:
             console.print(
@@ -179,6 +187,7 @@ def register(app: typer.Typer) -> None:
                 f"over {h['n']} bars, [bold]HAC t = {h['t']:.2f}[/] (p = {h['p']:.3f}, "
                 f"{h['maxlags']} Newey–West lags; naive t {h['naive_t']:.2f}): {verdict} at 5 %",
                 highlight=False,
+                soft_wrap=True,
             )
         console.print(f"[bold green]report written to[/] {result.report}")
 

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.selection import STATISTIC_MEANINGS
+from finpod.walkforward.results import SHARPE_CONVENTION
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
 if TYPE_CHECKING:
@@ -65,20 +66,59 @@ def _hac_html(result: WalkForwardResult) -> str:
     )
 
 
-#: Metrics shown as percentages in the stitched table; the others are plain ratios.
-_PERCENT = {"cumulative_return", "annual_return", "annual_volatility", "max_drawdown", "alpha"}
-
-
-def _metric(name: str, value: float) -> str:
-    if value is None or not np.isfinite(value):
-        return "–"
-    return f"{value * 100:.2f} %" if name in _PERCENT else f"{value:.2f}"
-
-
 def _metrics_table(result: WalkForwardResult) -> str:
-    hidden = ("annual_turnover", "costs_paid", "costs_pct_capital")
-    table = result.metrics.drop(index=[r for r in hidden if r in result.metrics.index])
-    return metrics_table(table, _metric)
+    """Every stitched metric, named and written as in the backtest's tearsheet."""
+    from finpod.backtest.labels import format_metric
+
+    shown, absent = stitched_rows(result.metrics)
+    table = result.metrics.loc[shown].rename(index=_STITCHED_LABELS)
+    html_table = metrics_table(
+        table, lambda name, value: format_metric(_STITCHED_NAMES.get(name, name), value)
+    )
+    if absent:
+        why = "; ".join(f"{html.escape(name)}: {html.escape(reason)}" for name, reason in absent)
+        html_table += f"<p class='note'>Rows not shown: {why}.</p>"
+    return html_table
+
+
+def stitched_rows(metrics: pd.DataFrame) -> tuple[list[str], list[tuple[str, str]]]:
+    """The stitched metrics worth a row (some value defined), and (label, why) of those
+    left out because no strategy has a value."""
+    from finpod.backtest.labels import metric_label
+
+    shown, absent = [], []
+    for name, row in metrics.iterrows():
+        if np.isfinite(row.to_numpy(dtype=float)).any():
+            shown.append(name)
+        else:
+            absent.append((metric_label(str(name)), _ABSENT.get(str(name), "not measured")))
+    return shown, absent
+
+
+#: Why a stitched metric has no value for any strategy.
+_ABSENT = {
+    "alpha": "the dataset has no index benchmark",
+    "beta": "the dataset has no index benchmark",
+}
+
+
+#: Row labels of the stitched table that differ from the backtest's: how they were stitched.
+_STITCHED_LABELS = {
+    "sharpe": "Sharpe ratio (annualized)",
+    "annual_turnover": "Turnover (× capital / year, bar-weighted mean of the folds)",
+    "annual_turnover_ex_initial": "Turnover ex initial purchases (× capital / year, "
+    "bar-weighted mean of the folds)",
+    "mean_exposure": "Mean exposure (stocks / account value, bar-weighted over the folds)",
+    "costs_paid": "Costs paid ($, all folds)",
+    "costs_pct_capital": "Costs / initial capital (all folds)",
+}
+_STITCHED_NAMES = {v: k for k, v in _STITCHED_LABELS.items()}
+#: Why a cell of the stitched table is "–".
+_DASHES = (
+    "– = not defined: the index is a price level and never trades (no turnover, costs, "
+    "exposure or active statistics); mean exposure is measured for the agents only; the "
+    "reference against itself has no tracking error, hence no information ratio or t."
+)
 
 
 def _fold_starts(result: WalkForwardResult) -> list[pd.Timestamp]:
@@ -201,7 +241,7 @@ _FOLD_COLUMNS = {
     "validation": "validation window",
     "backtest": "backtest window",
     "winner_seed": "winner seed",
-    "validation_score": "validation",
+    "validation_score": "validation score",
     "sharpe_agent": "Sharpe agent",
     "sharpe_equal_weight": "Sharpe EW",
     "sharpe_index": "Sharpe index",
@@ -222,6 +262,36 @@ def _fold_table(folds: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def plural(n: int, word: str) -> str:
+    """``1 seed``, ``2 seeds``, ``0 folds``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _embargo_text(summary: dict, spec: dict) -> str:
+    embargo = summary.get("embargo") or {}
+    sessions = embargo.get("sessions", spec.get("embargo"))
+    if sessions is None:
+        return "embargo: the dataset's default"
+    return f"embargo {plural(int(sessions), 'session')}" + (
+        " (the default)" if embargo.get("default") else ""
+    )
+
+
+def steps_text(env_steps: dict, strategy: dict) -> str:
+    """``"10,000 env steps asked per fold × seed, 12,288 trained (whole rollouts: rounded
+    up)"``, or ``"10,000 env steps per fold × seed"`` when every job trained just that."""
+    asked = env_steps.get("asked", strategy.get("train", {}).get("total_steps"))
+    trained = [int(t) for t in env_steps.get("trained") or []]
+    if asked is None:
+        return "env steps per fold × seed: unknown"
+    asked = int(asked)
+    if not trained or trained == [asked]:
+        return f"{asked:,} env steps per fold × seed"
+    shown = f"{trained[0]:,}" if len(trained) == 1 else f"{trained[0]:,}–{trained[-1]:,}"
+    why = " (whole rollouts of envs × horizon: rounded up)" if min(trained) > asked else ""
+    return f"{asked:,} env steps asked per fold × seed, {shown} trained{why}"
+
+
 def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     """The walk-forward page of ``result`` as one HTML document (no external resources)."""
     s = result.summary
@@ -233,14 +303,14 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     meta = [
         f"dataset: {html.escape(str(settings.get('dataset', {}).get('path')))} "
         f"(hash {html.escape(str(settings.get('dataset', {}).get('hash')))[:12]})",
-        f"{len(folds)} folds ({html.escape(str(spec.get('scheme')))}: train "
+        f"{plural(len(folds), 'fold')} ({html.escape(str(spec.get('scheme')))}: train "
         f"{html.escape(str(spec.get('train')))}, validation "
         f"{html.escape(str(spec.get('validation')))}, backtest "
-        f"{html.escape(str(spec.get('backtest')))}, embargo "
-        f"{html.escape(str(spec.get('embargo') if spec.get('embargo') is not None else 'default'))} sessions)",
-        f"seeds: {', '.join(str(x) for x in s.get('seeds', []))}",
+        f"{html.escape(str(spec.get('backtest')))}, {_embargo_text(s, spec)})",
+        f"{plural(len(s.get('seeds', [])), 'seed')}: "
+        f"{', '.join(str(x) for x in s.get('seeds', []))}",
         f"agent: {html.escape(str(strat.get('agent', {}).get('algorithm')))}, "
-        f"{strat.get('train', {}).get('total_steps')} env steps per fold × seed"
+        + html.escape(steps_text(s.get("env_steps") or {}, strat))
         + (", warm-started from the previous fold's winner" if settings.get("warm_start") else ""),
         f"out-of-sample: {html.escape(str(st.get('start', ''))[:10])} → "
         f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} bars)",
@@ -252,7 +322,11 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         _hac_html(result),
         "<h2>Stitched out-of-sample metrics</h2>",
         _metrics_table(result),
-        "<p class='note'>agent = each fold's winner (the seed whose checkpoint scored best on "
+        f"<p class='note'>{html.escape(_DASHES)} "
+        f"{html.escape(str(s.get('sharpe_convention', SHARPE_CONVENTION)))}. "
+        "Active statistics are against the reference portfolio over the stitched bars; turnover, "
+        "exposure and costs come from each fold's backtest of the account. "
+        "agent = each fold's winner (the seed whose checkpoint scored best on "
         "that fold's validation window) on the fold's backtest window, folds one after the "
         "other; seed-k = seed k's own agents. Every fold restarts from the initial capital, "
         f"like the benchmarks. {html.escape(str(disclosures.get('benchmark', '')))}. "
@@ -268,8 +342,9 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
             _fold_table(result.folds),
             pct=("return agent", "return EW", "active / yr"),
         ),
-        f"<p class='note'>validation: the winner's validation {html.escape(str(score))} "
-        "(what selection ranked by); EW = equal weight (buy-and-hold); active / yr = the "
+        f"<p class='note'>validation score: the winner's validation {html.escape(str(score))}"
+        f"{' (annualized)' if score in ('sharpe', 'sortino', 'return') else ''} "
+        "(what selection ranked by); Sharpe ratios annualized; EW = equal weight (buy-and-hold); active / yr = the "
         "annualized mean of the winner's active return vs EW; N, DSR, PBO of the fold's "
         "selection among all its seeds' checkpoints. Train windows: see the fold plan.</p>",
         "<h2>Distribution over seeds</h2>",

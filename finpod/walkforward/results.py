@@ -16,7 +16,7 @@ import pandas as pd
 from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
 from finpod.walkforward import store
-from finpod.walkforward.folds import Fold, folds_frame
+from finpod.walkforward.folds import Fold, default_embargo, folds_frame
 from finpod.walkforward.stats import hac_mean_test
 
 #: The benchmark the active return is measured against: equal-weight buy-and-hold of the
@@ -53,6 +53,51 @@ class WalkForwardResult:
     ``per_seed_vs_equal_weight``."""
     summary: dict[str, Any] = field(default_factory=dict)
     """``summary.json``."""
+
+
+#: Rows of the stitched table that need the account's trades and holdings, which each
+#: fold's backtest measured: how each is combined over the folds.
+FOLD_WEIGHTED = {
+    "annual_turnover": "mean",
+    "annual_turnover_ex_initial": "mean",
+    "mean_exposure": "mean",
+    "costs_paid": "sum",
+    "costs_pct_capital": "sum",
+}
+#: How every Sharpe ratio of the walk-forward is written (tables, CSVs, summary.json).
+SHARPE_CONVENTION = "Sharpe ratios are annualized: per-bar mean / std × √(bars per year)"
+
+
+def fold_weighted_metrics(per_fold: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """Turnover, mean exposure and costs of a stitched record from its folds' backtests.
+
+    ``per_fold``: (bars, the fold's backtest metrics) in fold order. Turnover and mean
+    exposure are per-year or per-bar rates: their bar-weighted mean over the folds. Costs
+    add up (every fold restarts from the same initial capital, so ``costs_pct_capital`` is
+    the folds' costs over that one capital). NaN where a fold did not measure the metric
+    (the index is a level: it never trades).
+    """
+    out: dict[str, float] = {}
+    for name, how in FOLD_WEIGHTED.items():
+        # result.json writes a NaN as null
+        values = np.array(
+            [np.nan if met.get(name) is None else float(met[name]) for _, met in per_fold]
+        )
+        bars = np.array([n for n, _ in per_fold], dtype=float)
+        if not len(values) or not np.isfinite(values).all() or bars.sum() <= 0:
+            out[name] = float("nan")
+        elif how == "sum":
+            out[name] = float(values.sum())
+        else:
+            out[name] = float((values * bars).sum() / bars.sum())
+    return out
+
+
+def _annualised(per_bar: float | None, annualization: float) -> float | None:
+    """A per-bar Sharpe ratio annualized (× √ bars per year); None stays None."""
+    if per_bar is None or not np.isfinite(per_bar):
+        return None
+    return float(per_bar) * float(np.sqrt(annualization))
 
 
 def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
@@ -123,8 +168,11 @@ def summarize(
     stitched_parts, seed_parts = [], {f"seed-{s}": [] for s in seeds}
     fold_rows, seed_rows, sel_rows = [], [], []
     windows = folds_frame(folds).set_index("fold")
+    recs_by_fold: dict[int, dict[int, dict[str, Any]]] = {}  # fold → seed → its record
+    winner_of: dict[int, int] = {}  # fold → its winner seed
     for f, rec in zip(folds, fold_recs, strict=True):
         recs = {r["seed"]: r for r in rec["_records"]}
+        recs_by_fold[f.index], winner_of[f.index] = recs, rec["winner_seed"]
         win = recs[rec["winner_seed"]]
         part = win["returns"].copy()
         part["fold"] = f.index
@@ -159,10 +207,14 @@ def summarize(
             {
                 "fold": f.index,
                 "seed": "all",
-                "chose_among": f"{len(seeds)} seeds' checkpoints",
+                "chose_among": "the one seed's checkpoints"
+                if len(seeds) == 1
+                else f"{len(seeds)} seeds' checkpoints",
                 "selected": rec["winner_candidate"],
                 "n": sel.get("num_trials"),
-                "selected_validation_sharpe_per_bar": sel.get("selected_validation_sharpe"),
+                "selected_validation_sharpe": _annualised(
+                    sel.get("selected_validation_sharpe"), annualization
+                ),
                 "dsr": sel.get("dsr"),
                 "pbo": sel.get("pbo"),
             }
@@ -194,7 +246,9 @@ def summarize(
                     "chose_among": "its checkpoints",
                     "selected": r["selected_id"],
                     "n": st.get("num_trials"),
-                    "selected_validation_sharpe_per_bar": st.get("selected_validation_sharpe"),
+                    "selected_validation_sharpe": _annualised(
+                        st.get("selected_validation_sharpe"), annualization
+                    ),
                     "dsr": st.get("dsr"),
                     "pbo": st.get("pbo"),
                 }
@@ -205,11 +259,34 @@ def summarize(
     seed_returns = pd.DataFrame({k: pd.concat(v) for k, v in seed_parts.items()})
     strategies = [c for c in stitched.columns if c != "fold"]
     bench = stitched.get(INDEX)
+    reference = stitched.get(m.REFERENCE)
+
+    def stitched_metrics(name: str, returns: pd.Series, per_fold: list[tuple[int, dict]]):
+        out = m.performance_metrics(
+            returns,
+            annualization,
+            benchmark=bench if name != INDEX else None,
+            reference=reference if name != INDEX else None,  # as the backtest measures
+        )
+        if name == INDEX:
+            out["alpha"], out["beta"] = 0.0, 1.0
+        out.update(fold_weighted_metrics(per_fold))
+        return out
+
+    def fold_metrics(seed_of: dict[int, int], column: str) -> list[tuple[int, dict]]:
+        """(bars, metrics of ``column``) of each fold's backtest by seed ``seed_of[fold]``."""
+        records = [recs_by_fold[f.index][seed_of[f.index]] for f in folds]
+        return [(len(r["returns"]), r["metrics"].get(column, {})) for r in records]
+
     metrics = pd.DataFrame(
-        {c: m.performance_metrics(stitched[c], annualization, benchmark=bench) for c in strategies}
+        {c: stitched_metrics(c, stitched[c], fold_metrics(winner_of, c)) for c in strategies}
         | {
-            c: m.performance_metrics(seed_returns[c], annualization, benchmark=bench)
-            for c in seed_returns
+            f"seed-{s}": stitched_metrics(
+                f"seed-{s}",
+                seed_returns[f"seed-{s}"],
+                fold_metrics(dict.fromkeys(winner_of, s), AGENT),
+            )
+            for s in seeds
         }
     )
     hac = {
@@ -247,9 +324,28 @@ def summarize(
         "dataset's train/validation/backtest split is not used. Each fold's backtest window is "
         "read only by that fold's backtest; later folds train on it.",
     }
+    spec = settings.get("spec") or {}
+    embargo = spec.get("embargo")
+    asked = (settings.get("strategy") or {}).get("train", {}).get("total_steps")
+    trained = sorted(
+        {
+            int(r["env_steps"])
+            for recs in recs_by_fold.values()
+            for r in recs.values()
+            if r.get("env_steps") is not None
+        }
+    )
     summary = store.json_safe(
         {
             "settings": {k: v for k, v in settings.items() if k != "folds"},
+            "embargo": {
+                "sessions": default_embargo(str(manifest.get("bar", "1d")))
+                if embargo is None
+                else int(embargo),
+                "default": embargo is None,
+            },
+            "env_steps": {"asked": asked, "trained": trained},
+            "sharpe_convention": SHARPE_CONVENTION,
             "folds": len(folds),
             "seeds": seeds,
             "bars_per_year": annualization,

@@ -35,7 +35,7 @@ from finpod.errors import FinpodError
 from finpod.walkforward import store
 from finpod.walkforward.folds import Fold, FoldSpec, plan_folds
 from finpod.walkforward.job import SeedJob, SeedResult, market_payload
-from finpod.walkforward.report import render_report
+from finpod.walkforward.report import plural, render_report, steps_text
 from finpod.walkforward.results import (
     AGENT,
     EQUAL_WEIGHT,
@@ -141,9 +141,9 @@ def run_walkforward(
     todo = [(f, s) for f in folds for s in seeds if not store.is_done(out, f.index, s)]
     total = len(folds) * len(seeds)
     say(
-        f"{'resuming' if resumed else 'starting'} walk-forward: {len(folds)} folds × "
-        f"{len(seeds)} seeds of {strat.algorithm}, {strat.train.total_steps} steps each "
-        f"({total - len(todo)} of {total} done) on {data}"
+        f"{'resuming' if resumed else 'starting'} walk-forward: {plural(len(folds), 'fold')} × "
+        f"{plural(len(seeds), 'seed')} of {strat.algorithm}, {strat.train.total_steps:,} env "
+        f"steps each, or the next whole rollout ({total - len(todo)} of {total} done) on {data}"
     )
     done = total - len(todo)
     if on_progress is not None:
@@ -155,8 +155,9 @@ def run_walkforward(
         done += 1
         say(
             f"fold {res.fold} seed {res.seed}: validation {res.score_name} "
-            f"{res.best_score:.3f} at {res.best_env_steps} steps, backtest Sharpe "
-            f"{res.metrics[AGENT]['sharpe']:.3f} (train {res.train_seconds:.0f} s)"
+            f"{res.best_score:.3f} at {res.best_env_steps:,} steps, backtest Sharpe "
+            f"{res.metrics[AGENT]['sharpe']:.3f} (trained {res.env_steps:,} env steps in "
+            f"{res.train_seconds:.0f} s)"
         )
         if on_progress is not None:
             on_progress(done, total)
@@ -200,9 +201,10 @@ def run_walkforward(
         runner.close()
     result = summarize(out, folds, seeds, market.annualization, settings, manifest.to_dict())
     atomic_write_text(result.report, render_report(result, folds))
+    steps = steps_text(result.summary.get("env_steps") or {}, strat.to_dict())
     say(
-        f"done in {time.perf_counter() - started:.0f} s: active return vs equal weight "
-        f"{_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"
+        f"done in {time.perf_counter() - started:.0f} s ({steps}): active return vs equal "
+        f"weight {_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"
     )
     return result
 

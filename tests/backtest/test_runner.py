@@ -250,3 +250,78 @@ def test_cli_unknown_run_is_one_red_line_and_exit_1(tmp_path):
     )
     assert out.returncode == 1
     assert "not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_agent_error_lists_the_same_names_selected_included(run_dir):
+    from finpod.backtest.agents import AGENT_CHOICES, canonical_agent, resolve_agent
+
+    for bad in (lambda: parse_agent("bogus"), lambda: resolve_agent(run_dir, "bogus")):
+        with pytest.raises(FinpodError) as err:
+            bad()
+        assert AGENT_CHOICES in str(err.value) and "selected" in str(err.value)
+    assert [canonical_agent(a) for a in ("best", "top-k", "Top5", "ensemble", "ensemble-4")] == [
+        "best",
+        "top-3",
+        "top-5",
+        "ensemble-3",
+        "ensemble-4",
+    ]
+
+
+def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
+    run_dir, splits, monkeypatch, tmp_path
+):
+    from finpod.cli import app
+
+    board = json.loads((run_dir / "leaderboard.json").read_text())
+    board["selected"] = "ensemble-2"
+    board["ensemble"] = {"id": "ensemble-2@end", "members": ["pod000", "pod001"], "score": 1.5}
+    (run_dir / "leaderboard.json").write_text(json.dumps(board))
+    FakeDataset(splits).install(monkeypatch)
+    out = tmp_path / "reports"
+    cli = CliRunner()
+    res = cli.invoke(app, ["backtest", str(run_dir), "--out", str(out), "--device", "cpu"])
+    assert res.exit_code == 0, res.output
+    folder = out / "run-test" / "ensemble-2"
+    result = BacktestResult.load(folder)
+    assert result.info["agent"].startswith(
+        "selected on validation: ensemble-2 (mean target weights of the top 2 entries)"
+    )
+    note = result.statistics["dsr_note"]
+    assert "ensemble's own DSR" in note and "mean target weights of the top 2" in note
+    assert "mean action" not in note and "best candidate" not in note
+    (folder / "tearsheet.html").unlink()
+    monkeypatch.chdir(tmp_path)  # runs/<id> is looked up from here, as a user's shell does
+    (tmp_path / "runs").mkdir()
+    run_dir.rename(tmp_path / "runs" / "run-test")
+    for run, args in (
+        ("run-test", []),
+        ("run-test", ["--agent", "selected"]),
+        (str(out / "run-test"), []),  # a reports/<run> folder
+        ("run-test", ["--agent", "ensemble-2"]),
+    ):
+        res = cli.invoke(app, ["report", run, "--out", str(out), *args])
+        assert res.exit_code == 0, res.output
+        assert (folder / "tearsheet.html").is_file()
+        (folder / "tearsheet.html").unlink()
+
+
+def test_the_dsr_note_names_whose_dsr_and_what_the_backtest_trades():
+    from finpod.backtest.runner import dsr_note
+
+    assert dsr_note("best", ["p0"]) is None
+    top = dsr_note("top-3", ["p0", "p1", "p2"])
+    assert "best entry (p0)" in top and "mean action of the top 3" in top
+    own = dsr_note("ensemble-3", ["p0", "p1", "p2"], ensemble_scored=True)
+    assert "ensemble's own DSR" in own and "mean target weights of the top 3" in own
+    other = dsr_note("ensemble-2", ["p0", "p1"], ensemble_scored=False)
+    assert "best entry (p0)" in other and "did not score this ensemble" in other
+
+
+def test_the_backtest_progress_total_counts_every_rollout(run_dir, splits, monkeypatch):
+    from finpod.backtest.benchmarks import ROLLOUTS
+
+    FakeDataset(splits).install(monkeypatch)
+    seen: list[str] = []
+    run_backtest(run_dir, on_rollout=seen.append)
+    assert seen == list(ROLLOUTS)  # the bar's total: it ends at 5/5, not 5/4

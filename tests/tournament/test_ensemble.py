@@ -61,8 +61,11 @@ def test_the_backtest_of_the_ensemble_counts_it_among_the_trials(ensemble_run, t
     result = run_backtest(ensemble_run, agent="ensemble", data_dir=tiny_dataset)
     assert result.num_trials == 6
     assert result.statistics["num_trials"] == 6
-    assert "ensemble of the top 3" in result.info["agent"]
+    assert "ensemble-3 (mean target weights of the top 3 entries)" in result.info["agent"]
     assert "not a validation candidate" not in result.info["agent"]
+    # the DSR shown is the ensemble's own (it is a candidate of the run)
+    assert "ensemble's own DSR" in result.statistics["dsr_note"]
+    assert "mean action" not in result.statistics["dsr_note"]
 
 
 def test_the_run_selects_the_ensemble_only_when_it_wins_on_validation(ensemble_run):

@@ -325,7 +325,7 @@ def test_a_killed_walkforward_on_ray_resumes_at_the_jobs_it_had_not_finished(wf_
     assert again.returncode == 0, again.stderr
     assert first.stat().st_mtime_ns == stamp  # not trained again
     log = (out / "walkforward.log").read_text()
-    assert "resuming walk-forward: 3 folds × 1 seeds" in log
+    assert "resuming walk-forward: 3 folds × 1 seed of" in log
     assert f"({len(done_before)} of 3 done)" in log
     assert "HAC t = " in again.stdout
     assert (out / "report.html").is_file()
