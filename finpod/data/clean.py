@@ -62,6 +62,7 @@ from finpod.data.timestamps import (
     one_bar_size,
     parse_timestamps,
     read_stamps,
+    refuse_excel_serials,
     stamp_dates,
     utc_ns,
 )
@@ -140,6 +141,8 @@ def clean_long(
     dropped = report["dropped"]
     repaired = report["repaired"]
 
+    if date_format is None:
+        refuse_excel_serials(df["timestamp"], where, df["tic"].astype("string").str.strip())
     instant, wall, notes = read_stamps(df["timestamp"], timezone, date_format)
     if instant.notna().sum() == 0:
         first = df["timestamp"].dropna()

@@ -61,6 +61,7 @@ def read_stamps(
         return _localize(naive, timezone), naive, notes
     if date_format is not None:
         return _read_with_format(values, timezone, date_format, notes)
+    refuse_excel_serials(values, "the input")
     if pd.api.types.is_float_dtype(values.dtype):
         finite = values.where(np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan)))
         values = finite.round().astype("Int64")
@@ -118,6 +119,48 @@ _EPOCH_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns"
 _DMY = r"^(\d{1,2})([/.\-])(\d{1,2})\2(\d{4}|\d{2})(?=$|[ T])"
 #: The same without groups, to find such stamps.
 _DMY_FIND = r"^\d{1,2}[/.\-]\d{1,2}[/.\-](?:\d{4}|\d{2})(?:$|[ T])"
+
+
+#: Excel's day count (days since 1899-12-30) of 1927-05-18 … 2173-10-13: what a
+#: spreadsheet writes for a date cell saved as a number. No stamp finpod reads is a number
+#: of five integer digits (dates are 8 digits, epochs 9 or more).
+_EXCEL_SERIAL = r"\d{5}(?:\.\d*)?"
+_EXCEL_EPOCH = pd.Timestamp("1899-12-30")
+
+
+def excel_serials(values: pd.Series) -> np.ndarray:
+    """(n,) bool: values that are Excel serial dates (``43467`` or ``43467.5``)."""
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        number = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            return (number >= 10_000) & (number < 100_000)
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return np.zeros(len(values), dtype=bool)
+    if values.dtype == object:
+        # A column of mixed cells (text from one file, numbers from another).
+        values = values.map(lambda v: f"{v:.10g}" if isinstance(v, (int, float)) else v)
+    text = values.astype("string").str.strip()
+    return text.str.fullmatch(_EXCEL_SERIAL).fillna(False).to_numpy(dtype=bool)
+
+
+def refuse_excel_serials(values: pd.Series, where: str, tickers: pd.Series | None = None) -> None:
+    """Raise :class:`FinpodError` when some stamps are Excel serial dates, naming where
+    (and which tickers) and the date the first one stands for."""
+    hit = excel_serials(values)
+    if not hit.any():
+        return
+    first = values[hit].iloc[0]
+    day = (_EXCEL_EPOCH + pd.Timedelta(days=float(first))).strftime("%Y-%m-%d")
+    whose = ""
+    if tickers is not None:
+        names = sorted({str(t) for t in tickers[hit].dropna().unique() if str(t)})
+        if names:
+            whose = f" of {', '.join(names[:5])}{' …' if len(names) > 5 else ''}"
+    raise FinpodError(
+        f"Excel serial dates are not supported: {where}: {int(hit.sum())} timestamps{whose} "
+        f"are day counts like {str(first)!r} (Excel's {day})",
+        "format the date column as YYYY-MM-DD in the spreadsheet and save it again",
+    )
 
 
 def _whole_numbers_as_text(values: pd.Series) -> pd.Series:
