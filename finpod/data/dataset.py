@@ -30,7 +30,9 @@ are contiguous, in time order, and separated by an embargo of whole sessions.
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -240,6 +242,7 @@ def _prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
                 "use it as it is, or pass --overwrite to replace it",
             )
     parent = out.absolute().parent
+    remove_stale_temp_folders(out)
     ancestor = parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
@@ -249,7 +252,8 @@ def _prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
     made += [parent] if not parent.exists() else []
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+        # The pid in the name tells a later build whether this one is still running.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}-", dir=parent))
     except OSError as err:
         for folder in reversed(made):
             try:
@@ -265,6 +269,46 @@ def _prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)
     return tmp, made
+
+
+#: Names (after ``.<out>.``) of the temporary folders a build makes beside ``out``: this
+#: build's ``<pid>-<random>``, the ``old-<pid>`` of a swap (:func:`finpod.atomic.replace_dir`),
+#: and the bare ``<random>`` of builds before the pid was in the name.
+_TEMP_NAME = re.compile(r"^(?:(?:old-)?(\d+)(?:-[a-z0-9_]{8})?|[a-z0-9_]{8})$")
+
+
+def remove_stale_temp_folders(out: str | Path) -> list[Path]:
+    """Remove the temporary folders ``.<out>.<…>`` that an interrupted build left beside
+    ``out`` (killed, or its machine stopped). A folder whose build process is still
+    running on this machine is left alone. Returns the folders removed."""
+    out = Path(out)
+    parent = out.absolute().parent
+    removed = []
+    try:
+        candidates = list(parent.glob(f".{glob.escape(out.name)}.*"))
+    except OSError:
+        return removed
+    for folder in candidates:
+        match = _TEMP_NAME.match(folder.name[len(out.name) + 2 :])
+        if match is None or folder.is_symlink() or not folder.is_dir():
+            continue
+        if match.group(1) is not None and _process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or a pid we cannot check): keep its folder
+    return True
 
 
 def check_bars(bars: Bars) -> list[str]:
