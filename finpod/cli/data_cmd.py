@@ -210,6 +210,15 @@ def download(
             "'%m/%d/%Y %H:%M', for dates whose day/month order the values do not prove.",
         ),
     ] = None,
+    drop_bad_tickers: Annotated[
+        bool,
+        Opt(
+            "--drop-bad-tickers",
+            help="files: build without a ticker whose rows cannot be read (or that loses "
+            "most of its bars in cleaning) instead of failing; the manifest lists each with "
+            "its cause.",
+        ),
+    ] = False,
     overwrite: Annotated[
         bool,
         Opt("--overwrite", help="Replace an existing dataset at --out (in one atomic swap)."),
@@ -258,6 +267,7 @@ def download(
         "adjust": adjust,
         "point_in_time": point_in_time or None,
         "date_format": date_format,
+        "drop_bad_tickers": drop_bad_tickers or None,
         "cache_dir": cache_dir,
         "feed": feed,
         "adjustment": adjustment,
@@ -370,7 +380,10 @@ def _print_manifest(m: Manifest) -> None:
         "mixed_naive_and_aware",
         "large_moves",
     ):
-        if k in clean:
+        if k == "tickers_dropped" and isinstance(clean.get(k), Mapping):
+            for tic, why in clean[k].items():
+                ct.add_row(f"ticker dropped: {tic}", str(why))
+        elif k in clean:
             ct.add_row(k, str(clean[k]))
     console.print(ct)
 

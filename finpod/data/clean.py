@@ -47,12 +47,19 @@ from finpod.data.bars import (
     ticker_problem,
 )
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
+from finpod.data.columns import refuse_separated_numbers
 from finpod.data.stages import (
     DELISTING_RULE,
     LARGE_MOVE_LOG,
     delisting_mask,
     forward_fill,
     large_moves,
+)
+from finpod.data.ticker_rule import (
+    EXACT_DUPLICATE,
+    OUT_OF_RANGE,
+    OUTSIDE_SESSIONS,
+    ticker_rule,
 )
 from finpod.data.timestamps import (
     EPOCH_UNITS,
@@ -108,6 +115,7 @@ def clean_long(
     ticker: str | None = None,
     where: str = "input",
     date_format: str | None = None,
+    drop_bad_tickers: bool = False,
 ) -> tuple[Bars, dict]:
     """Clean a long table of bars into :class:`Bars` on the session grid.
 
@@ -127,16 +135,29 @@ def clean_long(
         where: name of the input, used in error messages.
         date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
             only when the stamps do not say how to read them (see :func:`read_stamps`).
+        drop_bad_tickers: a ticker that would lose most of its bars to cleaning (see
+            :data:`MOST_BARS`) is dropped and listed in ``tickers_dropped`` with its cause,
+            instead of failing the build.
+
+    The ticker rule: every ticker of the input reaches the bars, or is listed in
+    ``report["tickers_dropped"]`` with its cause (its bars are all outside ``start``/``end``,
+    its coverage is below ``min_coverage``, or, with ``drop_bad_tickers``, it lost most of
+    its bars), or the call fails naming it, the share of its bars lost, the file, the
+    column and a sample value. Two spellings of one ticker (``brk.b`` and ``BRK.B``, or
+    ``AAPL.csv`` and ``aapl_1d.csv``) whose rows disagree fail the same way. The optional
+    columns :data:`ORIGIN` and :data:`SPELLING` name each row's file and the ticker as
+    written there (for the messages).
 
     Returns:
         (bars, report): the grid arrays and the cleaning report.
     """
     if df is None or len(df) == 0:
         raise FinpodError(f"{where} has no rows", "check the file, the tickers and the date range")
-    df = normalize_columns(df, columns)
+    df = normalize_columns(df, columns).reset_index(drop=True)
     if "tic" not in df.columns and ticker is not None:
         df = df.assign(tic=ticker)
     require_columns(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
+    refuse_separated_numbers(df, where)
     report: dict = {"input_rows": int(len(df)), "dropped": {}, "repaired": {}}
     dropped = report["dropped"]
     repaired = report["repaired"]
@@ -167,14 +188,21 @@ def clean_long(
     for col in (*PRICE_COLUMNS, "volume"):
         frame[col] = pd.to_numeric(df[col], errors="coerce")
     frame = frame.reset_index(drop=True)
+    # Why each input row (by position) left: "" = kept. Read by the ticker rule.
+    cause = np.full(len(frame), "", dtype=object)
+
+    def lose(mask: np.ndarray, why: str) -> None:
+        cause[frame.index.to_numpy()[np.asarray(mask, dtype=bool)]] = why
 
     bad_ts = frame["timestamp"].isna().to_numpy()
     if bad_ts.any():
         dropped["unreadable_timestamp"] = int(bad_ts.sum())
+        lose(bad_ts, "unreadable_timestamp")
         frame = frame[~bad_ts]
     no_tic = (frame["tic"] == "").to_numpy()
     if no_tic.any():
         dropped["missing_ticker"] = int(no_tic.sum())
+        lose(no_tic, "missing_ticker")
         frame = frame[~no_tic]
     vol_nan = frame["volume"].isna()
     if vol_nan.any():
@@ -192,16 +220,19 @@ def clean_long(
     bad_vol = ~np.isfinite(volume)
     negvol = (volume < 0) & ~bad_vol
     earlier = missing | nonpos | hl
-    for name, mask in (
+    reasons = (
         ("missing_price", nan_price),
         ("non_finite_price", inf_price),
         ("non_positive_price", nonpos),
         ("high_below_low", hl),
         ("non_finite_volume", bad_vol & ~earlier),
         ("negative_volume", negvol & ~earlier),
-    ):
+    )
+    for name, mask in reasons:
         if mask.any():
             dropped[name] = int(mask.sum())
+    for name, mask in reversed(reasons):  # a row with several faults: the first one named
+        lose(mask, name)
     bad = earlier | negvol | bad_vol
     frame = frame[~bad]
 
@@ -210,12 +241,14 @@ def clean_long(
         keep = frame["timestamp"] >= lo
         if (~keep).any():
             dropped["before_start"] = int((~keep).sum())
+        lose(~keep.to_numpy(dtype=bool), OUT_OF_RANGE)
         frame = frame[keep]
     if end is not None:
         hi = _as_ny(end) + (pd.Timedelta(days=1) if _is_date(end) else pd.Timedelta(0))
         keep = frame["timestamp"] < hi if _is_date(end) else frame["timestamp"] <= hi
         if (~keep).any():
             dropped["after_end"] = int((~keep).sum())
+        lose(~keep.to_numpy(dtype=bool), OUT_OF_RANGE)
         frame = frame[keep]
     if len(frame) == 0:
         raise FinpodError(
@@ -242,6 +275,7 @@ def clean_long(
         exact_mask = np.concatenate([[False], exact])
         n_exact = int(exact_mask.sum())
         keep = ~exact_mask
+        lose(exact_mask, EXACT_DUPLICATE)
         frame, ts_ns, tic_codes, vals = frame[keep], ts_ns[keep], tic_codes[keep], vals[keep]
         if n_exact:
             repaired["exact_duplicates_dropped"] = n_exact
@@ -251,6 +285,7 @@ def clean_long(
             key_dup[1:] |= same_key
             key_dup[:-1] |= same_key
             dropped["conflicting_duplicates"] = int(key_dup.sum())
+            lose(key_dup, "conflicting_duplicates")
             keep = ~key_dup
             frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
 
@@ -287,15 +322,25 @@ def clean_long(
     on_grid = grid_ns[pos_c] == stamp
     if (~on_grid).any():
         dropped["outside_sessions"] = int((~on_grid).sum())
+        lose(~on_grid, OUTSIDE_SESSIONS)
     if not on_grid.any():
         raise FinpodError(
             f"{where}: no bar falls on an exchange session of the {bar} grid",
             "check the timezone (--timezone), the bar size and the bar label",
         )
-    frame = frame[on_grid]
-    t_idx = pos_c[on_grid]
-    n_idx = tic_codes[on_grid]
-    names = [str(x) for x in tic_names]
+    lost = ticker_rule(df, tic, cause, where, drop_bad_tickers)
+    if lost:
+        report["tickers_dropped"] = lost
+    keep_rows = on_grid & ~frame["tic"].isin(list(lost)).to_numpy(dtype=bool)
+    if not keep_rows.any():
+        raise FinpodError(
+            f"{where}: every ticker was dropped ({'; '.join(f'{k}: {v}' for k, v in lost.items())})",
+            "fix the input (the causes are named)",
+        )
+    frame = frame[keep_rows]
+    t_idx = pos_c[keep_rows]
+    n_idx, kept_names = pd.factorize(frame["tic"].to_numpy(), sort=True)
+    names = [str(x) for x in kept_names]
 
     # Trim the grid to the span of kept bars.
     t0, t1 = int(t_idx.min()), int(t_idx.max()) + 1
@@ -318,12 +363,14 @@ def clean_long(
     coverage = counts / life
     sparse = (coverage < min_coverage) | (counts < min_bars)
     if sparse.any():
-        report["tickers_dropped"] = {
-            names[
-                i
-            ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
-            for i in np.flatnonzero(sparse)
-        }
+        report.setdefault("tickers_dropped", {}).update(
+            {
+                names[
+                    i
+                ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
+                for i in np.flatnonzero(sparse)
+            }
+        )
     keep = ~sparse
     if not keep.any():
         cause = f" after dropping rows ({_summary(dropped)})" if dropped else ""

@@ -5,6 +5,7 @@ what is true. Each case runs ``finpod download`` as a user does."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -135,3 +136,117 @@ def test_a_later_build_removes_a_stale_temporary_folder(tmp_path, capsys):
     assert code == 0, err
     assert (out / "manifest.json").exists()
     assert _temp_folders(out) == sorted([mine, running])
+
+
+# ------------------------------------------------------------------- the ticker rule
+
+
+def _three_files(tmp_path: Path, third: pd.DataFrame, name: str = "CCC.csv") -> Path:
+    """AAA.csv and BBB.csv, good, beside ``third``."""
+    df = make_daily(("AAA", "BBB"))
+    for tic in ("AAA", "BBB"):
+        folder = _csv(tmp_path, df[df.tic == tic].drop(columns="tic"), f"{tic}.csv")
+    _csv(tmp_path, third, name)
+    return folder
+
+
+def _manifest(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "ds" / "manifest.json").read_text())
+
+
+def _ccc() -> pd.DataFrame:
+    return make_daily(("CCC",), seed=3).drop(columns="tic")
+
+
+def test_a_file_whose_columns_are_not_recognised_fails_naming_its_ticker(tmp_path, capsys):
+    folder = _three_files(tmp_path, _ccc().rename(columns={"close": "Px_Last"}))
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "CCC.csv",
+        "ticker CCC would vanish",
+        "no close column",
+        "Px_Last",
+        "--drop-bad-tickers",
+    )
+    _nothing_left(tmp_path)
+
+
+def test_a_file_whose_numbers_cannot_be_read_fails_naming_file_column_and_value(tmp_path, capsys):
+    ccc = _ccc()
+    for col in ("open", "high", "low", "close"):
+        ccc[col] = ccc[col].map(lambda x: f"${x:.2f}")
+    folder = _three_files(tmp_path, ccc)
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "ticker CCC would vanish",
+        "80 of its 80 bars (100%)",
+        "CCC.csv",
+        "column open",
+        "'$",
+        "--drop-bad-tickers",
+    )
+    _nothing_left(tmp_path)
+
+
+def test_a_ticker_losing_most_of_its_bars_is_named_with_the_share_lost(tmp_path, capsys):
+    ccc = _ccc()
+    ccc.loc[ccc.index[:60], "date"] = "not a date"
+    folder = _three_files(tmp_path, ccc)
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "ticker CCC would vanish",
+        "60 of its 80 bars (75%)",
+        "unreadable timestamps",
+        "'not a date'",
+    )
+
+
+@pytest.mark.parametrize("how", ["cells", "file names"])
+def test_two_spellings_of_a_ticker_that_collide_fail_naming_both(tmp_path, capsys, how):
+    df = make_daily(("AAA", "BBB"))
+    other = make_daily(("AAA",), seed=5)
+    if how == "cells":
+        _csv(tmp_path, df, "long.csv")
+        folder = _csv(tmp_path, other.assign(tic="aaa"), "other.csv")
+        words = ("'AAA in long.csv'", "'aaa in other.csv'")
+    else:
+        for tic in ("AAA", "BBB"):
+            folder = _csv(tmp_path, df[df.tic == tic].drop(columns="tic"), f"{tic}.csv")
+        _csv(tmp_path, other.drop(columns="tic"), "aaa_daily.csv")
+        words = ("'file AAA.csv'", "'file aaa_daily.csv'")
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "ticker AAA would vanish: two spellings collide",
+        *words,
+        "keep one spelling",
+    )
+    _nothing_left(tmp_path)
+
+
+def test_drop_bad_tickers_lists_each_dropped_ticker_with_its_cause(tmp_path, capsys):
+    folder = _three_files(tmp_path, _ccc().rename(columns={"close": "Px_Last"}))
+    ddd = make_daily(("DDD",), seed=4).drop(columns="tic")
+    for col in ("open", "high", "low", "close"):
+        ddd[col] = ddd[col].map(lambda x: f"{x:.2f} USD")
+    _csv(tmp_path, ddd, "DDD.csv")
+    code, err = _download(tmp_path, capsys, "--path", str(folder), "--drop-bad-tickers")
+    assert code == 0, err
+    manifest = _manifest(tmp_path)
+    assert manifest["tickers"] == ["AAA", "BBB"]
+    assert manifest["universe"]["name"].startswith("2 tickers")
+    dropped = manifest["cleaning"]["tickers_dropped"]
+    assert set(dropped) == {"CCC", "DDD"}
+    assert "no close column" in dropped["CCC"]
+    assert "not numbers" in dropped["DDD"] and "USD" in dropped["DDD"]
+
+
+def test_the_manifest_universe_counts_the_dataset_tickers(tmp_path, capsys):
+    df = make_daily(("AAA", "BBB", "CCC"))
+    sparse = df[(df.tic != "CCC") | (df.index % 3 == 0)]  # CCC below --min-coverage
+    folder = _csv(tmp_path, sparse)
+    code, err = _download(tmp_path, capsys, "--path", str(folder))
+    assert code == 0, err
+    manifest = _manifest(tmp_path)
+    assert manifest["tickers"] == ["AAA", "BBB"]
+    assert manifest["universe"]["name"].startswith("2 tickers")
+    assert "coverage" in manifest["cleaning"]["tickers_dropped"]["CCC"]

@@ -1,0 +1,146 @@
+"""The ticker rule: every ticker of the input reaches the dataset, or the build fails with
+one line naming it, or (``--drop-bad-tickers``) it is dropped and listed with its cause.
+
+The cleaner drops bad rows one by one (an unreadable stamp, a missing price, two rows that
+disagree). Row by row that is right; but when most rows of one ticker go (its file's
+numbers are in a format the parser does not take, its stamps are unreadable, two
+spellings of it collide) the ticker vanishes from the dataset while the build succeeds.
+:func:`ticker_rule` looks at the rows per ticker after the cleaner has marked why each
+left, and names such a ticker with the share of its bars lost, the file, the column and a
+sample value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from finpod.data.bars import PRICE_COLUMNS
+from finpod.errors import FinpodError
+
+#: Optional column of a long table: the file each row was read from (for messages).
+ORIGIN = "_finpod_file"
+#: Optional column: the ticker as written in its file (a cell, or the file name).
+SPELLING = "_finpod_spelling"
+#: A ticker that loses more than this share of its bars to cleaning fails the rule.
+MOST_BARS = 0.5
+#: Row causes that are no loss of the ticker's data: the user's date range, an exact copy
+#: of a kept row, and stamps off the session grid (pre/after-market minutes, weekends).
+OUT_OF_RANGE, EXACT_DUPLICATE, OUTSIDE_SESSIONS = "out_of_range", "exact_duplicate", "outside"
+_NOT_LOST = ("", OUT_OF_RANGE, EXACT_DUPLICATE, OUTSIDE_SESSIONS, "missing_ticker")
+_HINT = "fix the input, or pass --drop-bad-tickers to build without it and list it in the manifest"
+
+
+def ticker_rule(
+    df: pd.DataFrame, tic: pd.Series, cause: np.ndarray, where: str, drop: bool
+) -> dict[str, str]:
+    """Apply the rule to the input table ``df`` (its raw cells), the canonical ticker of
+    each row ``tic`` and why each row left ``cause`` (``""`` = kept; see the constants).
+
+    Returns ``{ticker: cause}`` of the tickers to drop: those whose every row is outside
+    the date range, and, with ``drop``, those that break the rule. Raises
+    :class:`FinpodError` naming the first ticker that breaks it otherwise.
+    """
+    tic = tic.fillna("").to_numpy(dtype=object)
+    out: dict[str, str] = {}
+    bad: dict[str, str] = {}
+    spelling = _spellings(df, tic)
+    table = pd.DataFrame({"tic": tic, "cause": cause})
+    table = table[table["tic"] != ""]
+    for name, rows in table.groupby("tic", sort=True):
+        why = rows["cause"]
+        considered = why[~why.isin((OUT_OF_RANGE, EXACT_DUPLICATE))]
+        if len(considered) == 0:
+            out[str(name)] = "no bar between the start and end dates"
+            continue
+        lost = considered[~considered.isin(_NOT_LOST)]
+        kept = int((considered == "").sum())
+        spelled = spelling[rows.index[why == "conflicting_duplicates"]]
+        collide = len(set(spelling[rows.index])) > 1 and len(spelled) > 0
+        if not collide and kept > 0 and len(lost) <= MOST_BARS * len(considered):
+            continue
+        if collide:
+            text = _collision(str(name), sorted(set(spelling[rows.index])), len(spelled))
+        elif len(lost) == 0:  # every bar off the sessions
+            first = int(rows.index[0])
+            text = (
+                f"none of its {len(considered)} bars falls on an exchange session "
+                f"({_origin(df, first)}, e.g. {_cell(df, 'timestamp', first)})"
+            )
+        else:
+            main = lost.value_counts().index[0]
+            first = int(lost.index[lost == main][0])
+            text = (
+                f"{len(lost)} of its {len(considered)} bars ({len(lost) / len(considered):.0%}) "
+                f"are lost in cleaning: {_describe(df, main, first)}"
+            )
+        bad[str(name)] = text
+    if bad and not drop:
+        name = next(iter(bad))
+        more = f" (and {len(bad) - 1} more: {', '.join(list(bad)[1:4])})" if len(bad) > 1 else ""
+        hint = _HINT
+        if bad[name].startswith("two spellings"):
+            hint = f"keep one spelling (rename or remove the other), or {_HINT.split(', or ')[1]}"
+        raise FinpodError(f"{where}: ticker {name} would vanish: {bad[name]}{more}", hint)
+    return {**out, **bad}
+
+
+def _spellings(df: pd.DataFrame, tic: np.ndarray) -> np.ndarray:
+    if SPELLING in df.columns:
+        return df[SPELLING].astype("string").fillna("").to_numpy(dtype=object)
+    return df["tic"].astype("string").str.strip().fillna("").to_numpy(dtype=object)
+
+
+def _collision(name: str, spellings: list[str], rows: int) -> str:
+    shown = " and ".join(repr(s) for s in spellings[:3])
+    more = f" (of {len(spellings)})" if len(spellings) > 3 else ""
+    return (
+        f"two spellings collide: {shown}{more} all read as {name}, and {rows} of their "
+        "rows disagree on the same bar"
+    )
+
+
+def _origin(df: pd.DataFrame, row: int) -> str:
+    if ORIGIN in df.columns:
+        return f"file {df[ORIGIN].iloc[row]}"
+    return "its rows"
+
+
+def _cell(df: pd.DataFrame, column: str, row: int) -> str:
+    value = df[column].iloc[row]
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return f"an empty {column} cell"
+    return f"{column} = {str(value)[:40]!r}"
+
+
+def _describe(df: pd.DataFrame, cause: str, row: int) -> str:
+    """What is wrong with input row ``row``, dropped for ``cause``: file, column, value."""
+    where = _origin(df, row)
+    if cause == "unreadable_timestamp":
+        return f"unreadable timestamps ({where}, e.g. {_cell(df, 'timestamp', row)})"
+    if cause == "conflicting_duplicates":
+        return (
+            f"rows that share a timestamp but disagree ({where}, e.g. "
+            f"{_cell(df, 'timestamp', row)})"
+        )
+    if cause in ("non_finite_volume", "negative_volume"):
+        what = (
+            "a volume that is not finite" if cause == "non_finite_volume" else "a negative volume"
+        )
+        return f"{what} ({where}, e.g. {_cell(df, 'volume', row)})"
+    if cause == "high_below_low":
+        return f"high below low ({where}, e.g. {_cell(df, 'high', row)}, {_cell(df, 'low', row)})"
+    numbers = {
+        c: pd.to_numeric(pd.Series([df[c].iloc[row]]), errors="coerce")[0] for c in PRICE_COLUMNS
+    }
+    if cause == "missing_price":
+        col = next((c for c in PRICE_COLUMNS if pd.isna(numbers[c])), "close")
+        raw = df[col].iloc[row]
+        if pd.isna(raw) or str(raw).strip() == "":
+            return f"missing prices ({where}, {_cell(df, col, row)})"
+        return f"prices that are not numbers ({where}, column {col}, e.g. {str(raw)[:40]!r})"
+    if cause == "non_finite_price":
+        col = next((c for c in PRICE_COLUMNS if not np.isfinite(numbers[c])), "close")
+        return f"prices that are not finite ({where}, e.g. {_cell(df, col, row)})"
+    col = next((c for c in PRICE_COLUMNS if numbers[c] <= 0), "close")
+    return f"prices at or below zero ({where}, e.g. {_cell(df, col, row)})"
