@@ -22,19 +22,19 @@ from finpod.data.vendor import prepare_vendor_frame
 from finpod.errors import FinpodError
 
 #: Column names (lower-case, non-alphanumerics as ``_``) that change prices, by kind, and
-#: the value that changes nothing.
-PRICE_CHANGING: tuple[tuple[str, re.Pattern[str], float], ...] = (
+#: the values that change nothing (a split ratio of 0 is Yahoo's "no split").
+PRICE_CHANGING: tuple[tuple[str, re.Pattern[str], tuple[float, ...]], ...] = (
     (
         "a split ratio",
         re.compile(r"(stock_)?splits?(_?(ratio|factor|coefficient|coef|multiplier))?"),
-        1.0,
+        (0.0, 1.0),
     ),
     (
         "an adjustment factor",
         re.compile(r"(adj(ustment)?|price|cum(ulative)?(_adj)?)_?(factor|ratio|multiplier)|factor"),
-        1.0,
+        (1.0,),
     ),
-    ("a dividend", re.compile(r"(cash_)?(div|dividends?)(_?(amount|cash|paid))?"), 0.0),
+    ("a dividend", re.compile(r"(cash_)?(div|dividends?)(_?(amount|cash|paid))?"), (0.0,)),
 )
 #: A number with a thousands separator or a decimal comma, as text.
 _SEPARATED = re.compile(r"[+-]?\d{1,3}(?:[,.' \u00a0\u202f]\d{3})+(?:[.,]\d+)?|[+-]?\d+,\d+")
@@ -98,7 +98,7 @@ def price_changing_columns(df: pd.DataFrame, where: str) -> dict[str, str]:
             values = pd.to_numeric(df[col], errors="coerce")
             text = df[col].astype("string").str.strip()
             # Text with a digit ("2:1", "2-for-1") is a ratio too; other text is no number.
-            active = (values.notna() & (values != neutral)) | (
+            active = (values.notna() & ~values.isin(neutral)) | (
                 values.isna() & text.str.contains(r"\d", regex=True).fillna(False)
             )
             if active.any():
@@ -109,7 +109,8 @@ def price_changing_columns(df: pd.DataFrame, where: str) -> dict[str, str]:
                     "give prices already adjusted for splits and dividends and remove the "
                     "column (or rename it if it holds something else)",
                 )
-            unused[str(col)] = f"{kind}, every value {neutral:g} or empty: nothing to apply"
+            shown = " or ".join(f"{v:g}" for v in neutral)
+            unused[str(col)] = f"{kind}, every value {shown} or empty: nothing to apply"
             break
     return unused
 

@@ -250,3 +250,77 @@ def test_the_manifest_universe_counts_the_dataset_tickers(tmp_path, capsys):
     assert manifest["tickers"] == ["AAA", "BBB"]
     assert manifest["universe"]["name"].startswith("2 tickers")
     assert "coverage" in manifest["cleaning"]["tickers_dropped"]["CCC"]
+
+
+# ---------------------------------------------------------------- columns used or refused
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "kind"),
+    [
+        ("split_ratio", 2.0, "a split ratio"),
+        ("Stock Splits", 4.0, "a split ratio"),
+        ("adj_factor", 0.5, "an adjustment factor"),
+        ("Dividends", 0.24, "a dividend"),
+    ],
+)
+def test_a_column_that_changes_prices_is_refused(tmp_path, capsys, column, value, kind):
+    neutral = 0.0 if kind == "a dividend" else 1.0
+    df = make_daily(("AAA",)).assign(**{column: neutral})
+    df.loc[40, column] = value
+    folder = _csv(tmp_path, df)
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "bars.csv",
+        f"column {column!r} looks like {kind}",
+        "does not apply",
+        "already adjusted",
+    )
+    _nothing_left(tmp_path)
+
+
+def test_an_all_neutral_split_column_is_harmless_and_reported_unused(tmp_path, capsys):
+    df = make_daily(("AAA",)).assign(split_ratio=1.0, dividend=0.0, **{"Stock Splits": 0.0})
+    folder = _csv(tmp_path, df)
+    code, err = _download(tmp_path, capsys, "--path", str(folder))
+    assert code == 0, err
+    report = json.loads((tmp_path / "ds" / "cleaning_report.json").read_text())
+    assert set(report["unused_columns"]["bars.csv"]) == {"split_ratio", "dividend", "Stock Splits"}
+
+
+@pytest.mark.parametrize(
+    ("header", "words"),
+    [
+        ("date,tic,open,high,low,close,close,volume", ("'close' appears twice",)),
+        ("date,tic,open,high,low,Close,close,volume", ("'Close' and 'close'", "read as close")),
+        ("date,tic,open,high,low,close ,close,volume", ("'close ' and 'close'",)),
+        ("date,tic,open,high,low,close,last,volume", ("'close' and 'last'",)),
+    ],
+)
+def test_two_columns_read_as_one_field_are_refused(tmp_path, capsys, header, words):
+    df = make_daily(("AAA",))
+    df.insert(6, "second", df["close"] * 2)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "bars.csv").write_text(header + "\n" + df.to_csv(index=False, header=False))
+    _one_line(*_download(tmp_path, capsys, "--path", str(folder)), "bars.csv", *words)
+    _nothing_left(tmp_path)
+
+
+@pytest.mark.parametrize("sample", ["1,234.56", "1.234,56", "1 234.56", "12,5"])
+def test_numbers_with_thousands_separators_are_refused_naming_file_and_value(
+    tmp_path, capsys, sample
+):
+    df = make_daily(("AAA", "BBB"))
+    df["close"] = df["close"].map(lambda x: f"{x:.2f}").astype(object)
+    df.loc[df.tic == "BBB", "close"] = sample
+    _csv(tmp_path, df[df.tic == "AAA"].drop(columns="tic"), "AAA.csv")
+    folder = _csv(tmp_path, df[df.tic == "BBB"].drop(columns="tic"), "BBB.csv")
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "BBB.csv",
+        "column close",
+        "thousands separator",
+        repr(sample),
+    )
+    _nothing_left(tmp_path)
