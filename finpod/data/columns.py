@@ -80,7 +80,7 @@ def refuse_ambiguous_columns(df: pd.DataFrame, columns: dict[str, str] | None, w
             shown = " and ".join(repr(n) for n in found)
             raise FinpodError(
                 f"{where}: the columns {shown} would both be read as {field}",
-                "keep one of them, or rename the other (e.g. --column NAME=canonical)",
+                "keep one of them, or rename the other, e.g. --column NAME=canonical",
             )
 
 
@@ -107,7 +107,7 @@ def price_changing_columns(df: pd.DataFrame, where: str) -> dict[str, str]:
                     f"{where}: column {str(col)!r} looks like {kind} (e.g. {sample!r}), which "
                     "finpod does not apply to the prices",
                     "give prices already adjusted for splits and dividends and remove the "
-                    "column (or rename it if it holds something else)",
+                    "column, or rename it if it holds something else",
                 )
             shown = " or ".join(f"{v:g}" for v in neutral)
             unused[str(col)] = f"{kind}, every value {shown} or empty: nothing to apply"
