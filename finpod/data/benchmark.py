@@ -45,8 +45,13 @@ def level_times(
     calendar: str = "XNYS",
     timezone: str = TZ,
     bar_label: str = "auto",
+    where: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """When each level of ``series`` became known.
+
+    Two levels known at the same instant (a date given twice): the later row wins, unless
+    ``where`` (the file's name) is given: then two that differ are an error naming the
+    date and both levels (keeping either would make a fake move); equal ones are one.
 
     Args:
         series: index levels; its index holds the stamps (text, naive or aware datetimes).
@@ -99,8 +104,56 @@ def level_times(
     info.update({k: v for k, v in notes.items() if k != "input_timezone"})
     order = np.argsort(known, kind="stable")
     known, vals = known[order], vals[order]
-    last = np.r_[known[1:] != known[:-1], True]  # duplicates: the later row wins
+    same = known[1:] == known[:-1]
+    clash = same & (vals[1:] != vals[:-1])
+    if where is not None and clash.any():
+        k = int(np.flatnonzero(clash)[0])
+        day = _known_label(int(known[k]), daily)
+        raise FinpodError(
+            f"benchmark file {where}: {day} is given {int((known == known[k]).sum())} times "
+            f"with different levels ({vals[k]:g} and {vals[k + 1]:g}; {int(clash.sum())} "
+            "such date(s))",
+            "keep one row per date",
+        )
+    if same.any():
+        info["duplicate_rows"] = int(same.sum())
+    last = np.r_[~same, True]  # duplicates: the later row wins
     return known[last], vals[last], info
+
+
+def _known_label(known_ns: int, daily: bool) -> str:
+    """The session date (daily) or New York time (intraday) a level known at
+    ``known_ns`` belongs to, as text."""
+    stamp = pd.Timestamp(known_ns - 1, tz="UTC").tz_convert(TZ)
+    return stamp.strftime("%Y-%m-%d") if daily else stamp.strftime("%Y-%m-%d %H:%M")
+
+
+def check_benchmark_span(
+    known: np.ndarray, timestamps: pd.DatetimeIndex, bar: str, where: str, calendar: str = "XNYS"
+) -> None:
+    """Raise when the levels (known at ``known``, sorted int64 UTC ns) start after the
+    bars' first session or stop before their last: a level carried over sessions it does
+    not cover would be a flat line, a bar before the first one no level at all."""
+    if len(known) == 0 or len(timestamps) == 0:
+        return
+    ends = bar_ends(timestamps, bar, calendar)
+    first_day = pd.Timestamp(int(known[0]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    last_day = pd.Timestamp(int(known[-1]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    bar_first = pd.Timestamp(int(ends[0]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    bar_last = pd.Timestamp(int(ends[-1]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    hint = "give index levels covering the bars' dates, or choose --start/--end inside them"
+    if first_day > bar_first:
+        raise FinpodError(
+            f"benchmark file {where} starts after the data: its first level is of "
+            f"{first_day:%Y-%m-%d}, the first bar of {bar_first:%Y-%m-%d}",
+            hint,
+        )
+    if last_day < bar_last:
+        raise FinpodError(
+            f"benchmark file {where} stops before the data: its last level is of "
+            f"{last_day:%Y-%m-%d}, the last bar of {bar_last:%Y-%m-%d}",
+            hint,
+        )
 
 
 def align_benchmark(
@@ -185,4 +238,10 @@ def read_benchmark_file(
     return pd.Series(df[col].to_numpy(), index=pd.Index(df["timestamp"]), name=name), name
 
 
-__all__ = ["BENCHMARK_KIND", "align_benchmark", "level_times", "read_benchmark_file"]
+__all__ = [
+    "BENCHMARK_KIND",
+    "align_benchmark",
+    "check_benchmark_span",
+    "level_times",
+    "read_benchmark_file",
+]

@@ -324,3 +324,52 @@ def test_numbers_with_thousands_separators_are_refused_naming_file_and_value(
         repr(sample),
     )
     _nothing_left(tmp_path)
+
+
+# ------------------------------------------------------------------- benchmark files
+
+
+def _levels(days: pd.Series, values) -> pd.DataFrame:
+    return pd.DataFrame({"date": list(days), "close": list(values)})
+
+
+def _with_benchmark(tmp_path: Path, capsys, levels: pd.DataFrame) -> tuple[int, str]:
+    folder = _csv(tmp_path, make_daily(("AAA", "BBB")))
+    bench = tmp_path / "NDX.csv"
+    levels.to_csv(bench, index=False)
+    return _download(tmp_path, capsys, "--path", str(folder), "--benchmark", str(bench))
+
+
+def test_a_benchmark_date_given_twice_with_two_levels_is_one_line(tmp_path, capsys):
+    days = sorted(make_daily(("AAA",))["date"])
+    levels = _levels(days, range(100, 100 + len(days)))
+    twice = pd.concat([levels, _levels([days[30]], [195.0])], ignore_index=True)
+    _one_line(
+        *_with_benchmark(tmp_path, capsys, twice),
+        "NDX.csv",
+        f"{days[30]} is given 2 times with different levels",
+        "130 and 195",
+        "one row per date",
+    )
+    _nothing_left(tmp_path)
+
+
+def test_a_benchmark_date_repeated_with_the_same_level_is_one_level(tmp_path, capsys):
+    days = sorted(make_daily(("AAA",))["date"])
+    levels = _levels(days, range(100, 100 + len(days)))
+    code, err = _with_benchmark(tmp_path, capsys, pd.concat([levels, levels.iloc[[30]]]))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize(
+    ("cut", "words"),
+    [
+        (slice(None, 50), ("stops before the data", "last bar of")),
+        (slice(10, None), ("starts after the data", "first bar of 2019-01-02")),
+    ],
+)
+def test_benchmark_levels_that_do_not_cover_the_data_are_one_line(tmp_path, capsys, cut, words):
+    days = sorted(make_daily(("AAA",))["date"])
+    levels = _levels(days, range(100, 100 + len(days))).iloc[cut]
+    _one_line(*_with_benchmark(tmp_path, capsys, levels), "NDX.csv", *words)
+    _nothing_left(tmp_path)

@@ -24,7 +24,13 @@ from finpod.data.bars import (
     normalize_columns,
     ticker_problem,
 )
-from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
+from finpod.data.benchmark import (
+    BENCHMARK_KIND,
+    align_benchmark,
+    check_benchmark_span,
+    level_times,
+    read_benchmark_file,
+)
 from finpod.data.calendar import TZ
 from finpod.data.clean import clean_long
 from finpod.data.columns import price_changing_columns, refuse_ambiguous_columns
@@ -92,6 +98,16 @@ def clean_vendor_bars(
     bench = bench_info = None
     if benchmark is not None:
         series, name = read_benchmark_file(benchmark, columns=None)
+        known, _, _ = level_times(
+            series,
+            calendar=clean_opts.get("calendar", "XNYS"),
+            timezone=clean_opts.get("timezone", TZ),
+            bar_label=benchmark_bar_label or clean_opts.get("bar_label", "auto"),
+            where=str(benchmark),
+        )
+        check_benchmark_span(
+            known, bars.timestamps, bars.bar, str(benchmark), clean_opts.get("calendar", "XNYS")
+        )
         bench = align_benchmark(
             series,
             bars.timestamps,
