@@ -214,7 +214,7 @@ def download(
         bool,
         Opt(
             "--drop-bad-tickers",
-            help="files: build without a ticker whose rows cannot be read (or that loses "
+            help="files, yfinance, alpaca: build without a ticker whose rows cannot be read (or that loses "
             "most of its bars in cleaning) instead of failing; the manifest lists each with "
             "its cause.",
         ),
