@@ -28,7 +28,12 @@ import pandas as pd
 
 from finpod.data.bars import normalize_columns
 from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
-from finpod.data.timestamps import detect_bar_label, read_stamps, stamp_dates
+from finpod.data.timestamps import (
+    detect_bar_label,
+    read_stamps,
+    refuse_excel_serials,
+    stamp_dates,
+)
 from finpod.data.vendor import read_table
 from finpod.errors import FinpodError
 
@@ -65,6 +70,8 @@ def level_times(
     """
     stamps = pd.Series(series.index, index=np.arange(len(series)))
     vals = pd.to_numeric(pd.Series(np.asarray(series), index=stamps.index), errors="coerce")
+    if where is not None:
+        refuse_excel_serials(stamps, f"benchmark file {where}")
     instant, wall, notes = read_stamps(stamps, timezone)
     ok = instant.notna() & wall.notna() & vals.notna() & (vals > 0)
     info: dict = {"dropped_unreadable": int((~ok).sum())}

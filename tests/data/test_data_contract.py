@@ -373,3 +373,13 @@ def test_benchmark_levels_that_do_not_cover_the_data_are_one_line(tmp_path, caps
     levels = _levels(days, range(100, 100 + len(days))).iloc[cut]
     _one_line(*_with_benchmark(tmp_path, capsys, levels), "NDX.csv", *words)
     _nothing_left(tmp_path)
+
+
+def test_a_benchmark_of_excel_serial_dates_is_refused_naming_the_file(tmp_path, capsys):
+    days = sorted(make_daily(("AAA",))["date"])
+    levels = _excel_serials(_levels(days, range(100, 100 + len(days))))
+    _one_line(
+        *_with_benchmark(tmp_path, capsys, levels),
+        "Excel serial dates are not supported: benchmark file",
+        "NDX.csv",
+    )
