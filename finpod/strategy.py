@@ -67,7 +67,7 @@ class TrainSpec:
                 )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise FinpodError(
-                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. 0"
+                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. seed = 0"
             )
         if not isinstance(self.device, str) or not (
             self.device in ("auto", "cpu") or self.device.startswith("cuda")

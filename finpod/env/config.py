@@ -326,7 +326,7 @@ def _check_known(cls: type[EnvConfig], values: dict[str, Any]) -> None:
 
 
 #: Example values for the hint of a field whose default is no example (``None``).
-_EXAMPLES = {"episode_length": 252, "calendar_features": "true"}
+_EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
 
 
 def _check_types(config: EnvConfig) -> None:
@@ -359,7 +359,7 @@ def _bad_bool(name: str, value: Any) -> None:
     raise FinpodError(
         f"env.{name} must be true or false, got {value!r}"
         + (" (text)" if isinstance(value, str) else ""),
-        f"e.g. {name} = true (no quotes)",
+        f"write it without quotes: {name} = true",
     )
 
 
