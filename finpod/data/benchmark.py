@@ -70,8 +70,7 @@ def level_times(
     """
     stamps = pd.Series(series.index, index=np.arange(len(series)))
     vals = pd.to_numeric(pd.Series(np.asarray(series), index=stamps.index), errors="coerce")
-    if where is not None:
-        refuse_excel_serials(stamps, f"benchmark file {where}")
+    refuse_excel_serials(stamps, f"benchmark file {where}" if where else "the benchmark")
     instant, wall, notes = read_stamps(stamps, timezone)
     ok = instant.notna() & wall.notna() & vals.notna() & (vals > 0)
     info: dict = {"dropped_unreadable": int((~ok).sum())}

@@ -12,6 +12,8 @@ sample value.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -41,40 +43,61 @@ def ticker_rule(
     the date range, and, with ``drop``, those that break the rule. Raises
     :class:`FinpodError` naming the first ticker that breaks it otherwise.
     """
-    tic = tic.fillna("").to_numpy(dtype=object)
+    tic_codes, tic_names = pd.factorize(tic.fillna(""), sort=True)
+    cause_codes, cause_names = pd.factorize(pd.Series(cause, dtype=object))
+    n_tic, n_cause = len(tic_names), len(cause_names)
+    # counts[t, c]: rows of ticker t that left for cause c (one pass, no group-by).
+    counts = np.bincount(tic_codes * n_cause + cause_codes, minlength=n_tic * n_cause)
+    counts = counts.reshape(n_tic, n_cause)
+    names = [str(c) for c in cause_names]
+    col = {name: k for k, name in enumerate(names)}
+    considered_cols = [k for k, c in enumerate(names) if c not in (OUT_OF_RANGE, EXACT_DUPLICATE)]
+    lost_cols = [k for k, c in enumerate(names) if c not in _NOT_LOST]
+    considered = counts[:, considered_cols].sum(axis=1)
+    lost = counts[:, lost_cols].sum(axis=1)
+    kept = counts[:, col[""]] if "" in col else np.zeros(n_tic, dtype=np.int64)
+    clashes = counts[:, col["conflicting_duplicates"]] if "conflicting_duplicates" in col else 0
+    clashes = np.broadcast_to(clashes, (n_tic,))
     out: dict[str, str] = {}
     bad: dict[str, str] = {}
-    spelling = _spellings(df, tic)
-    table = pd.DataFrame({"tic": tic, "cause": cause})
-    table = table[table["tic"] != ""]
-    for name, rows in table.groupby("tic", sort=True):
-        why = rows["cause"]
-        considered = why[~why.isin((OUT_OF_RANGE, EXACT_DUPLICATE))]
-        if len(considered) == 0:
-            out[str(name)] = "no bar between the start and end dates"
+    suspects = [
+        t
+        for t in range(n_tic)
+        if tic_names[t] != ""
+        and (
+            considered[t] == 0
+            or kept[t] == 0
+            or lost[t] > MOST_BARS * considered[t]
+            or clashes[t] > 0
+        )
+    ]
+    spelling, labels = _spellings(df) if suspects else (None, {})
+    for t in suspects:
+        name = str(tic_names[t])
+        rows = np.flatnonzero(tic_codes == t)
+        if considered[t] == 0:
+            out[name] = "no bar between the start and end dates"
             continue
-        lost = considered[~considered.isin(_NOT_LOST)]
-        kept = int((considered == "").sum())
-        spelled = spelling[rows.index[why == "conflicting_duplicates"]]
-        collide = len(set(spelling[rows.index])) > 1 and len(spelled) > 0
-        if not collide and kept > 0 and len(lost) <= MOST_BARS * len(considered):
+        ways = np.unique(spelling[rows])
+        collide = len(ways) > 1 and clashes[t] > 0
+        if not collide and kept[t] > 0 and lost[t] <= MOST_BARS * considered[t]:
             continue
         if collide:
-            text = _collision(str(name), sorted(set(spelling[rows.index])), len(spelled))
-        elif len(lost) == 0:  # every bar off the sessions
-            first = int(rows.index[0])
+            text = _collision(name, sorted(labels[int(k)] for k in ways), int(clashes[t]))
+        elif lost[t] == 0:  # every bar off the sessions
+            first = int(rows[0])
             text = (
-                f"none of its {len(considered)} bars falls on an exchange session "
+                f"none of its {considered[t]} bars falls on an exchange session "
                 f"({_origin(df, first)}, e.g. {_cell(df, 'timestamp', first)})"
             )
         else:
-            main = lost.value_counts().index[0]
-            first = int(lost.index[lost == main][0])
+            main = max(lost_cols, key=lambda k: counts[t, k])
+            first = int(rows[cause_codes[rows] == main][0])
             text = (
-                f"{len(lost)} of its {len(considered)} bars ({len(lost) / len(considered):.0%}) "
-                f"are lost in cleaning: {_describe(df, main, first)}"
+                f"{lost[t]} of its {considered[t]} bars ({lost[t] / considered[t]:.0%}) "
+                f"are lost in cleaning: {_describe(df, names[main], first)}"
             )
-        bad[str(name)] = text
+        bad[name] = text
     if bad and not drop:
         name = next(iter(bad))
         more = f" (and {len(bad) - 1} more: {', '.join(list(bad)[1:4])})" if len(bad) > 1 else ""
@@ -85,14 +108,27 @@ def ticker_rule(
     return {**out, **bad}
 
 
-def _spellings(df: pd.DataFrame, tic: np.ndarray) -> np.ndarray:
-    if SPELLING in df.columns:
-        return df[SPELLING].astype("string").fillna("").to_numpy(dtype=object)
-    return df["tic"].astype("string").str.strip().fillna("").to_numpy(dtype=object)
+def _spellings(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """(n,) int64 code of the way each row names its ticker (its cell as written, or its
+    file name, and its file), and the label of each code: ``'brk.b' in b.csv``."""
+    raw = df[SPELLING] if SPELLING in df.columns else df["tic"]
+    origin = df[ORIGIN] if ORIGIN in df.columns else pd.Series("", index=df.index)
+    raw_codes, raw_names = pd.factorize(raw.astype("string").str.strip(), use_na_sentinel=False)
+    file_codes, files = pd.factorize(origin, use_na_sentinel=False)
+    codes = raw_codes.astype(np.int64) * len(files) + file_codes
+    labels = {}
+    for code in np.unique(codes):
+        name, file = raw_names[code // len(files)], files[code % len(files)]
+        file = Path(str(file)).name if file else ""
+        if name is pd.NA or str(name) == "":
+            labels[int(code)] = f"file {file}" if file else "no name"
+        else:
+            labels[int(code)] = f"{str(name)!r} in {file}" if file else repr(str(name))
+    return codes, labels
 
 
 def _collision(name: str, spellings: list[str], rows: int) -> str:
-    shown = " and ".join(repr(s) for s in spellings[:3])
+    shown = " and ".join(spellings[:3])
     more = f" (of {len(spellings)})" if len(spellings) > 3 else ""
     return (
         f"two spellings collide: {shown}{more} all read as {name}, and {rows} of their "

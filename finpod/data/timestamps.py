@@ -61,7 +61,6 @@ def read_stamps(
         return _localize(naive, timezone), naive, notes
     if date_format is not None:
         return _read_with_format(values, timezone, date_format, notes)
-    refuse_excel_serials(values, "the input")
     if pd.api.types.is_float_dtype(values.dtype):
         finite = values.where(np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan)))
         values = finite.round().astype("Int64")
@@ -139,8 +138,14 @@ def excel_serials(values: pd.Series) -> np.ndarray:
     if values.dtype == object:
         # A column of mixed cells (text from one file, numbers from another).
         values = values.map(lambda v: f"{v:.10g}" if isinstance(v, (int, float)) else v)
-    text = values.astype("string").str.strip()
-    return text.str.fullmatch(_EXCEL_SERIAL).fillna(False).to_numpy(dtype=bool)
+    text = values.astype("string[pyarrow]")
+    # Only short cells can be serials; a column of full stamps is passed over quickly.
+    short = (text.str.len() <= 20).fillna(False).to_numpy(dtype=bool)
+    out = np.zeros(len(values), dtype=bool)
+    if short.any():
+        found = text[short].str.strip().str.fullmatch(_EXCEL_SERIAL).fillna(False)
+        out[short] = found.to_numpy(dtype=bool)
+    return out
 
 
 def refuse_excel_serials(values: pd.Series, where: str, tickers: pd.Series | None = None) -> None:

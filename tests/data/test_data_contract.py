@@ -208,12 +208,12 @@ def test_two_spellings_of_a_ticker_that_collide_fail_naming_both(tmp_path, capsy
     if how == "cells":
         _csv(tmp_path, df, "long.csv")
         folder = _csv(tmp_path, other.assign(tic="aaa"), "other.csv")
-        words = ("'AAA in long.csv'", "'aaa in other.csv'")
+        words = ("'AAA' in long.csv", "'aaa' in other.csv")
     else:
         for tic in ("AAA", "BBB"):
             folder = _csv(tmp_path, df[df.tic == tic].drop(columns="tic"), f"{tic}.csv")
         _csv(tmp_path, other.drop(columns="tic"), "aaa_daily.csv")
-        words = ("'file AAA.csv'", "'file aaa_daily.csv'")
+        words = ("file AAA.csv and file aaa_daily.csv",)
     _one_line(
         *_download(tmp_path, capsys, "--path", str(folder)),
         "ticker AAA would vanish: two spellings collide",

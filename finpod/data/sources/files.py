@@ -234,9 +234,9 @@ def load_files(
                     "rename the file to TICKER.csv (letters, digits and . - ^ = / _ & : + only)",
                 )
             df["tic"] = name
-            df[SPELLING] = f"file {f.name}"
+            df[SPELLING] = ""  # the ticker is the file's name
         else:
-            df[SPELLING] = df["tic"].astype("string").str.strip() + f" in {f.name}"
+            df[SPELLING] = df["tic"]
             if ticker_pattern is not None:
                 df["tic"] = apply_ticker_pattern(df["tic"], ticker_pattern)
             # Row numbers as a spreadsheet shows them: the header is line 1.
@@ -267,6 +267,7 @@ def load_files(
             "rename the columns, or pass --column VENDOR=canonical",
         )
     df = pd.concat(_common_stamp_type(frames), ignore_index=True)
+    df[ORIGIN] = df[ORIGIN].astype("category")  # one file name per file, not per row
     names = df["tic"].astype("string").str.strip().str.upper() if "tic" in df.columns else None
     # An empty ticker cell (or a trailing junk line) is no ticker: the cleaner drops and counts it.
     known = sorted(str(t) for t in names.dropna().unique() if t) if names is not None else []
