@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.bars import normalize_columns
-from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
+from finpod.data.calendar import TZ, bar_ends, session_closes, session_of, sessions
 from finpod.data.timestamps import (
     detect_bar_label,
     read_stamps,
@@ -162,6 +162,53 @@ def check_benchmark_span(
         )
 
 
+def check_benchmark_gaps(
+    known: np.ndarray,
+    timestamps: pd.DatetimeIndex,
+    observed: np.ndarray,
+    where: str,
+    calendar: str = "XNYS",
+) -> None:
+    """Raise when the levels (known at ``known``) leave a run of sessions without a new
+    level that is longer than any run of sessions the bars themselves lack (``observed``:
+    (T, N) bool, a ticker's real bar): over such a gap the index would be a flat line
+    while the stocks move.
+
+    A session has a level when one becomes known after the previous session's close and
+    by its own close (a daily level, or any intraday level of that day).
+    """
+    if len(known) == 0 or len(timestamps) == 0:
+        return
+    sess_ns = session_of(timestamps)
+    days, inverse = np.unique(sess_ns, return_inverse=True)
+    any_bar = np.zeros(len(days), dtype=bool)
+    np.logical_or.at(any_bar, inverse, np.asarray(observed).any(axis=1))
+    closes = session_closes(pd.DatetimeIndex(days.astype("datetime64[ns]")), calendar)
+    upto = np.searchsorted(known, closes, side="right")
+    fresh = np.r_[True, upto[1:] > upto[:-1]]
+    bench_run, bench_at = _longest_run(~fresh)
+    own_run, _ = _longest_run(~any_bar)
+    if bench_run > own_run:
+        first = pd.Timestamp(int(days[bench_at])).strftime("%Y-%m-%d")
+        last = pd.Timestamp(int(days[bench_at + bench_run - 1])).strftime("%Y-%m-%d")
+        raise FinpodError(
+            f"benchmark file {where} has no level for {bench_run} session(s) in a row "
+            f"({first} → {last}), a longer gap than any in the bars ({own_run})",
+            "fill the missing dates of the benchmark (its level would be a flat line there)",
+        )
+
+
+def _longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """(length, start) of the longest run of True in ``mask``; (0, 0) if none."""
+    if not mask.any():
+        return 0, 0
+    padded = np.r_[False, mask, False].astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    starts, ends = edges[::2], edges[1::2]
+    k = int(np.argmax(ends - starts))
+    return int(ends[k] - starts[k]), int(starts[k])
+
+
 def align_benchmark(
     series: pd.Series,
     timestamps: pd.DatetimeIndex,
@@ -247,6 +294,7 @@ def read_benchmark_file(
 __all__ = [
     "BENCHMARK_KIND",
     "align_benchmark",
+    "check_benchmark_gaps",
     "check_benchmark_span",
     "level_times",
     "read_benchmark_file",

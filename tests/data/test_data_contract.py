@@ -383,3 +383,17 @@ def test_a_benchmark_of_excel_serial_dates_is_refused_naming_the_file(tmp_path, 
         "Excel serial dates are not supported: benchmark file",
         "NDX.csv",
     )
+
+
+def test_a_benchmark_gap_longer_than_the_datas_own_is_one_line(tmp_path, capsys):
+    days = sorted(make_daily(("AAA",))["date"])
+    levels = _levels(days, range(100, 100 + len(days)))
+    holed = levels.drop(index=range(20, 25))  # five sessions the bars have
+    _one_line(
+        *_with_benchmark(tmp_path, capsys, holed),
+        "NDX.csv",
+        "no level for 5 session(s) in a row",
+        f"({days[20]} → {days[24]})",
+        "longer gap than any in the bars (0)",
+    )
+    _nothing_left(tmp_path)

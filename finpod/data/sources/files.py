@@ -27,6 +27,7 @@ from finpod.data.bars import (
 from finpod.data.benchmark import (
     BENCHMARK_KIND,
     align_benchmark,
+    check_benchmark_gaps,
     check_benchmark_span,
     level_times,
     read_benchmark_file,
@@ -107,6 +108,13 @@ def clean_vendor_bars(
         )
         check_benchmark_span(
             known, bars.timestamps, bars.bar, str(benchmark), clean_opts.get("calendar", "XNYS")
+        )
+        check_benchmark_gaps(
+            known,
+            bars.timestamps,
+            bars.tradable,
+            str(benchmark),
+            clean_opts.get("calendar", "XNYS"),
         )
         bench = align_benchmark(
             series,
