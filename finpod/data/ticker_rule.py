@@ -102,15 +102,16 @@ def ticker_rule(
         name = next(iter(bad))
         more = f" (and {len(bad) - 1} more: {', '.join(list(bad)[1:4])})" if len(bad) > 1 else ""
         hint = _HINT
-        if bad[name].startswith("two spellings"):
-            hint = f"keep one spelling (rename or remove the other), or {_HINT.split(', or ')[1]}"
+        if bad[name].startswith(("two spellings", "two files")):
+            hint = f"keep one of them (rename or remove the other), or {_HINT.split(', or ')[1]}"
         raise FinpodError(f"{where}: ticker {name} would vanish: {bad[name]}{more}", hint)
     return {**out, **bad}
 
 
-def _spellings(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+def _spellings(df: pd.DataFrame) -> tuple[np.ndarray, dict[int, tuple[str, str]]]:
     """(n,) int64 code of the way each row names its ticker (its cell as written, or its
-    file name, and its file), and the label of each code: ``'brk.b' in b.csv``."""
+    file name, and its file), and the (label, spelling) of each code: the label
+    ``'brk.b' in b.csv``, the spelling ``brk.b``."""
     raw = df[SPELLING] if SPELLING in df.columns else df["tic"]
     origin = df[ORIGIN] if ORIGIN in df.columns else pd.Series("", index=df.index)
     raw_codes, raw_names = pd.factorize(raw.astype("string").str.strip(), use_na_sentinel=False)
@@ -121,17 +122,20 @@ def _spellings(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         name, file = raw_names[code // len(files)], files[code % len(files)]
         file = Path(str(file)).name if file else ""
         if name is pd.NA or str(name) == "":
-            labels[int(code)] = f"file {file}" if file else "no name"
+            labels[int(code)] = (f"file {file}" if file else "no name", f"file {file}")
         else:
-            labels[int(code)] = f"{str(name)!r} in {file}" if file else repr(str(name))
+            text = f"{str(name)!r} in {file}" if file else repr(str(name))
+            labels[int(code)] = (text, str(name))
     return codes, labels
 
 
-def _collision(name: str, spellings: list[str], rows: int) -> str:
-    shown = " and ".join(spellings[:3])
-    more = f" (of {len(spellings)})" if len(spellings) > 3 else ""
+def _collision(name: str, ways: list[tuple[str, str]], rows: int) -> str:
+    """``ways``: (label, spelling) of each way the rows name ticker ``name``."""
+    shown = " and ".join(label for label, _ in ways[:3])
+    more = f" (of {len(ways)})" if len(ways) > 3 else ""
+    what = "spellings" if len({spelled for _, spelled in ways}) > 1 else "files"
     return (
-        f"two spellings collide: {shown}{more} all read as {name}, and {rows} of their "
+        f"two {what} collide: {shown}{more} all read as {name}, and {rows} of their "
         "rows disagree on the same bar"
     )
 

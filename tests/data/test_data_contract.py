@@ -218,9 +218,18 @@ def test_two_spellings_of_a_ticker_that_collide_fail_naming_both(tmp_path, capsy
         *_download(tmp_path, capsys, "--path", str(folder)),
         "ticker AAA would vanish: two spellings collide",
         *words,
-        "keep one spelling",
+        "keep one of them",
     )
     _nothing_left(tmp_path)
+
+
+def test_two_files_that_give_one_ticker_different_rows_fail_naming_both(tmp_path, capsys):
+    _csv(tmp_path, make_daily(("AAA", "BBB")), "a.csv")
+    folder = _csv(tmp_path, make_daily(("AAA",), seed=5), "b.csv")
+    _one_line(
+        *_download(tmp_path, capsys, "--path", str(folder)),
+        "ticker AAA would vanish: two files collide: 'AAA' in a.csv and 'AAA' in b.csv",
+    )
 
 
 def test_drop_bad_tickers_lists_each_dropped_ticker_with_its_cause(tmp_path, capsys):
