@@ -31,10 +31,9 @@ from finpod.data.calendar import TZ, bar_ends, session_closes, session_of, sessi
 from finpod.data.timestamps import (
     detect_bar_label,
     read_stamps,
-    refuse_excel_serials,
     stamp_dates,
 )
-from finpod.data.vendor import read_table
+from finpod.data.vendor import read_table, refuse_excel_serials
 from finpod.errors import FinpodError
 
 #: How the manifest labels every benchmark.

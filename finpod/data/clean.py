@@ -51,9 +51,12 @@ from finpod.data.columns import refuse_separated_numbers
 from finpod.data.stages import (
     DELISTING_RULE,
     LARGE_MOVE_LOG,
+    bar_faults,
     delisting_mask,
+    duplicate_rows,
     forward_fill,
     large_moves,
+    outside_range,
 )
 from finpod.data.ticker_rule import (
     EXACT_DUPLICATE,
@@ -69,10 +72,10 @@ from finpod.data.timestamps import (
     one_bar_size,
     parse_timestamps,
     read_stamps,
-    refuse_excel_serials,
     stamp_dates,
     utc_ns,
 )
+from finpod.data.vendor import refuse_excel_serials
 from finpod.errors import FinpodError
 
 # Bars, the column and ticker readers, the timestamp readers and the grid stages live in
@@ -135,18 +138,9 @@ def clean_long(
         where: name of the input, used in error messages.
         date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
             only when the stamps do not say how to read them (see :func:`read_stamps`).
-        drop_bad_tickers: a ticker that would lose most of its bars to cleaning (see
-            :data:`MOST_BARS`) is dropped and listed in ``tickers_dropped`` with its cause,
-            instead of failing the build.
-
-    The ticker rule: every ticker of the input reaches the bars, or is listed in
-    ``report["tickers_dropped"]`` with its cause (its bars are all outside ``start``/``end``,
-    its coverage is below ``min_coverage``, or, with ``drop_bad_tickers``, it lost most of
-    its bars), or the call fails naming it, the share of its bars lost, the file, the
-    column and a sample value. Two spellings of one ticker (``brk.b`` and ``BRK.B``, or
-    ``AAPL.csv`` and ``aapl_1d.csv``) whose rows disagree fail the same way. The optional
-    columns :data:`ORIGIN` and :data:`SPELLING` name each row's file and the ticker as
-    written there (for the messages).
+        drop_bad_tickers: drop, and list with its cause, a ticker that breaks the ticker
+            rule (:mod:`finpod.data.ticker_rule`: every ticker of the input reaches the
+            bars or is named) instead of failing.
 
     Returns:
         (bars, report): the grid arrays and the cleaning report.
@@ -209,47 +203,22 @@ def clean_long(
         repaired["missing_volume_set_to_0"] = int(vol_nan.sum())
         frame.loc[vol_nan, "volume"] = 0.0
 
-    prices = frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64)
-    volume = frame["volume"].to_numpy(dtype=np.float64)
-    nan_price = np.isnan(prices).any(axis=1)
-    # ±inf (a vendor's overflow, a spreadsheet's #DIV/0!) is no price: never tradable data.
-    inf_price = (~nan_price) & np.isinf(prices).any(axis=1)
-    missing = nan_price | inf_price
-    nonpos = (~missing) & (prices <= 0).any(axis=1)
-    hl = (~missing) & (~nonpos) & (frame["high"].to_numpy() < frame["low"].to_numpy())
-    bad_vol = ~np.isfinite(volume)
-    negvol = (volume < 0) & ~bad_vol
-    earlier = missing | nonpos | hl
-    reasons = (
-        ("missing_price", nan_price),
-        ("non_finite_price", inf_price),
-        ("non_positive_price", nonpos),
-        ("high_below_low", hl),
-        ("non_finite_volume", bad_vol & ~earlier),
-        ("negative_volume", negvol & ~earlier),
+    reasons = bar_faults(
+        frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64),
+        frame["volume"].to_numpy(dtype=np.float64),
     )
     for name, mask in reasons:
         if mask.any():
             dropped[name] = int(mask.sum())
-    for name, mask in reversed(reasons):  # a row with several faults: the first one named
-        lose(mask, name)
-    bad = earlier | negvol | bad_vol
-    frame = frame[~bad]
+            lose(mask, name)
+    frame = frame[~np.logical_or.reduce([mask for _, mask in reasons])]
 
-    if start is not None:
-        lo = _as_ny(start)
-        keep = frame["timestamp"] >= lo
-        if (~keep).any():
-            dropped["before_start"] = int((~keep).sum())
-        lose(~keep.to_numpy(dtype=bool), OUT_OF_RANGE)
-        frame = frame[keep]
-    if end is not None:
-        hi = _as_ny(end) + (pd.Timedelta(days=1) if _is_date(end) else pd.Timedelta(0))
-        keep = frame["timestamp"] < hi if _is_date(end) else frame["timestamp"] <= hi
-        if (~keep).any():
-            dropped["after_end"] = int((~keep).sum())
-        lose(~keep.to_numpy(dtype=bool), OUT_OF_RANGE)
-        frame = frame[keep]
+    before, after = outside_range(frame["timestamp"], start, end)
+    for name, out in (("before_start", before), ("after_end", after)):
+        if out.any():
+            dropped[name] = int(out.sum())
+            lose(out, OUT_OF_RANGE)
+    frame = frame[~(before | after)]
     if len(frame) == 0:
         raise FinpodError(
             f"{where}: no usable bars left after cleaning ({_summary(dropped)})",
@@ -266,28 +235,17 @@ def clean_long(
     ts_ns = ts_ns[order]
     tic_codes = tic_codes[order]
 
-    # Duplicates.
+    # Duplicates: exact copies go (a repair); rows of one key that disagree all go.
     vals = frame[list(PRICE_COLUMNS) + ["volume"]].to_numpy(dtype=np.float64)
-    same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
-    if same_key.any():
-        same_vals = np.all(vals[1:] == vals[:-1], axis=1)
-        exact = same_key & same_vals
-        exact_mask = np.concatenate([[False], exact])
-        n_exact = int(exact_mask.sum())
-        keep = ~exact_mask
-        lose(exact_mask, EXACT_DUPLICATE)
-        frame, ts_ns, tic_codes, vals = frame[keep], ts_ns[keep], tic_codes[keep], vals[keep]
-        if n_exact:
-            repaired["exact_duplicates_dropped"] = n_exact
-        same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
-        if same_key.any():
-            key_dup = np.zeros(len(frame), dtype=bool)  # after the exact copies are gone
-            key_dup[1:] |= same_key
-            key_dup[:-1] |= same_key
-            dropped["conflicting_duplicates"] = int(key_dup.sum())
-            lose(key_dup, "conflicting_duplicates")
-            keep = ~key_dup
-            frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
+    exact, clash = duplicate_rows(ts_ns, tic_codes, vals)
+    if exact.any():
+        repaired["exact_duplicates_dropped"] = int(exact.sum())
+        lose(exact, EXACT_DUPLICATE)
+    if clash.any():
+        dropped["conflicting_duplicates"] = int(clash.sum())
+        lose(clash, "conflicting_duplicates")
+    keep = ~(exact | clash)
+    frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
 
     if len(frame) == 0:
         raise FinpodError(
@@ -425,16 +383,6 @@ def clean_long(
         delisted=delisted if delisted.any() else None,
     )
     return bars, report
-
-
-def _is_date(x: str | pd.Timestamp) -> bool:
-    t = pd.Timestamp(x)
-    return t == t.normalize()
-
-
-def _as_ny(x: str | pd.Timestamp) -> pd.Timestamp:
-    t = pd.Timestamp(x)
-    return t.tz_localize(TZ) if t.tzinfo is None else t.tz_convert(TZ)
 
 
 def _summary(d: dict) -> str:

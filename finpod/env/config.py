@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import torch
 
+from finpod.env.field_types import check_field_types
 from finpod.errors import FinpodError
 
 ACTION_MODES = ("shares", "weights", "active")
@@ -31,6 +30,8 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 BAND_TARGETS = ("edge", "target")
 #: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
 SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
+#: Example values for the hint of a field whose default is no example (``None``, 1).
+EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
 
 
 @dataclass
@@ -174,7 +175,7 @@ class EnvConfig:
 
     def validate(self) -> None:
         """Raise :class:`FinpodError` naming the first bad field."""
-        _check_types(self)
+        check_field_types(self, EXAMPLES)
         _choice("action_mode", self.action_mode, ACTION_MODES)
         _choice("fill_price", self.fill_price, FILL_PRICES)
         _choice("reward", self.reward, REWARDS)
@@ -323,89 +324,6 @@ def _check_known(cls: type[EnvConfig], values: dict[str, Any]) -> None:
         raise FinpodError(
             f"unknown env setting {unknown[0]!r}", f"known settings: {', '.join(sorted(known))}"
         )
-
-
-#: Example values for the hint of a field whose default is no example (``None``).
-_EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
-
-
-def _check_types(config: EnvConfig) -> None:
-    """Every field has the type its annotation names, before any range is checked: a
-    number written as text in a strategy file (``cost_rate = "0.002"``) is one line naming
-    the key, not a ``TypeError`` from a comparison. Whole floats of integer fields (a
-    search may give ``5.0``) become integers."""
-    for f in fields(config):
-        kind = str(f.type).replace("None", "").replace("|", "").strip()
-        optional = "None" in str(f.type)
-        value = getattr(config, f.name)
-        if value is None and optional:
-            continue
-        if kind in ("float", "int"):
-            _check_number(config, f.name, value, kind == "int")
-        elif kind == "bool" and getattr(value, "dtype", None) is not None:
-            if value.dtype.kind != "b":  # a numpy bool (from a search) is a bool
-                _bad_bool(f.name, value)
-            setattr(config, f.name, bool(value))
-        elif kind == "bool" and not isinstance(value, bool):
-            _bad_bool(f.name, value)
-        elif kind == "str" and not isinstance(value, str):
-            raise FinpodError(
-                f"env.{f.name} must be text, got {value!r}",
-                f"e.g. {f.name} = {_example(config, f.name)}",
-            )
-
-
-def _bad_bool(name: str, value: Any) -> None:
-    raise FinpodError(
-        f"env.{name} must be true or false, got {value!r}"
-        + (" (text)" if isinstance(value, str) else ""),
-        f"write it without quotes: {name} = true",
-    )
-
-
-def _check_number(config: EnvConfig, name: str, value: Any, integer: bool) -> None:
-    what = "an integer" if integer else "a number"
-    if isinstance(value, str):
-        try:
-            number = float(value.strip().replace("_", ""))
-        except ValueError:
-            number = math.nan
-        fits = math.isfinite(number) and (not integer or number == int(number))
-        if fits:
-            raise FinpodError(
-                f"env.{name} = {value!r} is text, not a number",
-                f"write it without quotes: {name} = {value.strip()}",
-            )
-        raise FinpodError(
-            f"env.{name} = {value!r} is not a number",
-            f"e.g. {name} = {_example(config, name)}" + (" (an integer)" if integer else ""),
-        )
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise FinpodError(
-            f"env.{name} must be {what}, got {value!r}", f"e.g. {name} = {_example(config, name)}"
-        )
-    if not math.isfinite(value):
-        raise FinpodError(
-            f"env.{name} must be a finite number, got {value}",
-            f"e.g. {name} = {_example(config, name)}",
-        )
-    if integer:
-        if value != int(value):
-            raise FinpodError(
-                f"env.{name} must be an integer, got {value!r}",
-                f"e.g. {name} = {_example(config, name)}",
-            )
-        setattr(config, name, int(value))
-
-
-def _example(config: EnvConfig, name: str) -> Any:
-    """A valid value of field ``name`` as TOML text: its default, or a listed example."""
-    if name in _EXAMPLES:
-        return _EXAMPLES[name]
-    default = next(f.default for f in fields(config) if f.name == name)
-    if isinstance(default, bool):
-        return str(default).lower()
-    return f'"{default}"' if isinstance(default, str) else default
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
