@@ -22,6 +22,7 @@ def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
     lies under a file, is a non-dataset folder with content, already holds a dataset and
     ``overwrite`` is False, or cannot be written.
     """
+    remove_stale_temp_folders(out)  # even when this build is refused below
     hint = "choose another --out"
     if out.exists() and not out.is_dir():
         raise FinpodError(f"--out {out} is a file, not a directory", hint)
@@ -41,7 +42,6 @@ def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
                 "use it as it is, or pass --overwrite to replace it",
             )
     parent = out.absolute().parent
-    remove_stale_temp_folders(out)
     ancestor = parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
