@@ -61,9 +61,8 @@ def _check_number(
                 f"{key} = {value!r} is text, not a number",
                 f"write it without quotes: {name} = {value.strip()}",
             )
-        raise FinpodError(
-            f"{key} = {value!r} is not a number", example + (" (an integer)" if integer else "")
-        )
+        hint = f"give an integer, {example}" if integer else example
+        raise FinpodError(f"{key} = {value!r} is not a number", hint)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise FinpodError(f"{key} must be {what}, got {value!r}", example)
     if not math.isfinite(value):
