@@ -193,7 +193,7 @@ def check_benchmark_gaps(
         raise FinpodError(
             f"benchmark file {where} has no level for {bench_run} session(s) in a row "
             f"({first} → {last}), a longer gap than any in the bars ({own_run})",
-            "fill the missing dates of the benchmark (its level would be a flat line there)",
+            "fill the benchmark's missing dates: its level would be a flat line there",
         )
 
 

@@ -103,7 +103,7 @@ def ticker_rule(
         more = f" (and {len(bad) - 1} more: {', '.join(list(bad)[1:4])})" if len(bad) > 1 else ""
         hint = _HINT
         if bad[name].startswith(("two spellings", "two files")):
-            hint = f"keep one of them (rename or remove the other), or {_HINT.split(', or ')[1]}"
+            hint = f"keep one of them and rename or remove the other, or {_HINT.split(', or ')[1]}"
         raise FinpodError(f"{where}: ticker {name} would vanish: {bad[name]}{more}", hint)
     return {**out, **bad}
 

@@ -57,6 +57,16 @@ def _stem(name: str) -> str:
     return re.sub(r"(\.csv\.gz|\.csv|\.parquet|\.pq|\.txt)$", "", name, flags=re.I)
 
 
+def _rename_example(df: pd.DataFrame, missing: list[str]) -> str:
+    """``--column VENDOR=close`` for a file that lacks ``missing``: the one column it has
+    that finpod does not read, when there is exactly one of each."""
+    known = (ORIGIN, SPELLING, "tic", *NEEDED)
+    unknown = [str(c) for c in df.columns if c not in known]
+    if len(missing) == 1 and len(unknown) == 1:
+        return f"--column '{unknown[0]}={missing[0]}'"
+    return f"--column VENDOR={missing[0]}"
+
+
 def _common_stamp_type(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
     """Frames whose timestamp columns can be concatenated without losing a zone.
 
@@ -259,7 +269,7 @@ def load_files(
                 raise FinpodError(
                     f"{f}: ticker {', '.join(names[:5])} would vanish: the file has no "
                     f"{', '.join(missing)} column (found: {found})",
-                    "rename its columns (e.g. --column Px_Last=close), or pass "
+                    f"rename its columns, e.g. {_rename_example(df, missing)}, or pass "
                     "--drop-bad-tickers to build without it",
                 )
             files_dropped.update({n: why for n in names if n})
