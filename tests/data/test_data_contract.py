@@ -406,3 +406,8 @@ def test_a_benchmark_gap_longer_than_the_datas_own_is_one_line(tmp_path, capsys)
         "longer gap than any in the bars (0)",
     )
     _nothing_left(tmp_path)
+
+
+def test_the_sample_universe_counts_the_tickers_with_data(sample_dir):
+    manifest = json.loads((sample_dir / "manifest.json").read_text())
+    assert f"({len(manifest['tickers'])} with data)" in manifest["universe"]["name"]
