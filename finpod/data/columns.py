@@ -52,9 +52,14 @@ def _field(name: object) -> str | None:
     return None
 
 
-def refuse_ambiguous_columns(df: pd.DataFrame, columns: dict[str, str] | None, where: str) -> None:
+def refuse_ambiguous_columns(
+    df: pd.DataFrame, columns: dict[str, str] | None, where: str
+) -> dict[str, str]:
     """Raise when two columns of ``df`` (as read, after the renames ``columns``) would both
-    be read as one field, or when a column that changes prices holds a value that would."""
+    be read as one field. A column renamed explicitly (``--column 'Adj Close=close'``)
+    wins over the others of its field: returns ``{other column: why unused}``."""
+    explicit = {str(v): str(k) for k, v in (columns or {}).items()}
+    unused: dict[str, str] = {}
     prepared = prepare_vendor_frame(df.rename(columns=dict(columns or {})))
     names = [str(c) for c in prepared.columns]
     for name in names:
@@ -76,12 +81,17 @@ def refuse_ambiguous_columns(df: pd.DataFrame, columns: dict[str, str] | None, w
         if field is not None:
             by_field.setdefault(field, []).append(name)
     for field, found in by_field.items():
-        if len(found) > 1:
+        if len(found) > 1 and field in explicit and found.count(field) == 1:
+            for other in found:
+                if other != field:
+                    unused[other] = f"replaced by --column '{explicit[field]}={field}'"
+        elif len(found) > 1:
             shown = " and ".join(repr(n) for n in found)
             raise FinpodError(
                 f"{where}: the columns {shown} would both be read as {field}",
                 "keep one of them, or rename the other, e.g. --column NAME=canonical",
             )
+    return unused
 
 
 def price_changing_columns(df: pd.DataFrame, where: str) -> dict[str, str]:

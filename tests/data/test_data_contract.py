@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from finpod.data import load_split
 from tests.data.conftest import make_daily
 from tests.data.test_bad_input import _csv, _download, _nothing_left, _one_line
 
@@ -411,3 +412,17 @@ def test_a_benchmark_gap_longer_than_the_datas_own_is_one_line(tmp_path, capsys)
 def test_the_sample_universe_counts_the_tickers_with_data(sample_dir):
     manifest = json.loads((sample_dir / "manifest.json").read_text())
     assert f"({len(manifest['tickers'])} with data)" in manifest["universe"]["name"]
+
+
+def test_an_explicit_rename_chooses_between_two_close_columns(tmp_path, capsys):
+    df = make_daily(("AAA",))
+    df.insert(6, "Adj Close", df["close"] * 0.9)
+    folder = _csv(tmp_path, df.rename(columns={"close": "Close"}))
+    code, err = _download(tmp_path, capsys, "--path", str(folder), "--column", "Adj Close=close")
+    assert code == 0, err
+    report = json.loads((tmp_path / "ds" / "cleaning_report.json").read_text())
+    assert report["unused_columns"]["bars.csv"] == {
+        "Close": "replaced by --column 'Adj Close=close'"
+    }
+    bars = load_split(tmp_path / "ds", "all")
+    assert bars.close[0, 0] == pytest.approx(df["close"].iloc[0] * 0.9, rel=1e-6)

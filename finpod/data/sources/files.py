@@ -230,9 +230,9 @@ def load_files(
         df = read_table(f)
         if len(df) == 0:
             raise FinpodError(f"{f} has no rows", "remove it or fill it with bars")
-        refuse_ambiguous_columns(df, columns, str(f))
+        replaced = refuse_ambiguous_columns(df, columns, str(f))
         df = normalize_columns(df, columns)
-        unused = price_changing_columns(df, str(f))
+        unused = {**replaced, **price_changing_columns(df, str(f))}
         if unused:
             unused_columns[f.name] = unused
         if "tic" not in df.columns:
