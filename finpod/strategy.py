@@ -60,12 +60,14 @@ class TrainSpec:
         for key in ("num_envs", "total_steps", "eval_every"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                example = next(f.default for f in dataclasses.fields(self) if f.name == key)
                 raise FinpodError(
-                    f"train.{key} must be a positive integer, got {value!r}", "e.g. 64"
+                    f"train.{key} must be a positive integer, got {value!r}",
+                    f"e.g. {key} = {example}",
                 )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise FinpodError(
-                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. 0"
+                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. seed = 0"
             )
         if not isinstance(self.device, str) or not (
             self.device in ("auto", "cpu") or self.device.startswith("cuda")

@@ -13,6 +13,7 @@ nothing can be resumed before the first checkpoint). ``finpod`` alone prints the
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -187,9 +188,13 @@ def environment_error_line(err: BaseException) -> str | None:
     return None
 
 
+#: Words of a message about a number that is not finite; whole words only, so that
+#: "banana" or "info" in a message is not read as "nan" or "inf".
+_NON_FINITE_WORDS = re.compile(r"\b(nan|inf|infinity|non-finite|not finite)\b", re.IGNORECASE)
+
+
 def _non_finite_text(message: str) -> bool:
-    low = message.lower()
-    return any(word in low for word in ("nan", "infinity", " inf", "non-finite", "not finite"))
+    return _NON_FINITE_WORDS.search(message) is not None
 
 
 def _red_line(text: str) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from finpod.data.manifest import Manifest
 
 console = Console()
+err_console = Console(stderr=True)
 
 
 def _split_dates(value: str | None, name: str) -> tuple[str | None, str | None] | None:
@@ -47,6 +51,36 @@ def _columns(values: list[str] | None) -> dict[str, str] | None:
 
 
 Opt = typer.Option
+
+
+class _Stopped(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGHUP) raised as an exception, so that the build unwinds
+    and removes its temporary folder as it does on Ctrl-C (the default action of these
+    signals ends the process on the spot and leaves ``.<out>.<…>`` behind)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+@contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`_Stopped` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    wanted = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    before = {s: signal.signal(s, stop) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 def download(
@@ -176,6 +210,15 @@ def download(
             "'%m/%d/%Y %H:%M', for dates whose day/month order the values do not prove.",
         ),
     ] = None,
+    drop_bad_tickers: Annotated[
+        bool,
+        Opt(
+            "--drop-bad-tickers",
+            help="files, yfinance, alpaca: build without a ticker whose rows cannot be read (or that loses "
+            "most of its bars in cleaning) instead of failing; the manifest lists each with "
+            "its cause.",
+        ),
+    ] = False,
     overwrite: Annotated[
         bool,
         Opt("--overwrite", help="Replace an existing dataset at --out (in one atomic swap)."),
@@ -224,27 +267,40 @@ def download(
         "adjust": adjust,
         "point_in_time": point_in_time or None,
         "date_format": date_format,
+        "drop_bad_tickers": drop_bad_tickers or None,
         "cache_dir": cache_dir,
         "feed": feed,
         "adjustment": adjustment,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
     t0 = time.perf_counter()
-    result = build_dataset(
-        source,
-        out if out is not None else Path("data") / "datasets" / source,
-        bar=bar,
-        tickers=tickers,
-        start=start,
-        end=end,
-        splits=given or None,
-        embargo=embargo,
-        min_coverage=min_coverage,
-        calendar=calendar,
-        progress=True,
-        overwrite=overwrite,
-        **opts,
-    )
+    out = out if out is not None else Path("data") / "datasets" / source
+    try:
+        with _stop_signals_raise():
+            result = build_dataset(
+                source,
+                out,
+                bar=bar,
+                tickers=tickers,
+                start=start,
+                end=end,
+                splits=given or None,
+                embargo=embargo,
+                min_coverage=min_coverage,
+                calendar=calendar,
+                progress=True,
+                overwrite=overwrite,
+                **opts,
+            )
+    except _Stopped as stop:
+        # build_dataset has removed its temporary folder on the way out.
+        err_console.print(
+            f"[bold red]error:[/] stopped by {stop.name}; nothing was written to {out} "
+            "(rerun the command to build it)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(128 + stop.signum) from None
     manifest = Manifest.load(result)
     console.print(
         f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "
@@ -324,7 +380,10 @@ def _print_manifest(m: Manifest) -> None:
         "mixed_naive_and_aware",
         "large_moves",
     ):
-        if k in clean:
+        if k == "tickers_dropped" and isinstance(clean.get(k), Mapping):
+            for tic, why in clean[k].items():
+                ct.add_row(f"ticker dropped: {tic}", str(why))
+        elif k in clean:
             ct.add_row(k, str(clean[k]))
     console.print(ct)
 

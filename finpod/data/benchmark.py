@@ -27,9 +27,13 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.bars import normalize_columns
-from finpod.data.calendar import TZ, bar_ends, session_closes, sessions
-from finpod.data.timestamps import detect_bar_label, read_stamps, stamp_dates
-from finpod.data.vendor import read_table
+from finpod.data.calendar import TZ, bar_ends, session_closes, session_of, sessions
+from finpod.data.timestamps import (
+    detect_bar_label,
+    read_stamps,
+    stamp_dates,
+)
+from finpod.data.vendor import read_table, refuse_excel_serials
 from finpod.errors import FinpodError
 
 #: How the manifest labels every benchmark.
@@ -45,8 +49,13 @@ def level_times(
     calendar: str = "XNYS",
     timezone: str = TZ,
     bar_label: str = "auto",
+    where: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """When each level of ``series`` became known.
+
+    Two levels known at the same instant (a date given twice): the later row wins, unless
+    ``where`` (the file's name) is given: then two that differ are an error naming the
+    date and both levels (keeping either would make a fake move); equal ones are one.
 
     Args:
         series: index levels; its index holds the stamps (text, naive or aware datetimes).
@@ -60,6 +69,7 @@ def level_times(
     """
     stamps = pd.Series(series.index, index=np.arange(len(series)))
     vals = pd.to_numeric(pd.Series(np.asarray(series), index=stamps.index), errors="coerce")
+    refuse_excel_serials(stamps, f"benchmark file {where}" if where else "the benchmark")
     instant, wall, notes = read_stamps(stamps, timezone)
     ok = instant.notna() & wall.notna() & vals.notna() & (vals > 0)
     info: dict = {"dropped_unreadable": int((~ok).sum())}
@@ -99,8 +109,103 @@ def level_times(
     info.update({k: v for k, v in notes.items() if k != "input_timezone"})
     order = np.argsort(known, kind="stable")
     known, vals = known[order], vals[order]
-    last = np.r_[known[1:] != known[:-1], True]  # duplicates: the later row wins
+    same = known[1:] == known[:-1]
+    clash = same & (vals[1:] != vals[:-1])
+    if where is not None and clash.any():
+        k = int(np.flatnonzero(clash)[0])
+        day = _known_label(int(known[k]), daily)
+        raise FinpodError(
+            f"benchmark file {where}: {day} is given {int((known == known[k]).sum())} times "
+            f"with different levels ({vals[k]:g} and {vals[k + 1]:g}; {int(clash.sum())} "
+            "such date(s))",
+            "keep one row per date",
+        )
+    if same.any():
+        info["duplicate_rows"] = int(same.sum())
+    last = np.r_[~same, True]  # duplicates: the later row wins
     return known[last], vals[last], info
+
+
+def _known_label(known_ns: int, daily: bool) -> str:
+    """The session date (daily) or New York time (intraday) a level known at
+    ``known_ns`` belongs to, as text."""
+    stamp = pd.Timestamp(known_ns - 1, tz="UTC").tz_convert(TZ)
+    return stamp.strftime("%Y-%m-%d") if daily else stamp.strftime("%Y-%m-%d %H:%M")
+
+
+def check_benchmark_span(
+    known: np.ndarray, timestamps: pd.DatetimeIndex, bar: str, where: str, calendar: str = "XNYS"
+) -> None:
+    """Raise when the levels (known at ``known``, sorted int64 UTC ns) start after the
+    bars' first session or stop before their last: a level carried over sessions it does
+    not cover would be a flat line, a bar before the first one no level at all."""
+    if len(known) == 0 or len(timestamps) == 0:
+        return
+    ends = bar_ends(timestamps, bar, calendar)
+    first_day = pd.Timestamp(int(known[0]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    last_day = pd.Timestamp(int(known[-1]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    bar_first = pd.Timestamp(int(ends[0]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    bar_last = pd.Timestamp(int(ends[-1]) - 1, tz="UTC").tz_convert(TZ).normalize()
+    hint = "give index levels covering the bars' dates, or choose --start/--end inside them"
+    if first_day > bar_first:
+        raise FinpodError(
+            f"benchmark file {where} starts after the data: its first level is of "
+            f"{first_day:%Y-%m-%d}, the first bar of {bar_first:%Y-%m-%d}",
+            hint,
+        )
+    if last_day < bar_last:
+        raise FinpodError(
+            f"benchmark file {where} stops before the data: its last level is of "
+            f"{last_day:%Y-%m-%d}, the last bar of {bar_last:%Y-%m-%d}",
+            hint,
+        )
+
+
+def check_benchmark_gaps(
+    known: np.ndarray,
+    timestamps: pd.DatetimeIndex,
+    observed: np.ndarray,
+    where: str,
+    calendar: str = "XNYS",
+) -> None:
+    """Raise when the levels (known at ``known``) leave a run of sessions without a new
+    level that is longer than any run of sessions the bars themselves lack (``observed``:
+    (T, N) bool, a ticker's real bar): over such a gap the index would be a flat line
+    while the stocks move.
+
+    A session has a level when one becomes known after the previous session's close and
+    by its own close (a daily level, or any intraday level of that day).
+    """
+    if len(known) == 0 or len(timestamps) == 0:
+        return
+    sess_ns = session_of(timestamps)
+    days, inverse = np.unique(sess_ns, return_inverse=True)
+    any_bar = np.zeros(len(days), dtype=bool)
+    np.logical_or.at(any_bar, inverse, np.asarray(observed).any(axis=1))
+    closes = session_closes(pd.DatetimeIndex(days.astype("datetime64[ns]")), calendar)
+    upto = np.searchsorted(known, closes, side="right")
+    fresh = np.r_[True, upto[1:] > upto[:-1]]
+    bench_run, bench_at = _longest_run(~fresh)
+    own_run, _ = _longest_run(~any_bar)
+    if bench_run > own_run:
+        first = pd.Timestamp(int(days[bench_at])).strftime("%Y-%m-%d")
+        last = pd.Timestamp(int(days[bench_at + bench_run - 1])).strftime("%Y-%m-%d")
+        raise FinpodError(
+            f"benchmark file {where} has no level for {bench_run} session(s) in a row "
+            f"({first} → {last}), a longer gap than any in the bars ({own_run})",
+            "fill the benchmark's missing dates: its level would be a flat line there",
+        )
+
+
+def _longest_run(mask: np.ndarray) -> tuple[int, int]:
+    """(length, start) of the longest run of True in ``mask``; (0, 0) if none."""
+    if not mask.any():
+        return 0, 0
+    padded = np.r_[False, mask, False].astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    starts, ends = edges[::2], edges[1::2]
+    k = int(np.argmax(ends - starts))
+    return int(ends[k] - starts[k]), int(starts[k])
 
 
 def align_benchmark(
@@ -185,4 +290,11 @@ def read_benchmark_file(
     return pd.Series(df[col].to_numpy(), index=pd.Index(df["timestamp"]), name=name), name
 
 
-__all__ = ["BENCHMARK_KIND", "align_benchmark", "level_times", "read_benchmark_file"]
+__all__ = [
+    "BENCHMARK_KIND",
+    "align_benchmark",
+    "check_benchmark_gaps",
+    "check_benchmark_span",
+    "level_times",
+    "read_benchmark_file",
+]

@@ -47,12 +47,22 @@ from finpod.data.bars import (
     ticker_problem,
 )
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
+from finpod.data.columns import refuse_separated_numbers
 from finpod.data.stages import (
     DELISTING_RULE,
     LARGE_MOVE_LOG,
+    bar_faults,
     delisting_mask,
+    duplicate_rows,
     forward_fill,
     large_moves,
+    outside_range,
+)
+from finpod.data.ticker_rule import (
+    EXACT_DUPLICATE,
+    OUT_OF_RANGE,
+    OUTSIDE_SESSIONS,
+    ticker_rule,
 )
 from finpod.data.timestamps import (
     EPOCH_UNITS,
@@ -65,6 +75,7 @@ from finpod.data.timestamps import (
     stamp_dates,
     utc_ns,
 )
+from finpod.data.vendor import refuse_excel_serials
 from finpod.errors import FinpodError
 
 # Bars, the column and ticker readers, the timestamp readers and the grid stages live in
@@ -107,6 +118,7 @@ def clean_long(
     ticker: str | None = None,
     where: str = "input",
     date_format: str | None = None,
+    drop_bad_tickers: bool = False,
 ) -> tuple[Bars, dict]:
     """Clean a long table of bars into :class:`Bars` on the session grid.
 
@@ -126,20 +138,26 @@ def clean_long(
         where: name of the input, used in error messages.
         date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
             only when the stamps do not say how to read them (see :func:`read_stamps`).
+        drop_bad_tickers: drop, and list with its cause, a ticker that breaks the ticker
+            rule (:mod:`finpod.data.ticker_rule`: every ticker of the input reaches the
+            bars or is named) instead of failing.
 
     Returns:
         (bars, report): the grid arrays and the cleaning report.
     """
     if df is None or len(df) == 0:
         raise FinpodError(f"{where} has no rows", "check the file, the tickers and the date range")
-    df = normalize_columns(df, columns)
+    df = normalize_columns(df, columns).reset_index(drop=True)
     if "tic" not in df.columns and ticker is not None:
         df = df.assign(tic=ticker)
     require_columns(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
+    refuse_separated_numbers(df, where)
     report: dict = {"input_rows": int(len(df)), "dropped": {}, "repaired": {}}
     dropped = report["dropped"]
     repaired = report["repaired"]
 
+    if date_format is None:
+        refuse_excel_serials(df["timestamp"], where, df["tic"].astype("string").str.strip())
     instant, wall, notes = read_stamps(df["timestamp"], timezone, date_format)
     if instant.notna().sum() == 0:
         first = df["timestamp"].dropna()
@@ -164,56 +182,43 @@ def clean_long(
     for col in (*PRICE_COLUMNS, "volume"):
         frame[col] = pd.to_numeric(df[col], errors="coerce")
     frame = frame.reset_index(drop=True)
+    # Why each input row (by position) left: "" = kept. Read by the ticker rule.
+    cause = np.full(len(frame), "", dtype=object)
+
+    def lose(mask: np.ndarray, why: str) -> None:
+        cause[frame.index.to_numpy()[np.asarray(mask, dtype=bool)]] = why
 
     bad_ts = frame["timestamp"].isna().to_numpy()
     if bad_ts.any():
         dropped["unreadable_timestamp"] = int(bad_ts.sum())
+        lose(bad_ts, "unreadable_timestamp")
         frame = frame[~bad_ts]
     no_tic = (frame["tic"] == "").to_numpy()
     if no_tic.any():
         dropped["missing_ticker"] = int(no_tic.sum())
+        lose(no_tic, "missing_ticker")
         frame = frame[~no_tic]
     vol_nan = frame["volume"].isna()
     if vol_nan.any():
         repaired["missing_volume_set_to_0"] = int(vol_nan.sum())
         frame.loc[vol_nan, "volume"] = 0.0
 
-    prices = frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64)
-    volume = frame["volume"].to_numpy(dtype=np.float64)
-    nan_price = np.isnan(prices).any(axis=1)
-    # ±inf (a vendor's overflow, a spreadsheet's #DIV/0!) is no price: never tradable data.
-    inf_price = (~nan_price) & np.isinf(prices).any(axis=1)
-    missing = nan_price | inf_price
-    nonpos = (~missing) & (prices <= 0).any(axis=1)
-    hl = (~missing) & (~nonpos) & (frame["high"].to_numpy() < frame["low"].to_numpy())
-    bad_vol = ~np.isfinite(volume)
-    negvol = (volume < 0) & ~bad_vol
-    earlier = missing | nonpos | hl
-    for name, mask in (
-        ("missing_price", nan_price),
-        ("non_finite_price", inf_price),
-        ("non_positive_price", nonpos),
-        ("high_below_low", hl),
-        ("non_finite_volume", bad_vol & ~earlier),
-        ("negative_volume", negvol & ~earlier),
-    ):
+    reasons = bar_faults(
+        frame[list(PRICE_COLUMNS)].to_numpy(dtype=np.float64),
+        frame["volume"].to_numpy(dtype=np.float64),
+    )
+    for name, mask in reasons:
         if mask.any():
             dropped[name] = int(mask.sum())
-    bad = earlier | negvol | bad_vol
-    frame = frame[~bad]
+            lose(mask, name)
+    frame = frame[~np.logical_or.reduce([mask for _, mask in reasons])]
 
-    if start is not None:
-        lo = _as_ny(start)
-        keep = frame["timestamp"] >= lo
-        if (~keep).any():
-            dropped["before_start"] = int((~keep).sum())
-        frame = frame[keep]
-    if end is not None:
-        hi = _as_ny(end) + (pd.Timedelta(days=1) if _is_date(end) else pd.Timedelta(0))
-        keep = frame["timestamp"] < hi if _is_date(end) else frame["timestamp"] <= hi
-        if (~keep).any():
-            dropped["after_end"] = int((~keep).sum())
-        frame = frame[keep]
+    before, after = outside_range(frame["timestamp"], start, end)
+    for name, out in (("before_start", before), ("after_end", after)):
+        if out.any():
+            dropped[name] = int(out.sum())
+            lose(out, OUT_OF_RANGE)
+    frame = frame[~(before | after)]
     if len(frame) == 0:
         raise FinpodError(
             f"{where}: no usable bars left after cleaning ({_summary(dropped)})",
@@ -230,26 +235,17 @@ def clean_long(
     ts_ns = ts_ns[order]
     tic_codes = tic_codes[order]
 
-    # Duplicates.
+    # Duplicates: exact copies go (a repair); rows of one key that disagree all go.
     vals = frame[list(PRICE_COLUMNS) + ["volume"]].to_numpy(dtype=np.float64)
-    same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
-    if same_key.any():
-        same_vals = np.all(vals[1:] == vals[:-1], axis=1)
-        exact = same_key & same_vals
-        exact_mask = np.concatenate([[False], exact])
-        n_exact = int(exact_mask.sum())
-        keep = ~exact_mask
-        frame, ts_ns, tic_codes, vals = frame[keep], ts_ns[keep], tic_codes[keep], vals[keep]
-        if n_exact:
-            repaired["exact_duplicates_dropped"] = n_exact
-        same_key = (np.diff(ts_ns) == 0) & (np.diff(tic_codes) == 0)
-        if same_key.any():
-            key_dup = np.zeros(len(frame), dtype=bool)  # after the exact copies are gone
-            key_dup[1:] |= same_key
-            key_dup[:-1] |= same_key
-            dropped["conflicting_duplicates"] = int(key_dup.sum())
-            keep = ~key_dup
-            frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
+    exact, clash = duplicate_rows(ts_ns, tic_codes, vals)
+    if exact.any():
+        repaired["exact_duplicates_dropped"] = int(exact.sum())
+        lose(exact, EXACT_DUPLICATE)
+    if clash.any():
+        dropped["conflicting_duplicates"] = int(clash.sum())
+        lose(clash, "conflicting_duplicates")
+    keep = ~(exact | clash)
+    frame, ts_ns, tic_codes = frame[keep], ts_ns[keep], tic_codes[keep]
 
     if len(frame) == 0:
         raise FinpodError(
@@ -284,15 +280,25 @@ def clean_long(
     on_grid = grid_ns[pos_c] == stamp
     if (~on_grid).any():
         dropped["outside_sessions"] = int((~on_grid).sum())
+        lose(~on_grid, OUTSIDE_SESSIONS)
     if not on_grid.any():
         raise FinpodError(
             f"{where}: no bar falls on an exchange session of the {bar} grid",
             "check the timezone (--timezone), the bar size and the bar label",
         )
-    frame = frame[on_grid]
-    t_idx = pos_c[on_grid]
-    n_idx = tic_codes[on_grid]
-    names = [str(x) for x in tic_names]
+    lost = ticker_rule(df, tic, cause, where, drop_bad_tickers)
+    if lost:
+        report["tickers_dropped"] = lost
+    keep_rows = on_grid & ~frame["tic"].isin(list(lost)).to_numpy(dtype=bool)
+    if not keep_rows.any():
+        raise FinpodError(
+            f"{where}: every ticker was dropped ({'; '.join(f'{k}: {v}' for k, v in lost.items())})",
+            "fix the input (the causes are named)",
+        )
+    frame = frame[keep_rows]
+    t_idx = pos_c[keep_rows]
+    n_idx, kept_names = pd.factorize(frame["tic"].to_numpy(), sort=True)
+    names = [str(x) for x in kept_names]
 
     # Trim the grid to the span of kept bars.
     t0, t1 = int(t_idx.min()), int(t_idx.max()) + 1
@@ -315,12 +321,14 @@ def clean_long(
     coverage = counts / life
     sparse = (coverage < min_coverage) | (counts < min_bars)
     if sparse.any():
-        report["tickers_dropped"] = {
-            names[
-                i
-            ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
-            for i in np.flatnonzero(sparse)
-        }
+        report.setdefault("tickers_dropped", {}).update(
+            {
+                names[
+                    i
+                ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
+                for i in np.flatnonzero(sparse)
+            }
+        )
     keep = ~sparse
     if not keep.any():
         cause = f" after dropping rows ({_summary(dropped)})" if dropped else ""
@@ -375,16 +383,6 @@ def clean_long(
         delisted=delisted if delisted.any() else None,
     )
     return bars, report
-
-
-def _is_date(x: str | pd.Timestamp) -> bool:
-    t = pd.Timestamp(x)
-    return t == t.normalize()
-
-
-def _as_ny(x: str | pd.Timestamp) -> pd.Timestamp:
-    t = pd.Timestamp(x)
-    return t.tz_localize(TZ) if t.tzinfo is None else t.tz_convert(TZ)
 
 
 def _summary(d: dict) -> str:

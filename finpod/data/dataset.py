@@ -30,9 +30,7 @@ are contiguous, in time order, and separated by an embargo of whole sessions.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,6 +57,7 @@ from finpod.data.manifest import (
     load_manifest,
     universe_entry,
 )
+from finpod.data.outdir import prepare_out
 from finpod.data.splits import (
     DEFAULT_EMBARGO_SESSIONS,
     DEFAULT_FRACTIONS,
@@ -181,7 +180,7 @@ def build_dataset(
         )
     out = Path(out)
     # The output is checked (and its temporary folder made) before any work is done.
-    tmp, made = _prepare_out(out, overwrite)
+    tmp, made = prepare_out(out, overwrite)
     try:
         return _build_into(
             tmp,
@@ -211,60 +210,6 @@ def build_dataset(
 #: A dataset needs at least this many bars: the features look back 30 bars (RSI, CCI, DX)
 #: and three splits must fit; a shorter series holds no defined feature value.
 MIN_DATASET_BARS = 30
-
-
-def _prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
-    """Check that ``out`` can receive a dataset and make the temporary folder beside it.
-
-    Returns ``(tmp, made)``: the temporary folder and the parent folders created for it
-    (removed again if the build fails). Raises :class:`FinpodError` when ``out`` is a file,
-    lies under a file, is a non-dataset folder with content, already holds a dataset and
-    ``overwrite`` is False, or cannot be written.
-    """
-    hint = "choose another --out"
-    if out.exists() and not out.is_dir():
-        raise FinpodError(f"--out {out} is a file, not a directory", hint)
-    if out.is_dir():
-        try:
-            content = any(out.iterdir())
-        except OSError as err:
-            raise FinpodError(f"cannot read --out {out}: {err.strerror or err}", hint) from err
-        if content and not (out / "manifest.json").exists():
-            raise FinpodError(
-                f"{out} exists and is not a finpod dataset",
-                "choose an empty or new --out directory",
-            )
-        if content and not overwrite:
-            raise FinpodError(
-                f"{out} already holds a dataset",
-                "use it as it is, or pass --overwrite to replace it",
-            )
-    parent = out.absolute().parent
-    ancestor = parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise FinpodError(f"--out {out} lies under {ancestor}, which is a file", hint)
-    made = [p for p in reversed(parent.parents) if not p.exists()]
-    made += [parent] if not parent.exists() else []
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    except OSError as err:
-        for folder in reversed(made):
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-        raise FinpodError(
-            f"cannot write the dataset to {out}: {err.strerror or err}",
-            "choose a writable --out directory",
-        ) from err
-    # mkdtemp makes a private (0700) folder; the dataset gets the mode mkdir would give.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o777 & ~umask)
-    return tmp, made
 
 
 def check_bars(bars: Bars) -> list[str]:

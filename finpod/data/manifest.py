@@ -332,10 +332,14 @@ def benchmark_entry(loaded: LoadedSource) -> dict | None:
 
 
 def cleaning_summary(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest's ``cleaning``: the report's counts (lists and tables by their length)."""
+    """The manifest's ``cleaning``: the report's counts (lists and tables by their length),
+    except ``tickers_dropped``, listed whole: each ticker the input held and the dataset
+    does not, with its cause (the ticker rule, :mod:`finpod.data.ticker_rule`)."""
     summ: dict[str, Any] = {}
     for k, v in report.items():
-        if isinstance(v, dict):
+        if k == "tickers_dropped" and isinstance(v, dict):
+            summ[k] = {str(t): str(why) for t, why in v.items()}
+        elif isinstance(v, dict):
             summ[k] = (
                 {kk: vv for kk, vv in v.items() if not isinstance(vv, dict)}
                 if k in ("dropped", "repaired")

@@ -9,6 +9,9 @@ What is understood, besides the column aliases of :mod:`finpod.data.clean`:
   ``HHMMSS`` times (a leading zero lost by a spreadsheet, ``93000``, is put back);
 - symbol suffixes (``AAPL.US``): :func:`apply_ticker_pattern` keeps the first group of a
   regular expression, on file names and on ticker columns alike.
+
+Refused: Excel serial dates (``43467`` for 2019-01-02, a date cell saved as a number),
+named as such (:func:`refuse_excel_serials`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from finpod.errors import FinpodError
@@ -130,3 +134,51 @@ def compile_ticker_pattern(pattern: str) -> re.Pattern[str]:
 def prepare_vendor_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Bracketed headers removed and date + time columns joined (see the module docstring)."""
     return combine_date_time(strip_brackets(df))
+
+
+#: Excel's day count (days since 1899-12-30) of 1927-05-18 … 2173-10-13: what a
+#: spreadsheet writes for a date cell saved as a number. No stamp finpod reads is a number
+#: of five integer digits (dates are 8 digits, epochs 9 or more).
+_EXCEL_SERIAL = r"\d{5}(?:\.\d*)?"
+_EXCEL_EPOCH = pd.Timestamp("1899-12-30")
+
+
+def excel_serials(values: pd.Series) -> np.ndarray:
+    """(n,) bool: values that are Excel serial dates (``43467`` or ``43467.5``)."""
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        number = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        with np.errstate(invalid="ignore"):
+            return (number >= 10_000) & (number < 100_000)
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return np.zeros(len(values), dtype=bool)
+    if values.dtype == object:
+        # A column of mixed cells (text from one file, numbers from another).
+        values = values.map(lambda v: f"{v:.10g}" if isinstance(v, (int, float)) else v)
+    text = values.astype("string[pyarrow]")
+    # Only short cells can be serials; a column of full stamps is passed over quickly.
+    short = (text.str.len() <= 20).fillna(False).to_numpy(dtype=bool)
+    out = np.zeros(len(values), dtype=bool)
+    if short.any():
+        found = text[short].str.strip().str.fullmatch(_EXCEL_SERIAL).fillna(False)
+        out[short] = found.to_numpy(dtype=bool)
+    return out
+
+
+def refuse_excel_serials(values: pd.Series, where: str, tickers: pd.Series | None = None) -> None:
+    """Raise :class:`FinpodError` when some stamps are Excel serial dates, naming where
+    (and which tickers) and the date the first one stands for."""
+    hit = excel_serials(values)
+    if not hit.any():
+        return
+    first = values[hit].iloc[0]
+    day = (_EXCEL_EPOCH + pd.Timedelta(days=float(first))).strftime("%Y-%m-%d")
+    whose = ""
+    if tickers is not None:
+        names = sorted({str(t) for t in tickers[hit].dropna().unique() if str(t)})
+        if names:
+            whose = f" of {', '.join(names[:5])}{' …' if len(names) > 5 else ''}"
+    raise FinpodError(
+        f"Excel serial dates are not supported: {where}: {int(hit.sum())} timestamps{whose} "
+        f"are day counts like {str(first)!r} (Excel's {day})",
+        "format the date column as YYYY-MM-DD in the spreadsheet and save it again",
+    )

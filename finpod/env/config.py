@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from finpod.env.field_types import check_field_types
 from finpod.errors import FinpodError
 
 ACTION_MODES = ("shares", "weights", "active")
@@ -29,6 +30,8 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 BAND_TARGETS = ("edge", "target")
 #: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
 SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
+#: Example values for the hint of a field whose default is no example (``None``, 1).
+EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
 
 
 @dataclass
@@ -172,6 +175,7 @@ class EnvConfig:
 
     def validate(self) -> None:
         """Raise :class:`FinpodError` naming the first bad field."""
+        check_field_types(self, EXAMPLES)
         _choice("action_mode", self.action_mode, ACTION_MODES)
         _choice("fill_price", self.fill_price, FILL_PRICES)
         _choice("reward", self.reward, REWARDS)
@@ -257,8 +261,8 @@ class EnvConfig:
             int(self.episode_length) != self.episode_length or self.episode_length < 1
         ):
             raise FinpodError(
-                f"env.episode_length must be a positive integer or None, got {self.episode_length}",
-                "use None for the whole split",
+                f"env.episode_length must be a positive integer, got {self.episode_length}",
+                "e.g. episode_length = 252, or leave it out for the whole split",
             )
 
     @property

@@ -301,7 +301,9 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             "pod_seconds",
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise FinpodError(f"tournament.{key} must be a number, got {value!r}", "e.g. 0.5")
+                raise FinpodError(
+                    f"tournament.{key} must be a number, got {value!r}", _example(key)
+                )
             values[key] = float(value)
         elif key == "inherit_buffer":
             values[key] = value
@@ -313,9 +315,23 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             values[key] = value
         else:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise FinpodError(f"tournament.{key} must be an integer, got {value!r}", "e.g. 4")
+                raise FinpodError(
+                    f"tournament.{key} must be an integer, got {value!r}", _example(key)
+                )
             values[key] = value
     return TournamentConfig(**values).validate()
+
+
+#: Examples for the hint of a field whose default (``None``) is no example.
+_EXAMPLES = {"num_envs": 16, "generation_size": 8, "pod_seconds": 600.0, "gpus_per_pod": 0.25}
+
+
+def _example(key: str) -> str:
+    """Hint with a valid value of ``[tournament]`` key ``key``, of its type (an integer
+    field's example is an integer): its default, or an example where the default is None."""
+    field_ = next(f for f in dataclasses.fields(TournamentConfig) if f.name == key)
+    value = _EXAMPLES.get(key, field_.default)
+    return f"e.g. {key} = {value}"
 
 
 def inherit_buffer_fits(

@@ -431,3 +431,10 @@ def test_todays_partial_day_is_fetched_but_never_cached(alpaca_env, tmp_path):
     assert again.requests and all(
         pd.Timestamp(r["start"]) >= pd.Timestamp("2024-02-06", tz=TZ) for r in again.requests
     )
+
+
+def test_the_universe_counts_the_tickers_of_the_dataset_not_those_asked(alpaca_env, tmp_path):
+    alpaca_env()
+    loaded = _load(tmp_path / "cache", tickers=",".join([*SYMBOLS, "NODATA"]))
+    assert loaded.bars.tickers == sorted(SYMBOLS)
+    assert loaded.universe == f"{len(SYMBOLS)} tickers of the {len(SYMBOLS) + 1} asked"

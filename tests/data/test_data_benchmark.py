@@ -122,10 +122,10 @@ def test_benchmark_errors_are_one_line(tmp_path, daily_dir):
     with pytest.raises(FinpodError, match="which column holds the index level"):
         load_files(daily_dir, benchmark=tmp_path / "two.csv")
     (tmp_path / "old.csv").write_text("date,close\n2001-01-02,100\n2001-01-03,101\n")
-    ok = load_files(daily_dir, benchmark=tmp_path / "old.csv")  # known before: carried
-    assert (ok.benchmark == 101).all()
+    with pytest.raises(FinpodError, match="stops before the data"):  # not a flat line
+        load_files(daily_dir, benchmark=tmp_path / "old.csv")
     (tmp_path / "late.csv").write_text("date,close\n2030-01-02,100\n2030-01-03,101\n")
-    with pytest.raises(FinpodError, match="no level on or before any bar"):
+    with pytest.raises(FinpodError, match="starts after the data"):
         load_files(daily_dir, benchmark=tmp_path / "late.csv")
 
 

@@ -248,6 +248,7 @@ def load_alpaca(
     progress: Any = None,
     now: pd.Timestamp | None = None,
     rate_per_min: float = FREE_RATE_PER_MIN,
+    drop_bad_tickers: bool = False,
 ) -> LoadedSource:
     """Bars from Alpaca (needs keys and network), cached per (symbol, chunk) on disk.
 
@@ -265,6 +266,8 @@ def load_alpaca(
         cache_dir: chunk cache (default ``data/cache/alpaca``); a rerun skips chunks there.
         now: the current instant (tests); its New York date is "today", never cached.
         rate_per_min: requests per minute to stay under (200 on the free plan).
+        drop_bad_tickers: build without a ticker that loses most of its bars in cleaning
+            (listed with its cause) instead of failing (:mod:`finpod.data.ticker_rule`).
     """
     bar = normalize_bar(bar or "1min")
     if bar not in ALPACA_BARS:
@@ -335,6 +338,7 @@ def load_alpaca(
         where=f"alpaca {feed}",
         benchmark=bench_file,
         benchmark_bar_label="auto",
+        drop_bad_tickers=drop_bad_tickers,
     )
     report["alpaca_requests"] = int(counter.get("requests", 0))
     report["alpaca_retries"] = int(counter.get("retries", 0))
@@ -380,7 +384,10 @@ def load_alpaca(
             "adjustment": adjustment,
             "benchmark": None if benchmark is None else str(benchmark),
         },
-        universe="NASDAQ-100 point-in-time members" if universe_pit else f"{len(tick)} tickers",
+        universe="NASDAQ-100 point-in-time members"
+        if universe_pit
+        else f"{len(bars.tickers)} tickers"
+        + (f" of the {len(tick)} asked" if len(bars.tickers) != len(tick) else ""),
         universe_info=info,
         benchmark=bench,
         benchmark_info=bench_info,

@@ -17,11 +17,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from finpod.data.bars import Bars, check_tickers, normalize_columns, ticker_problem
-from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark, read_benchmark_file
+from finpod.data.bars import (
+    PRICE_COLUMNS,
+    Bars,
+    check_tickers,
+    normalize_columns,
+    ticker_problem,
+)
+from finpod.data.benchmark import (
+    BENCHMARK_KIND,
+    align_benchmark,
+    check_benchmark_gaps,
+    check_benchmark_span,
+    level_times,
+    read_benchmark_file,
+)
 from finpod.data.calendar import TZ
 from finpod.data.clean import clean_long
+from finpod.data.columns import price_changing_columns, refuse_ambiguous_columns
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
+from finpod.data.ticker_rule import ORIGIN, SPELLING
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
     TABLE_SUFFIXES,
@@ -31,6 +46,8 @@ from finpod.data.vendor import (
 )
 from finpod.errors import FinpodError
 
+#: Columns every file needs (``tic`` may come from the file name).
+NEEDED = ("timestamp", *PRICE_COLUMNS, "volume")
 #: Ticker from a file name when no pattern is given: the part before the first ``_``
 #: (``AAPL_1min.csv`` → ``AAPL``).
 FILE_NAME_PATTERN = r"^([A-Za-z0-9.\-^]+?)(?:_.*)?$"
@@ -38,6 +55,16 @@ FILE_NAME_PATTERN = r"^([A-Za-z0-9.\-^]+?)(?:_.*)?$"
 
 def _stem(name: str) -> str:
     return re.sub(r"(\.csv\.gz|\.csv|\.parquet|\.pq|\.txt)$", "", name, flags=re.I)
+
+
+def _rename_example(df: pd.DataFrame, missing: list[str]) -> str:
+    """``--column VENDOR=close`` for a file that lacks ``missing``: the one column it has
+    that finpod does not read, when there is exactly one of each."""
+    known = (ORIGIN, SPELLING, "tic", *NEEDED)
+    unknown = [str(c) for c in df.columns if c not in known]
+    if len(missing) == 1 and len(unknown) == 1:
+        return f"--column '{unknown[0]}={missing[0]}'"
+    return f"--column VENDOR={missing[0]}"
 
 
 def _common_stamp_type(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
@@ -82,6 +109,23 @@ def clean_vendor_bars(
     bench = bench_info = None
     if benchmark is not None:
         series, name = read_benchmark_file(benchmark, columns=None)
+        known, _, _ = level_times(
+            series,
+            calendar=clean_opts.get("calendar", "XNYS"),
+            timezone=clean_opts.get("timezone", TZ),
+            bar_label=benchmark_bar_label or clean_opts.get("bar_label", "auto"),
+            where=str(benchmark),
+        )
+        check_benchmark_span(
+            known, bars.timestamps, bars.bar, str(benchmark), clean_opts.get("calendar", "XNYS")
+        )
+        check_benchmark_gaps(
+            known,
+            bars.timestamps,
+            bars.tradable,
+            str(benchmark),
+            clean_opts.get("calendar", "XNYS"),
+        )
         bench = align_benchmark(
             series,
             bars.timestamps,
@@ -117,6 +161,7 @@ def load_files(
     calendar: str = "XNYS",
     progress: Any = None,
     date_format: str | None = None,
+    drop_bad_tickers: bool = False,
 ) -> LoadedSource:
     """Vendor bars from ``path`` (a directory of files or one file).
 
@@ -134,6 +179,13 @@ def load_files(
             (see :mod:`finpod.data.benchmark`).
         date_format: ``strftime`` pattern of the timestamps (``%d/%m/%Y``), for dates whose
             day/month order the values do not prove.
+        drop_bad_tickers: build without the tickers whose file lacks a needed column or
+            that lose most of their bars in cleaning (listed in ``tickers_dropped`` with
+            their cause) instead of failing (see :mod:`finpod.data.ticker_rule`).
+
+    Every column of a file is used or refused (see :mod:`finpod.data.columns`): two
+    columns read as one field, a split-ratio, adjustment-factor or dividend column that
+    would change prices, and numbers with thousands separators are each one error line.
 
     Sort order does not matter: rows are sorted (and the report says so).
     """
@@ -171,12 +223,18 @@ def load_files(
     name_rx = compile_ticker_pattern(ticker_pattern or FILE_NAME_PATTERN)
     tick = ticker_list(tickers)
     frames = []
+    unused_columns: dict[str, dict[str, str]] = {}
+    files_dropped: dict[str, str] = {}
     task = progress.add_task("read files", total=len(files)) if progress is not None else None
     for f in files:
         df = read_table(f)
         if len(df) == 0:
             raise FinpodError(f"{f} has no rows", "remove it or fill it with bars")
+        replaced = refuse_ambiguous_columns(df, columns, str(f))
         df = normalize_columns(df, columns)
+        unused = {**replaced, **price_changing_columns(df, str(f))}
+        if unused:
+            unused_columns[f.name] = unused
         if "tic" not in df.columns:
             m = name_rx.match(_stem(f.name))
             if not m or not m.group(1):
@@ -194,15 +252,40 @@ def load_files(
                     "rename the file to TICKER.csv (letters, digits and . - ^ = / _ & : + only)",
                 )
             df["tic"] = name
+            df[SPELLING] = ""  # the ticker is the file's name
         else:
+            df[SPELLING] = df["tic"]
             if ticker_pattern is not None:
                 df["tic"] = apply_ticker_pattern(df["tic"], ticker_pattern)
             # Row numbers as a spreadsheet shows them: the header is line 1.
             check_tickers(df["tic"].astype("string").str.strip().str.upper(), str(f), 2)
+        df[ORIGIN] = str(f)
+        missing = [c for c in NEEDED if c not in df.columns]
+        if missing:
+            found = ", ".join(str(c) for c in df.columns if c not in (ORIGIN, SPELLING, "tic"))
+            names = sorted(set(df["tic"].dropna().astype("string").str.strip().str.upper()))
+            why = f"{f.name} has no {', '.join(missing)} column (found: {found})"
+            if not drop_bad_tickers:
+                raise FinpodError(
+                    f"{f}: ticker {', '.join(names[:5])} would vanish: the file has no "
+                    f"{', '.join(missing)} column (found: {found})",
+                    f"rename its columns, e.g. {_rename_example(df, missing)}, or pass "
+                    "--drop-bad-tickers to build without it",
+                )
+            files_dropped.update({n: why for n in names if n})
+            if task is not None:
+                progress.advance(task, 1)
+            continue
         frames.append(df)
         if task is not None:
             progress.advance(task, 1)
+    if not frames:
+        raise FinpodError(
+            f"no file in {root} has the columns a bar needs ({', '.join(NEEDED)})",
+            "rename the columns, or pass --column VENDOR=canonical",
+        )
     df = pd.concat(_common_stamp_type(frames), ignore_index=True)
+    df[ORIGIN] = df[ORIGIN].astype("category")  # one file name per file, not per row
     names = df["tic"].astype("string").str.strip().str.upper() if "tic" in df.columns else None
     # An empty ticker cell (or a trailing junk line) is no ticker: the cleaner drops and counts it.
     known = sorted(str(t) for t in names.dropna().unique() if t) if names is not None else []
@@ -221,7 +304,12 @@ def load_files(
         where=str(root),
         date_format=date_format,
         benchmark=benchmark,
+        drop_bad_tickers=drop_bad_tickers,
     )
+    if files_dropped:
+        report["tickers_dropped"] = {**files_dropped, **report.get("tickers_dropped", {})}
+    if unused_columns:
+        report["unused_columns"] = unused_columns
     report["files"] = [f.name for f in files]
     delisted = sorted(report.get("delisted", {}))
     note = (
@@ -245,8 +333,9 @@ def load_files(
             "ticker_pattern": ticker_pattern,
             "benchmark": None if benchmark is None else str(benchmark),
             "date_format": date_format,
+            "drop_bad_tickers": drop_bad_tickers or None,
         },
-        universe=f"{len(known)} tickers from {root.name}",
+        universe=f"{len(bars.tickers)} tickers from {root.name}",
         universe_info=universe_info(False, note),
         benchmark=bench,
         benchmark_info=bench_info,

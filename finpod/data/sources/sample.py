@@ -114,7 +114,7 @@ def load_sample(
             "point_in_time": point_in_time,
         },
         universe=(
-            "NASDAQ-100 members on 2019-12-31 (95 with data)"
+            f"NASDAQ-100 members on 2019-12-31 ({len(bars.tickers)} with data)"
             if tick is None
             else f"{len(bars.tickers)} of the NASDAQ-100 members on 2019-12-31"
         ),

@@ -142,6 +142,7 @@ def load_yfinance(
     calendar: str = "XNYS",
     progress: Any = None,
     now: pd.Timestamp | None = None,
+    drop_bad_tickers: bool = False,
 ) -> LoadedSource:
     """Bars from Yahoo Finance (needs network), one cached Parquet per (ticker, chunk).
 
@@ -152,6 +153,8 @@ def load_yfinance(
             skips chunks already there, so an interrupted download resumes.
         benchmark: the index symbol fetched with the bars (default ``^NDX``; ``"none"``
             fetches none). Its levels are aligned causally to the bars.
+        drop_bad_tickers: build without a ticker that loses most of its bars in cleaning
+            (listed with its cause) instead of failing (:mod:`finpod.data.ticker_rule`).
     """
     bar = normalize_bar(bar or "1d")
     interval = YF_INTERVALS.get(bar)
@@ -196,6 +199,7 @@ def load_yfinance(
         min_coverage=min_coverage,
         calendar=calendar,
         where="yfinance",
+        drop_bad_tickers=drop_bad_tickers,
     )
     no_data = "no data on Yahoo (often delisted"
     info = vendor_universe(bars, report, tick, start, end, universe_pit, empty, "yahoo", no_data)
@@ -230,7 +234,10 @@ def load_yfinance(
             "interval": interval,
             "benchmark": index or None,
         },
-        universe="NASDAQ-100 point-in-time members" if universe_pit else f"{len(tick)} tickers",
+        universe="NASDAQ-100 point-in-time members"
+        if universe_pit
+        else f"{len(bars.tickers)} tickers"
+        + (f" of the {len(tick)} asked" if len(bars.tickers) != len(tick) else ""),
         universe_info=info,
         benchmark=bench,
         benchmark_info=bench_info,

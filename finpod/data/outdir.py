@@ -1,0 +1,110 @@
+"""The output folder of a dataset build: checked before any work, written through a
+temporary folder beside it (``.<out>.<pid>-<random>``, renamed into place at the end), and
+the temporary folders of builds that were killed removed by the next build."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from finpod.errors import FinpodError
+
+
+def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
+    """Check that ``out`` can receive a dataset and make the temporary folder beside it.
+
+    Returns ``(tmp, made)``: the temporary folder and the parent folders created for it
+    (removed again if the build fails). Raises :class:`FinpodError` when ``out`` is a file,
+    lies under a file, is a non-dataset folder with content, already holds a dataset and
+    ``overwrite`` is False, or cannot be written.
+    """
+    remove_stale_temp_folders(out)  # even when this build is refused below
+    hint = "choose another --out"
+    if out.exists() and not out.is_dir():
+        raise FinpodError(f"--out {out} is a file, not a directory", hint)
+    if out.is_dir():
+        try:
+            content = any(out.iterdir())
+        except OSError as err:
+            raise FinpodError(f"cannot read --out {out}: {err.strerror or err}", hint) from err
+        if content and not (out / "manifest.json").exists():
+            raise FinpodError(
+                f"{out} exists and is not a finpod dataset",
+                "choose an empty or new --out directory",
+            )
+        if content and not overwrite:
+            raise FinpodError(
+                f"{out} already holds a dataset",
+                "use it as it is, or pass --overwrite to replace it",
+            )
+    parent = out.absolute().parent
+    ancestor = parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise FinpodError(f"--out {out} lies under {ancestor}, which is a file", hint)
+    made = [p for p in reversed(parent.parents) if not p.exists()]
+    made += [parent] if not parent.exists() else []
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        # The pid in the name tells a later build whether this one is still running.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}-", dir=parent))
+    except OSError as err:
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise FinpodError(
+            f"cannot write the dataset to {out}: {err.strerror or err}",
+            "choose a writable --out directory",
+        ) from err
+    # mkdtemp makes a private (0700) folder; the dataset gets the mode mkdir would give.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    return tmp, made
+
+
+#: Names (after ``.<out>.``) of the temporary folders a build makes beside ``out``: this
+#: build's ``<pid>-<random>``, the ``old-<pid>`` of a swap (:func:`finpod.atomic.replace_dir`),
+#: and the bare ``<random>`` of builds before the pid was in the name.
+_TEMP_NAME = re.compile(r"^(?:(?:old-)?(\d+)(?:-[a-z0-9_]{8})?|[a-z0-9_]{8})$")
+
+
+def remove_stale_temp_folders(out: str | Path) -> list[Path]:
+    """Remove the temporary folders ``.<out>.<…>`` that an interrupted build left beside
+    ``out`` (killed, or its machine stopped). A folder whose build process is still
+    running on this machine is left alone. Returns the folders removed."""
+    out = Path(out)
+    parent = out.absolute().parent
+    removed = []
+    try:
+        candidates = list(parent.glob(f".{glob.escape(out.name)}.*"))
+    except OSError:
+        return removed
+    for folder in candidates:
+        match = _TEMP_NAME.match(folder.name[len(out.name) + 2 :])
+        if match is None or folder.is_symlink() or not folder.is_dir():
+            continue
+        if match.group(1) is not None and _process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or a pid we cannot check): keep its folder
+    return True
