@@ -55,7 +55,12 @@ def test_run_help_shows_the_default_of_budget_pods_and_device():
 
     res = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "400"})
     text = " ".join(res.output.replace("│", " ").split())
-    assert "[default: (the strategy's [tournament] budget; 12M steps in quickstart.toml)]" in text
+    import tomllib
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[1] / "strategies" / "quickstart.toml"
+    budget = tomllib.loads(shipped.read_text())["tournament"]["budget"]
+    assert f"[default: (the strategy's [tournament] budget; {budget} in quickstart.toml)]" in text
     assert "[default: (the strategy's [tournament] pods; auto in quickstart.toml)]" in text
     assert "[default: (the strategy's [train] device; auto in quickstart.toml)]" in text
 

@@ -231,7 +231,8 @@ def test_the_example_tournament_strategy_resolves_with_several_algorithms():
     assert len(space.algorithms) >= 3
     # PPO pods start from the strategy's [agent.hparams] and draw the declared ranges.
     algo_space = space.algorithms["ppo"]
-    assert list(algo_space.base["actor_hidden"]) == [128, 64]
+    assert list(algo_space.base["actor_hidden"]) == [32, 32]
+    assert algo_space.base["net"] == "cross_sectional"
     rng = np.random.default_rng(0)
     assert all(5e-5 <= algo_space.sample(rng)["learning_rate"] <= 1e-3 for _ in range(20))
 
