@@ -173,7 +173,8 @@ class _LiveTable:
                 f" · {snap['elapsed_s']:.0f}/{snap['time_cap']:.0f}s cap"
                 if snap.get("time_cap")
                 else ""
-            ),
+            )
+            + (f" · ETA {snap['eta_s']:.0f}s" if snap.get("eta_s") is not None else ""),
         )
         running = Table(title="running pods", expand=False, title_justify="left")
         for col in ("pod", "algo", "parent", "node", "epoch", "last score", "time"):

@@ -32,6 +32,10 @@ class BudgetClock:
         self.wall_before = board.progress.wall_s
         self._t0 = time.monotonic()
 
+    def __str__(self) -> str:
+        cap = "" if self.time_cap is None else f" capped at {self.time_cap:g}s of wall time"
+        return f"budget {self.budget}{cap}"
+
     def start(self) -> None:
         """Start counting this session's wall time."""
         self._t0 = time.monotonic()
@@ -97,3 +101,33 @@ class BudgetClock:
             "steps": float(self.board.progress.env_steps),
             "pods": float(self.board.candidates_evaluated),
         }[self.budget.kind]
+
+
+def eta_seconds(
+    budget: Budget,
+    used: float,
+    running: list[dict],
+    elapsed: float,
+    time_cap: float | None = None,
+) -> float | None:
+    """Seconds left in the run, estimated from the work done so far (None before any).
+
+    A step budget counts the finished pods' env steps and the running pods' finished epochs
+    (``epoch / epochs × steps`` of each running row); a time budget is its own answer; a
+    wall-time cap bounds the estimate.
+    """
+    if budget.kind == "time":
+        left: float | None = max(0.0, budget.amount - elapsed)
+    elif budget.kind == "steps":
+        live = used + sum(
+            r.get("epoch", 0) / max(1, r.get("epochs") or 1) * (r.get("steps") or 0)
+            for r in running
+        )
+        left = elapsed * (budget.amount - live) / live if live > 0 and elapsed > 0 else None
+        left = None if left is None else max(0.0, left)
+    else:
+        left = None
+    if time_cap is not None:
+        cap_left = max(0.0, time_cap - elapsed)
+        left = cap_left if left is None else min(left, cap_left)
+    return left

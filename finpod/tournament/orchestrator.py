@@ -48,7 +48,7 @@ from typing import Any
 
 from finpod.runs import Leaderboard, RunDir
 from finpod.tournament.actors import ActorPool
-from finpod.tournament.budget import BudgetClock
+from finpod.tournament.budget import BudgetClock, eta_seconds
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec
@@ -239,9 +239,8 @@ class Orchestrator:
     def run(self) -> Summary:
         """Train until the budget is spent and every running pod has reported."""
         self.clock.start()
-        cap = "" if self.config.time_cap is None else f"capped at {self.config.time_cap:g}s "
         self.run_dir.log(
-            f"tournament {self.config.mode} budget {self.config.budget} {cap}"
+            f"tournament {self.config.mode} {self.clock} "
             f"({self.board.candidates_evaluated} candidates so far)"
         )
         self._publish()
@@ -382,6 +381,7 @@ class Orchestrator:
         budget = self.config.budget
         used = self.clock.used()
         return {
+            "eta_s": eta_seconds(budget, used, running, self.elapsed(), self.config.time_cap),
             "running": running,
             "entries": self.board.entries,
             "candidates": self.board.candidates_evaluated,

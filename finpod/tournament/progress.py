@@ -63,6 +63,7 @@ class ProgressPoller:
                         "node": slot.node_id[:8],
                         "epoch": info.get("epoch", 0),
                         "epochs": spec.epochs,
+                        "steps": spec.steps,
                         "score": info.get("score") if spec is lead else None,
                         "elapsed_s": now - slot.busy.dispatched,
                     }

@@ -113,3 +113,16 @@ def test_pod_workers_run_at_the_drivers_priority(ray_tmp):
     finally:
         if started:
             ray.shutdown()
+
+
+def test_the_eta_counts_running_epochs_and_stays_inside_the_cap():
+    from finpod.tournament.budget import eta_seconds
+    from finpod.tournament.config import Budget
+
+    steps = Budget("steps", 1000.0)
+    running = [{"epoch": 2, "epochs": 4, "steps": 200}]  # half of a 200-step pod done
+    # 300 steps finished + 100 running in 40 s: 600 left at 10 steps/s.
+    assert eta_seconds(steps, 300.0, running, 40.0) == pytest.approx(60.0)
+    assert eta_seconds(steps, 300.0, running, 40.0, time_cap=70.0) == pytest.approx(30.0)
+    assert eta_seconds(steps, 0.0, [], 5.0) is None
+    assert eta_seconds(Budget("time", 90.0), 0.0, [], 30.0) == pytest.approx(60.0)
