@@ -99,6 +99,7 @@ def backtest_market(
     on_rollout: Callable[[str], None] | None = None,
     selection: dict[str, Any] | None = None,
     disclosures: dict[str, str] | None = None,
+    ceiling_config: EnvConfig | None = None,
 ) -> BacktestResult:
     """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it.
 
@@ -140,9 +141,10 @@ def backtest_market(
         if SIGNAL_FEATURE in market.feature_names:
             # The ceiling under the agent's own bounds and controls, and the unconstrained
             # cost-aware reference (a market with a planted signal only).
-            lines[SIGNAL_RULE] = signal_tilt_policy(market, config)
-            configs[SIGNAL_RULE] = config
-            lines[COST_AWARE], configs[COST_AWARE] = cost_aware_reference(market, config)
+            bounds = ceiling_config or config
+            lines[SIGNAL_RULE] = signal_tilt_policy(market, bounds)
+            configs[SIGNAL_RULE] = bounds
+            lines[COST_AWARE], configs[COST_AWARE] = cost_aware_reference(market, bounds)
         for name, bench_policy in lines.items():
             out = rollout(bench_policy, market, configs[name])
             done(name)
@@ -271,6 +273,7 @@ def run_backtest(
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
     ensemble_scored = False
+    ceiling_config: EnvConfig | None = None
     selected_id = chosen[0].get("pod_id")
     policy: Policy = ensemble_policy(agents)
     if ensemble:
@@ -284,6 +287,9 @@ def run_backtest(
             )
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
+        # The ceiling trades under the best member's own bounds (the ensemble's orders go
+        # through a target-weights config).
+        ceiling_config = members[0].config
         label = agent_description(agent, len(chosen))
         record = board.get("ensemble") or {}
         if record.get("members") == [e.get("pod_id") for e in chosen]:
@@ -345,6 +351,7 @@ def run_backtest(
         on_rollout=on_rollout,
         selection=selection,
         disclosures=disclosures,
+        ceiling_config=ceiling_config,
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
     whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)
