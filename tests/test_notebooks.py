@@ -218,7 +218,8 @@ def test_train_notebook_runs_a_tournament_and_shows_its_leaderboard(workspace, t
 
     tables = _outputs(train_nb, "text/html")
     best = board["entries"][0]["pod_id"]
-    assert any("validation sharpe" in t and best in t for t in tables)  # the leaderboard frame
+    label = f"validation {board['score_name']}"
+    assert any(label in t and best in t for t in tables)  # the leaderboard frame
     assert any("no_trade_band" in t and "decision_interval" in t for t in tables)  # controls
     assert len(_outputs(train_nb, "image/png")) >= 1  # learning curves
 

@@ -70,7 +70,9 @@ def test_run_builds_trains_on_validation_and_backtests_only_the_backtest_split(t
     assert board["entries"], "no pod was scored on validation"
     assert json.loads((run_dir / "run.json").read_text())["dataset"]["hash"] == manifest["hash"]
 
-    report = reports / run_dir.name
+    # The report of what the run selected: its best entry, or the ensemble when it won.
+    selected = board.get("selected", "best")
+    report = reports / run_dir.name / ("" if selected == "best" else selected)
     html = (report / "tearsheet.html").read_text(encoding="utf-8")
     assert html.count("data:image/png;base64,") >= 5
     returns = pd.read_parquet(report / "returns.parquet")
