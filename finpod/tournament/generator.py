@@ -44,7 +44,7 @@ class PodSpec:
     score_name: str = "sharpe"
     """Validation score of the evaluator."""
     max_seconds: float | None = None
-    """Wall-time cap: the pod stops after the first epoch that ends past it."""
+    """Wall-time cap: the pod stops at the last epoch end before it (see :meth:`out_of_time`)."""
     parent: str | None = None
     """Pod id whose weights and optimizer state the pod starts from (``None`` = scratch)."""
     lineage: list[str] = field(default_factory=list)
@@ -64,6 +64,14 @@ class PodSpec:
     this pod's children: ``True``, ``False`` or ``"auto"`` (only when
     :func:`~finpod.tournament.config.inherit_buffer_fits` for the agent's
     ``buffer_nbytes()`` and the run's ``top_k``). Set for off-policy pods."""
+
+    def out_of_time(self, wall_s: float, epochs_done: int) -> bool:
+        """Whether the pod stops after ``epochs_done`` epochs at ``wall_s`` seconds: its cap
+        is reached, or one more epoch as long as the mean one so far would end past it (so a
+        capped run ends on time, not an epoch late)."""
+        if self.max_seconds is None:
+            return False
+        return wall_s + wall_s / max(1, epochs_done) > self.max_seconds
 
 
 def population_class(algorithm: str) -> Any:

@@ -288,7 +288,7 @@ class PopulationTrainer:
                     metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))
             best = max((s for s in scores if math.isfinite(s)), default=None)
             self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
-            if all(failure) or (lead.max_seconds is not None and wall >= lead.max_seconds):
+            if all(failure) or lead.out_of_time(wall, epoch + 1):
                 break
         steps = population.env_steps().cpu().numpy().astype(np.int64)
         train_s = time.perf_counter() - t0

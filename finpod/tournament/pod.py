@@ -254,7 +254,7 @@ class Pod:
                 (int(agent.env_steps), wall, "validation", k, v) for k, v in trading.items()
             )
             self._set_progress(spec, epochs_done, agent.env_steps, value, t0)
-            if spec.max_seconds is not None and wall >= spec.max_seconds:
+            if spec.out_of_time(wall, epoch + 1):
                 break
         hparams = json.loads(json.dumps(dataclasses.asdict(agent.hparams)))
         buffer = None
