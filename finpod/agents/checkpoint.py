@@ -18,6 +18,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from finpod.agents.buffer import ReplayBuffer
+from finpod.agents.registry import make_agent
 from finpod.atomic import atomic_write
 from finpod.errors import FinpodError
 
@@ -144,8 +146,6 @@ def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
 
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any:
     """Rebuild the agent saved at ``path`` on ``device``: networks, optimizers, counters, RNG."""
-    from finpod.agents import make_agent
-
     meta, sd = read_checkpoint(path, include_buffer=True)
     try:
         hparams = json.loads(meta["hparams"])
@@ -163,8 +163,6 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any
     buffer = {k[len(BUFFER_PREFIX) :]: sd.pop(k) for k in list(sd) if k.startswith(BUFFER_PREFIX)}
     agent.load_state_dict(sd)
     if buffer:
-        from finpod.agents.buffer import ReplayBuffer
-
         rb = ReplayBuffer(int(buffer["capacity"]), obs_dim, action_dim, agent.device)
         size = buffer["obs"].shape[0]
         for name in BUFFER_FIELDS:

@@ -41,8 +41,13 @@ def set_renderers(
 
 
 def _renderer(kind: str) -> Callable[[BacktestResult], str]:
+    # Python runs finpod.backtest's __init__ (which installs them) before this module can
+    # be imported, so the renderers are here unless that __init__ failed part way.
     if kind not in _RENDERERS:
-        import finpod.backtest  # noqa: F401  (installs the tearsheet's renderers)
+        raise FinpodError(
+            "the tearsheet renderers are not installed",
+            "import finpod.backtest and fix the error its import raises",
+        )
     return _RENDERERS[kind]
 
 

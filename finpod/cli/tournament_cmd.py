@@ -16,6 +16,8 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
+from finpod.cli.interrupted import note_run_dir
+
 
 class TournamentView:
     """The tournament's displays, as hooks for :mod:`finpod.pipeline`: ``on_event`` prints
@@ -91,8 +93,6 @@ class _EventLines:
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "run":
-            from finpod.cli import note_run_dir
-
             note_run_dir(payload["run_dir"])
             self.console.print(
                 f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True

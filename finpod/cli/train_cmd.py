@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from finpod.cli.interrupted import note_run_dir
+
 console = Console()
 
 
@@ -119,8 +121,6 @@ def register(app: typer.Typer) -> None:
             if kind == "log":  # a single agent's training log
                 console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
-                from finpod.cli import note_run_dir
-
                 note_run_dir(payload["run_dir"])
                 console.print(run_header(payload), highlight=False, soft_wrap=True)
             else:
