@@ -283,3 +283,9 @@ def test_a_dynamic_import_is_read_as_an_import_of_its_module():
     tree = ast.parse('importlib.import_module("finpod.tournament.run")\n__import__("finpod.cli")')
     targets = {_dynamic_target(node) for node in ast.walk(tree)} - {None}
     assert targets == {"finpod.tournament.run", "finpod.cli"}
+
+
+def test_an_import_of_its_own_package_runs_to_the_init_with_code_or_the_reexported_module():
+    assert _defines_code("finpod.cli") and _defines_code("finpod.backtest")  # set_renderers()
+    assert not _defines_code("finpod.agents") and not _defines_code("finpod")
+    assert _reexported_from("finpod.agents", "make_agent") == "finpod.agents.registry"
