@@ -80,7 +80,7 @@ def recorded_env_config(
     metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
     finpod: a setting the run did not record is the default it ran with.
     """
-    recorded = entry.get("env") or entry.get("env_config")
+    recorded = entry.get("env")
     if isinstance(recorded, dict) and recorded:
         base = dict((run_meta.get("strategy") or {}).get("env") or {})
         return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
