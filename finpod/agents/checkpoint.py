@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from finpod.agents.buffer import ReplayBuffer
@@ -105,8 +105,6 @@ def read_checkpoint(
             f"checkpoint {path} does not exist", "check the path or the run directory"
         )
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="pt") as fh:
             meta = dict(fh.metadata() or {})
         sd = load_file(str(path))
@@ -132,6 +130,7 @@ def read_checkpoint(
 def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
     """The ``EnvConfig`` recorded in a checkpoint's metadata (:func:`read_checkpoint`), or
     None when the file recorded none."""
+    # lazy: importing finpod.agents does not load finpod.env (agents run on any VecEnv)
     from finpod.env.config import EnvConfig
 
     if not meta.get("env"):

@@ -55,6 +55,7 @@ def ensemble_policy(agents: Sequence[Any]) -> Policy:
 
 
 def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
+    # lazy: importing finpod.backtest (reports, `finpod report`) does not load the agents
     from finpod.agents import load_checkpoint
 
     agents = []
@@ -87,6 +88,7 @@ def recorded_env_config(
     rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
     path = run_dir / rel
     if path.is_file():
+        # lazy: importing finpod.backtest does not load the agents
         from finpod.agents import read_checkpoint
         from finpod.agents.checkpoint import checkpoint_env
 
