@@ -20,10 +20,12 @@ import typer
 from rich.console import Console
 
 from finpod import __version__
+from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
 
 # note_run_dir stays importable from finpod.cli (its own module is finpod.cli.interrupted).
 from finpod.cli.interrupted import interrupted_line, noted_run_dir
 from finpod.cli.interrupted import note_run_dir as note_run_dir
+from finpod.cli.noise import HeldBack
 from finpod.errors import FinpodError
 
 app = typer.Typer(
@@ -55,8 +57,6 @@ def _root(
 
 
 def _register() -> None:
-    from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
-
     for module in (data_cmd, train_cmd, backtest_cmd, run_cmd, walkforward_cmd):
         module.register(app)
 
@@ -126,8 +126,6 @@ def main(argv: list[str] | None = None) -> None:
 def _run_app(args: list[str], debug: bool) -> object:
     """The command, with other libraries' console noise held back and said in one line
     before anything finpod prints after it (all of it shown as it comes with --debug)."""
-    from finpod.cli.noise import HeldBack
-
     if debug:
         return app(args=args, prog_name="finpod", standalone_mode=False)
     held = HeldBack()

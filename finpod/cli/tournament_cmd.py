@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from finpod.cli.interrupted import note_run_dir
+from finpod.cli.tables import print_table
 
 
 class TournamentView:
@@ -227,8 +228,6 @@ def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table
 
 def print_leaderboard(console: Console, entries: list[Any], score_name: str, limit: int) -> None:
     """The leaderboard as a table when it fits the console, else one block per entry."""
-    from finpod.cli.tables import print_table
-
     header, rows = _leaderboard_rows(entries, score_name, limit)
 
     def long_form() -> list[tuple[str, list[tuple[str, str]]]]:
