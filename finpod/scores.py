@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from finpod.errors import FinpodError
+
 #: Names a strategy's ``train.score`` and ``tournament.score`` may take.
 SCORES = ("sharpe", "sortino", "calmar", "return", "information_ratio")
 #: Scores of *active* performance: computed on the per-bar returns over the zero-tilt
@@ -33,7 +35,7 @@ def score_returns(returns: pd.Series, name: str, annualization: float) -> float:
 
     Raises ``ValueError`` for an unknown name (callers say which setting was wrong).
     """
-    import empyrical
+    import empyrical  # lazy: a heavy import, needed only when a score is computed
 
     metrics = {
         "sharpe": empyrical.sharpe_ratio,
@@ -69,8 +71,6 @@ def scored_series(
     if name not in ACTIVE_SCORES:
         return returns
     if reference is None:
-        from finpod.errors import FinpodError
-
         raise FinpodError(
             f"score {name!r} measures returns over the reference, and this env has none",
             'use it with action_mode = "active" and reward = "active_log_return" '

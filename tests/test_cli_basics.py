@@ -63,3 +63,20 @@ def test_every_command_has_help():
         out = _finpod(command, "--help")
         assert out.returncode == 0, command
         assert "Usage" in out.stdout, command
+
+
+def test_ctrl_c_names_the_noted_run_and_the_resume_once_it_has_a_checkpoint(tmp_path):
+    import finpod.cli
+    from finpod.cli.interrupted import interrupted_line, note_run_dir, noted_run_dir
+    from finpod.runs import RunDir
+
+    assert finpod.cli.note_run_dir is note_run_dir  # the old import path still works
+    note_run_dir(tmp_path)
+    assert noted_run_dir() == tmp_path
+    assert "nothing can be resumed yet" in interrupted_line(noted_run_dir())
+    last = RunDir(tmp_path).checkpoint("last")
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"")
+    assert f"finpod train --resume {tmp_path}" in interrupted_line(noted_run_dir())
+    assert interrupted_line(None) == "[bold red]interrupted[/]"
+    note_run_dir(None)

@@ -81,11 +81,58 @@ def _imports(name: str, type_only_too: bool = False) -> set[str]:
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
                 base = f"{base}.{node.module}" if node.module else base
-            out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES}
+            modules = {f"{base}.{a.name}" for a in node.names} & MODULES.keys()
+            names = [a.name for a in node.names if f"{base}.{a.name}" not in MODULES]
+            out |= modules
+            if base in MODULES and name.startswith(base + ".") and not _defines_code(base):
+                # A name from a package that only re-exports comes from one of its
+                # modules: the edge runs to that module, not to the package.
+                out |= {_reexported_from(base, n) for n in names}
+            elif names or not modules:
+                out.add(base)
         elif (target := _dynamic_target(node)) is not None:
             out.add(target)
     return {m for m in out if m in MODULES and m != name}
+
+
+def _is_reexport(node: ast.stmt) -> bool:
+    """Whether a top-level statement of a package's ``__init__`` only re-exports: an
+    import, the docstring, ``if TYPE_CHECKING:`` or a dunder name (``__all__``,
+    ``__version__``)."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return True
+    if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        return True
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return isinstance(node, ast.Assign | ast.AnnAssign) and all(
+        isinstance(t, ast.Name) and t.id.startswith("__") for t in targets
+    )
+
+
+def _defines_code(package: str) -> bool:
+    """Whether a package's ``__init__`` holds code of its own (a function, a class, a
+    value) beyond the names it re-exports: a module of the package that imports it then
+    depends on it, and the edge counts."""
+    tree = ast.parse(MODULES[package].read_text(encoding="utf-8"))
+    return not all(_is_reexport(node) for node in tree.body)
+
+
+def _reexported_from(package: str, attr: str) -> str:
+    """The module whose import in ``package``'s ``__init__`` gives it ``attr`` (the package
+    itself when none does)."""
+    tree = ast.parse(MODULES[package].read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(
+            (a.asname or a.name) == attr for a in node.names
+        ):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            return base if base in MODULES else package
+    return package
 
 
 #: Calls that import a module named at run time (``importlib.import_module("finpod.x")``,
@@ -140,22 +187,18 @@ def test_the_runs_package_imports_only_the_floor_below_it():
 
 @pytest.mark.parametrize("type_only_too", [False, True], ids=["run time", "type hints too"])
 def test_no_import_circle(type_only_too):
-    # A package's __init__ re-exports its modules; an edge from a module to its own
-    # package (or any enclosing one) is that re-export, not a dependency.
-    graph = {
-        name: {d for d in _imports(name, type_only_too) if not name.startswith(d + ".")}
-        for name in MODULES
-    }
+    # Every edge counts: a module that imports its own package depends on that package's
+    # __init__ when it defines code, and on the re-exporting module when it does not.
+    graph = {name: _imports(name, type_only_too) for name in MODULES}
     state: dict[str, int] = {}
+    circles: list[str] = []
 
     def visit(node: str, stack: list[str]) -> None:
         state[node] = 1
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
                 cycle = [*stack, node]
-                raise AssertionError(
-                    "import circle: " + " → ".join([*cycle[cycle.index(dep) :], dep])
-                )
+                circles.append(" → ".join([*cycle[cycle.index(dep) :], dep]))
             if dep not in state:
                 visit(dep, [*stack, node])
         state[node] = 2
@@ -163,6 +206,7 @@ def test_no_import_circle(type_only_too):
     for node in sorted(graph):
         if node not in state:
             visit(node, [])
+    assert not circles, "import circles:\n" + "\n".join(circles)
 
 
 def test_only_the_runs_package_spells_the_run_directory_files():
@@ -239,3 +283,9 @@ def test_a_dynamic_import_is_read_as_an_import_of_its_module():
     tree = ast.parse('importlib.import_module("finpod.tournament.run")\n__import__("finpod.cli")')
     targets = {_dynamic_target(node) for node in ast.walk(tree)} - {None}
     assert targets == {"finpod.tournament.run", "finpod.cli"}
+
+
+def test_an_import_of_its_own_package_runs_to_the_init_with_code_or_the_reexported_module():
+    assert _defines_code("finpod.cli") and _defines_code("finpod.backtest")  # set_renderers()
+    assert not _defines_code("finpod.agents") and not _defines_code("finpod")
+    assert _reexported_from("finpod.agents", "make_agent") == "finpod.agents.registry"

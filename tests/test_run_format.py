@@ -82,3 +82,22 @@ def test_train_resume_continues_a_tournament_run_of_the_old_format(legacy: Path)
     kept = {e["pod_id"] for e in before["entries"]} & {e["pod_id"] for e in after["entries"]}
     # top_k = 3: the fourth pod evicts at most one of the three old entries.
     assert len(kept) >= 2
+
+
+@pytest.mark.parametrize("run", ["agent-legacy", "tournament-legacy"])
+def test_the_env_settings_of_the_old_format_are_read_from_the_keys_it_wrote(run: str):
+    from finpod.backtest.agents import recorded_env_config
+
+    run_dir = FIXTURE / run
+    run_meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    entries = json.loads((run_dir / "leaderboard.json").read_text(encoding="utf-8"))["entries"]
+    assert entries
+    for entry in entries:
+        config, source = recorded_env_config(run_dir, run_meta, entry)
+        assert source == ("leaderboard entry" if entry.get("env") else "checkpoint"), source
+        # "env_config" is a key no finpod ever wrote in an entry: it is not read.
+        stray = {k: v for k, v in entry.items() if k != "env"} | {
+            "env_config": {"episode_length": 7}
+        }
+        other, other_source = recorded_env_config(run_dir, run_meta, stray)
+        assert other_source != "leaderboard entry" and other.episode_length != 7

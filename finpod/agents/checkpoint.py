@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from finpod.agents.buffer import ReplayBuffer
+from finpod.agents.registry import make_agent
 from finpod.atomic import atomic_write
 from finpod.errors import FinpodError
 
@@ -103,8 +105,6 @@ def read_checkpoint(
             f"checkpoint {path} does not exist", "check the path or the run directory"
         )
     try:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="pt") as fh:
             meta = dict(fh.metadata() or {})
         sd = load_file(str(path))
@@ -130,6 +130,7 @@ def read_checkpoint(
 def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
     """The ``EnvConfig`` recorded in a checkpoint's metadata (:func:`read_checkpoint`), or
     None when the file recorded none."""
+    # lazy: importing finpod.agents does not load finpod.env (agents run on any VecEnv)
     from finpod.env.config import EnvConfig
 
     if not meta.get("env"):
@@ -144,8 +145,6 @@ def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
 
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any:
     """Rebuild the agent saved at ``path`` on ``device``: networks, optimizers, counters, RNG."""
-    from finpod.agents import make_agent
-
     meta, sd = read_checkpoint(path, include_buffer=True)
     try:
         hparams = json.loads(meta["hparams"])
@@ -163,8 +162,6 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any
     buffer = {k[len(BUFFER_PREFIX) :]: sd.pop(k) for k in list(sd) if k.startswith(BUFFER_PREFIX)}
     agent.load_state_dict(sd)
     if buffer:
-        from finpod.agents.buffer import ReplayBuffer
-
         rb = ReplayBuffer(int(buffer["capacity"]), obs_dim, action_dim, agent.device)
         size = buffer["obs"].shape[0]
         for name in BUFFER_FIELDS:

@@ -51,6 +51,7 @@ import torch
 from finpod.agents.base import Agent, build_hparams
 from finpod.agents.batched import BatchedAdam
 from finpod.agents.population_rng import MemberDraws, shared_generator
+from finpod.agents.registry import ALGORITHMS, make_agent
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ class Population(MemberDraws):
         seeds: Sequence[int],
         rng: str = "member",
     ) -> None:
-        from finpod.agents import ALGORITHMS, make_agent
-
         params_cls, self.agent_cls = ALGORITHMS[self.algorithm]
         hparams = list(hparams)
         seeds = [int(s) for s in seeds]
@@ -240,8 +239,6 @@ class Population(MemberDraws):
         """A plain single agent (``PPO``, ``SAC`` …) holding member ``k``: weights, Adam
         moments and steps, counters, random-generator state and hyperparameters. It saves
         with :func:`~finpod.agents.checkpoint.save_checkpoint` like any agent."""
-        from finpod.agents import make_agent
-
         k = self._member(k)
         agent = make_agent(
             self.algorithm,

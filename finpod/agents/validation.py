@@ -40,6 +40,7 @@ def make_trading_eval(
     and ``turnover`` and ``costs`` (see :func:`finpod.env.rollout.activity`), which
     :func:`~finpod.agents.train.train` logs with the score.
     """
+    # lazy: importing finpod.agents loads neither finpod.env nor pandas (finpod.scores)
     from finpod.env import rollout, score
     from finpod.env.rollout import activity
     from finpod.scores import scored_series

@@ -55,6 +55,7 @@ def ensemble_policy(agents: Sequence[Any]) -> Policy:
 
 
 def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
+    # lazy: importing finpod.backtest (reports, `finpod report`) does not load the agents
     from finpod.agents import load_checkpoint
 
     agents = []
@@ -80,13 +81,14 @@ def recorded_env_config(
     metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
     finpod: a setting the run did not record is the default it ran with.
     """
-    recorded = entry.get("env") or entry.get("env_config")
+    recorded = entry.get("env")
     if isinstance(recorded, dict) and recorded:
         base = dict((run_meta.get("strategy") or {}).get("env") or {})
         return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
     rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
     path = run_dir / rel
     if path.is_file():
+        # lazy: importing finpod.backtest does not load the agents
         from finpod.agents import read_checkpoint
         from finpod.agents.checkpoint import checkpoint_env
 

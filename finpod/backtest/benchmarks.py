@@ -21,6 +21,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
+from finpod.env.tables import ObsLayout
 
 #: Relative upward nudge of held weights, large against float32 rounding of the
 #: observation (~1e-7) and small enough that it never adds a share below 100,000 held.
@@ -35,8 +36,6 @@ ROLLOUTS = ("agent", "reference", *BENCHMARKS)
 
 def _holdings_slice(market: MarketData) -> slice:
     # Mirrors finpod.env.tables.ObsLayout: [value, cash, holdings (N), prices (N), features].
-    from finpod.env.tables import ObsLayout
-
     return ObsLayout(market.num_stocks, market.num_features).holdings
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
 from finpod.backtest import metrics as m
+from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 
 #: Column name of the agent in :attr:`BacktestResult.metrics` and the equity frames.
@@ -41,8 +42,13 @@ def set_renderers(
 
 
 def _renderer(kind: str) -> Callable[[BacktestResult], str]:
+    # Python runs finpod.backtest's __init__ (which installs them) before this module can
+    # be imported, so the renderers are here unless that __init__ failed part way.
     if kind not in _RENDERERS:
-        import finpod.backtest  # noqa: F401  (installs the tearsheet's renderers)
+        raise FinpodError(
+            "the tearsheet renderers are not installed",
+            "import finpod.backtest and fix the error its import raises",
+        )
     return _RENDERERS[kind]
 
 
@@ -152,9 +158,16 @@ class BacktestResult:
         return None
 
     @property
+    def env_config(self) -> EnvConfig:
+        """The env settings the backtest ran with, read from the recorded ``info["env"]``:
+        a setting it did not record is :class:`~finpod.env.EnvConfig`'s default, the one it
+        ran with (never a default of the report's own)."""
+        return EnvConfig.from_dict(dict(self.info.get("env") or {}))
+
+    @property
     def start(self) -> str:
         """How the agent and the benchmarks started: ``"cash"`` or ``"reference"``."""
-        return str((self.info.get("env") or {}).get("start", "cash"))
+        return self.env_config.start
 
     def compute_metrics(self) -> pd.DataFrame:
         """Metrics table: one column per strategy (agent first), one row per metric."""

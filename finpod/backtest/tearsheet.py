@@ -179,8 +179,7 @@ def _disclosures_html(result: BacktestResult) -> str:
 
 
 def _start_note(result: BacktestResult) -> str:
-    env = (result.info or {}).get("env") or {}
-    reference = env.get("reference", "equal_weight")
+    reference = result.env_config.reference
     how = (
         "started invested at the reference"
         if result.start == "reference"
@@ -219,11 +218,10 @@ def render_tearsheet(result: BacktestResult) -> str:
     if info.get("dataset_hash"):
         meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
     if info.get("env"):
-        env = info["env"]
+        config = result.env_config
         meta.append(
-            "fills at bar t+1 "
-            f"{html.escape(str(env.get('fill_price', 'open')))}, cost rate "
-            f"{float(env.get('cost_rate', 0.0)) * 100:.2f} %"
+            f"fills at bar t+1 {html.escape(config.fill_price)}, cost rate "
+            f"{config.cost_rate * 100:.2f} %"
         )
     bench_note = (result.disclosures or {}).get("benchmark") or (
         "index = the dataset's index level, a price series with no costs"

@@ -20,6 +20,12 @@ import typer
 from rich.console import Console
 
 from finpod import __version__
+from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
+
+# note_run_dir stays importable from finpod.cli (its own module is finpod.cli.interrupted).
+from finpod.cli.interrupted import interrupted_line, noted_run_dir
+from finpod.cli.interrupted import note_run_dir as note_run_dir
+from finpod.cli.noise import HeldBack
 from finpod.errors import FinpodError
 
 app = typer.Typer(
@@ -31,8 +37,6 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 err_console = Console(stderr=True)
-#: The run directory the running command writes (named in the hint after Ctrl-C).
-_state: dict[str, object] = {}
 
 
 def _version(value: bool) -> None:
@@ -53,8 +57,6 @@ def _root(
 
 
 def _register() -> None:
-    from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
-
     for module in (data_cmd, train_cmd, backtest_cmd, run_cmd, walkforward_cmd):
         module.register(app)
 
@@ -124,8 +126,6 @@ def main(argv: list[str] | None = None) -> None:
 def _run_app(args: list[str], debug: bool) -> object:
     """The command, with other libraries' console noise held back and said in one line
     before anything finpod prints after it (all of it shown as it comes with --debug)."""
-    from finpod.cli.noise import HeldBack
-
     if debug:
         return app(args=args, prog_name="finpod", standalone_mode=False)
     held = HeldBack()
@@ -139,28 +139,8 @@ def _run_app(args: list[str], debug: bool) -> object:
             err_console.print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
 
 
-def note_run_dir(run_dir: object) -> None:
-    """Remember the run directory a command is writing (for the hint after Ctrl-C)."""
-    _state["run_dir"] = run_dir
-
-
 def _interrupted() -> None:
-    err_console.print(interrupted_line(_state.get("run_dir")), highlight=False, soft_wrap=True)
-
-
-def interrupted_line(run_dir: object) -> str:
-    """What Ctrl-C during training says: the ``--resume`` that continues the run once
-    it has a checkpoint to continue from, or that nothing can be resumed yet."""
-    if not run_dir:
-        return "[bold red]interrupted[/]"
-    from finpod.runs import RunDir
-
-    if RunDir(run_dir).checkpoint("last").is_file():
-        return f"[bold red]interrupted[/]; continue with: finpod train --resume {run_dir}"
-    return (
-        f"[bold red]interrupted[/] before the first checkpoint of {run_dir}: nothing can be "
-        "resumed yet (start the training again)"
-    )
+    err_console.print(interrupted_line(noted_run_dir()), highlight=False, soft_wrap=True)
 
 
 def environment_error_line(err: BaseException) -> str | None:

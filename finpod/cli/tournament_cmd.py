@@ -16,6 +16,9 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
+from finpod.cli.interrupted import note_run_dir
+from finpod.cli.tables import print_table
+
 
 class TournamentView:
     """The tournament's displays, as hooks for :mod:`finpod.pipeline`: ``on_event`` prints
@@ -91,8 +94,6 @@ class _EventLines:
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "run":
-            from finpod.cli import note_run_dir
-
             note_run_dir(payload["run_dir"])
             self.console.print(
                 f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
@@ -227,8 +228,6 @@ def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table
 
 def print_leaderboard(console: Console, entries: list[Any], score_name: str, limit: int) -> None:
     """The leaderboard as a table when it fits the console, else one block per entry."""
-    from finpod.cli.tables import print_table
-
     header, rows = _leaderboard_rows(entries, score_name, limit)
 
     def long_form() -> list[tuple[str, list[tuple[str, str]]]]:

@@ -11,6 +11,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from finpod.cli.interrupted import note_run_dir
+from finpod.pipeline import train, wants_tournament
+from finpod.runs import RUN_FILE, read_run_info
+
 console = Console()
 
 
@@ -101,9 +105,8 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
+        # lazy: the tournament's live view (and pandas, for its tables) loads only to train
         from finpod.cli.tournament_cmd import TournamentView
-        from finpod.pipeline import train, wants_tournament
-        from finpod.runs import RUN_FILE, read_run_info
 
         if resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file():
             # A fixed run id continues its run (e.g. a retried Kubernetes job).
@@ -119,8 +122,6 @@ def register(app: typer.Typer) -> None:
             if kind == "log":  # a single agent's training log
                 console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
-                from finpod.cli import note_run_dir
-
                 note_run_dir(payload["run_dir"])
                 console.print(run_header(payload), highlight=False, soft_wrap=True)
             else:

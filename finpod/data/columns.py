@@ -18,6 +18,7 @@ import re
 import pandas as pd
 
 from finpod.data.bars import COLUMN_ALIASES, PRICE_COLUMNS
+from finpod.data.ticker_rule import ORIGIN
 from finpod.data.vendor import prepare_vendor_frame
 from finpod.errors import FinpodError
 
@@ -128,8 +129,6 @@ def price_changing_columns(df: pd.DataFrame, where: str) -> dict[str, str]:
 def refuse_separated_numbers(df: pd.DataFrame, where: str) -> None:
     """Raise when a price or volume cell of ``df`` is a number written with thousands
     separators or a decimal comma, naming the file (``ORIGIN`` column, if any) and value."""
-    from finpod.data.ticker_rule import ORIGIN
-
     for col in (*PRICE_COLUMNS, "volume"):
         if col not in df.columns:
             continue

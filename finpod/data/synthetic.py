@@ -42,6 +42,7 @@ import torch
 
 from finpod.data.bars import Bars
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, get_calendar, normalize_bar
+from finpod.data.inmemory import bars_to_market
 from finpod.data.market import MarketData, periods_per_year
 from finpod.errors import FinpodError
 
@@ -222,8 +223,6 @@ def make_synthetic(
     features plus ``alpha_signal`` (last feature). Keyword arguments go to
     :func:`synthetic_bars` (``annual_vol``, ``alpha_strength``, ``signal_persistence``,
     ``market_correlation``, ``late_listings``, ``start``)."""
-    from finpod.data.inmemory import bars_to_market
-
     bars = synthetic_bars(n_tickers, n_bars, bar=bar, regime=regime, seed=seed, **kwargs)
     return bars_to_market(bars, device=device)
 

@@ -31,6 +31,7 @@ import torch
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.env.execution import active_targets
+from finpod.env.rollout import rollout, score
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
 
@@ -152,8 +153,6 @@ def score_ensemble(
     validation Sharpe for the tournament) and the :class:`~finpod.env.Rollout` (its
     ``returns`` are the candidate's returns for the DSR/PBO).
     """
-    from finpod.env.rollout import rollout, score
-
     policy = EnsemblePolicy(members, market, device=device)
     out = rollout(policy, market, policy.config, device=device)
     return score(out, score_name), out

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.data.calendar import TZ, bar_minutes
 from finpod.data.market import MarketData
 from finpod.env.config import EQUAL_WEIGHT, EnvConfig
 from finpod.env.prices import mark_prices
@@ -57,8 +58,6 @@ def reference_weights(market: MarketData, config: EnvConfig) -> torch.Tensor:
 
 
 def _drift_within_sessions(market: MarketData, w: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-    from finpod.data.calendar import TZ, bar_minutes
-
     if bar_minutes(market.bar) is None or market.num_bars < 2:
         return w
     dates = pd.DatetimeIndex(market.timestamps).tz_convert(TZ).normalize()
@@ -107,8 +106,6 @@ def load_reference_file(path: str) -> pd.DataFrame:
 
 @lru_cache(maxsize=8)
 def _load(path: str, _mtime: int) -> pd.DataFrame:
-    from finpod.data.calendar import TZ
-
     try:
         frame = pd.read_csv(path) if path.lower().endswith(".csv") else pd.read_parquet(path)
     except Exception as err:  # a parser's own error, in one line

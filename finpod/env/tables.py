@@ -13,11 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+import pandas as pd
 import torch
 
+from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
-from finpod.env.config import EnvConfig
+from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
 from finpod.env.prices import mark_prices, valid_prices
+from finpod.env.reference import eligible_names, reference_weights
 from finpod.errors import FinpodError
 
 #: The price z-score of the observation is clipped to ±PRICE_Z_CLIP (a split or a data
@@ -153,8 +157,6 @@ def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
 
 def use_calendar(market: MarketData, config: EnvConfig) -> bool:
     """Whether the observation carries the ``calendar`` slice (see ``calendar_features``)."""
-    from finpod.data.calendar import bar_minutes
-
     intraday = bar_minutes(market.bar) is not None
     if config.calendar_features is None:
         return intraday
@@ -170,12 +172,6 @@ def session_clock(market: MarketData) -> dict[str, torch.Tensor]:
     on the XNYS calendar is taken as a 09:30–16:00 session. Nothing here reads prices: the
     session schedule is known in advance.
     """
-    import numpy as np
-    import pandas as pd
-
-    from finpod.data.calendar import TZ, bar_minutes, get_calendar
-    from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN
-
     length = bar_minutes(market.bar)
     if length is None:
         raise ValueError("session_clock needs intraday bars")
@@ -206,9 +202,6 @@ def session_clock(market: MarketData) -> dict[str, torch.Tensor]:
 
 def decision_schedule(market: MarketData, config: EnvConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """(T,) bool ``execute`` and ``flat`` of each bar (host tensors; see :class:`Tables`)."""
-    from finpod.data.calendar import bar_minutes
-    from finpod.env.config import decision_minutes
-
     t = market.num_bars
     intraday = bar_minutes(market.bar) is not None
     if not intraday and (config.decision_times or config.flat_at_close):
@@ -236,8 +229,6 @@ def decision_schedule(market: MarketData, config: EnvConfig) -> tuple[torch.Tens
 
 def calendar_obs(market: MarketData) -> torch.Tensor:
     """(T, 3) float32 ``calendar`` slice: time of day, bars left / full session, first bar."""
-    from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN
-
     clock = session_clock(market)
     span = float(SESSION_CLOSE_MIN - SESSION_OPEN_MIN)
     tod = (clock["end"] - SESSION_OPEN_MIN).double() / span
@@ -285,8 +276,6 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     feats = market.features.to(device=device, dtype=torch.float32)
     parts.append(torch.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0).flatten(1))
     if use_calendar(market, config):
-        from finpod.data.calendar import bar_minutes
-
         if bar_minutes(market.bar) is None:
             raise FinpodError(
                 f"env.calendar_features needs intraday bars; this market has {market.bar} bars",
@@ -298,8 +287,6 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
     static_obs = torch.cat(parts, dim=1).contiguous()
     reference = None
     if config.uses_reference:
-        from finpod.env.reference import eligible_names, reference_weights
-
         ref = reference_weights(market, config)
         ok = eligible_names(market).to(torch.float64)
         reference = torch.cat([ref, ok], dim=1).to(device=device, dtype=dtype).contiguous()

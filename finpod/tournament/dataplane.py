@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from finpod.data import verify_dataset
 from finpod.data.market import MarketData
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as to_payload
+from finpod.errors import FinpodError
 
 #: Splits a pod may receive. The backtest split is touched only by ``finpod backtest``.
 POD_SPLITS = ("train", "validation")
@@ -64,10 +66,10 @@ class DataPlane:
         manifest, or the manifest's hash differs from ``expected_hash`` (a resumed run).
         Needs a connected Ray (``ray.init`` done).
         """
-        import ray
+        import ray  # lazy: Ray is heavy and only the cluster paths need it
 
-        from finpod.data import load_split, verify_dataset
-        from finpod.errors import FinpodError
+        # lazy: read from finpod.data at call time, where tests put a stand-in loader
+        from finpod.data import load_split
 
         digest = verify_dataset(dataset_dir)
         _release_arrow_memory()
@@ -101,7 +103,7 @@ def _release_arrow_memory() -> None:
     """Hand the memory Arrow cached while reading the dataset back to the system: after
     the splits are in the object store the driver needs none of it."""
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # lazy, in the try: a memory hint that must never fail
 
         pa.default_memory_pool().release_unused()
     except Exception:  # noqa: BLE001 - only a memory hint
@@ -110,7 +112,7 @@ def _release_arrow_memory() -> None:
 
 def fetch_splits(refs: list[Any], device: torch.device | str) -> tuple[MarketData, MarketData]:
     """Inside a pod: (train, validation) :class:`MarketData` from :meth:`DataPlane.ref_list`."""
-    import ray
+    import ray  # lazy: Ray is heavy and only the cluster paths need it
 
     train, validation = ray.get(list(refs))
     return market_from_payload(train, device), market_from_payload(validation, device)

@@ -24,8 +24,10 @@ from typing import Any
 
 import torch
 
+from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
+from finpod.env.ensemble import Member, score_ensemble
 from finpod.errors import FinpodError
-from finpod.runs import Leaderboard, RunDir, read_run_info, record_candidate
+from finpod.runs import Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
 from finpod.scores import scored_series
 
 
@@ -49,9 +51,8 @@ def score_leaderboard_ensemble(
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
+    # lazy: read from finpod.data at call time, where tests put a stand-in loader
     from finpod.data import load_split
-    from finpod.env.ensemble import Member, score_ensemble
 
     chosen = board.entries[: max(0, int(size))]
     if int(size) < 2 or len(chosen) < 2:
@@ -108,6 +109,4 @@ def score_leaderboard_ensemble(
 
 
 def _recorded_ids(run_dir: Path) -> set[str]:
-    from finpod.runs import load_candidates
-
     return set(load_candidates(run_dir).ids)

@@ -11,6 +11,7 @@ the parent's replay buffer (``tournament.inherit_buffer``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.config import TournamentConfig
-from finpod.tournament.search import SearchSpace
+from finpod.tournament.search import SearchSpace, is_off_policy
 
 
 @dataclass
@@ -78,6 +79,7 @@ def population_class(algorithm: str) -> Any:
     """The batched population engine of ``algorithm`` (``None``: members train one by
     one)."""
     try:
+        # lazy: importing finpod.tournament does not load the agents
         from finpod.agents.populations import population_class as engine_of
     except ImportError:
         return None
@@ -139,8 +141,7 @@ class Generator:
         engine for ``algorithm``, every field but its per-member ones
         (``Population.member_fields``); otherwise those that fix network or storage
         shapes (the algorithm's frozen fields)."""
-        import dataclasses
-
+        # lazy: importing finpod.tournament does not load the agents
         from finpod.agents import ALGORITHMS
         from finpod.agents.base import build_hparams
 
@@ -229,8 +230,7 @@ class Generator:
         space = self.space.algorithms.get(algorithm)
         if space is not None:
             return space.off_policy
-        from finpod.agents import ALGORITHMS
-        from finpod.tournament.search import is_off_policy
+        from finpod.agents import ALGORITHMS  # lazy: finpod.tournament loads without the agents
 
         return algorithm in ALGORITHMS and is_off_policy(ALGORITHMS[algorithm][1])
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from finpod.tournament.config import TournamentConfig
+from finpod.tournament.config import TournamentConfig, inherit_buffer_fits
 from finpod.tournament.search import SearchSpace
 
 #: Bytes of Python, torch and the agent's networks in one pod actor, beyond its tables.
@@ -120,6 +120,7 @@ def request_pods(pod: PodResources, count: int) -> str | None:
     autoscaler keeps its size).
     """
     try:
+        # lazy: Ray is heavy and only a running cluster needs it
         from ray.autoscaler.sdk import request_resources
 
         request_resources(bundles=[pod.bundle() for _ in range(max(0, int(count)))])
@@ -131,6 +132,7 @@ def request_pods(pod: PodResources, count: int) -> str | None:
 def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:
     """Bytes of the largest replay buffer any off-policy algorithm of the search may
     allocate (0 when the search has none)."""
+    # lazy: importing finpod.tournament does not load the agents
     from finpod.agents.buffer import replay_buffer_nbytes
 
     _, n, f = train_shape
@@ -148,6 +150,7 @@ def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) 
                     if isinstance(v, (int, float)) and not isinstance(v, bool)
                 )
         if size <= 0:
+            # lazy: importing finpod.tournament does not load the agents
             from finpod.agents import ALGORITHMS
 
             params_cls = ALGORITHMS.get(algo.algorithm, (None,))[0]
@@ -159,6 +162,4 @@ def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) 
 
 def inherit_buffers(config: TournamentConfig, buffer_bytes: int) -> bool:
     """``tournament.inherit_buffer`` resolved (``"auto"``: the top-k buffers fit in memory)."""
-    from finpod.tournament.config import inherit_buffer_fits
-
     return inherit_buffer_fits(config.inherit_buffer, buffer_bytes, config.top_k)

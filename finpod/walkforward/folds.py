@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.data.calendar import get_calendar, session_of
+from finpod.data.dataset import DEFAULT_EMBARGO_SESSIONS, INTRADAY_EMBARGO_SESSIONS
 from finpod.data.splits import SPLITS, window_record
 from finpod.errors import FinpodError
 
@@ -127,8 +128,6 @@ class Fold:
 
 def default_embargo(bar: str) -> int:
     """Sessions between windows by default: 5 for daily bars, 1 intraday (as datasets)."""
-    from finpod.data.dataset import DEFAULT_EMBARGO_SESSIONS, INTRADAY_EMBARGO_SESSIONS
-
     return DEFAULT_EMBARGO_SESSIONS if bar == "1d" else INTRADAY_EMBARGO_SESSIONS
 
 

@@ -22,9 +22,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.backtest.runner import backtest_market
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as market_payload
+from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
+from finpod.runs.candidates import load_candidates
+from finpod.strategy import strategy_from_dict
 
 
 @dataclass
@@ -91,12 +95,9 @@ class SeedResult:
 
 def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     """Train, select on validation and backtest one fold × seed (see the module doc)."""
+    # lazy: importing finpod.walkforward does not load the agents (only a seed job does)
     from finpod.agents import load_checkpoint, make_agent, read_checkpoint
     from finpod.agents.train import checkpoint_id, make_trading_eval, train
-    from finpod.backtest.runner import backtest_market
-    from finpod.env import VecTradingEnv
-    from finpod.runs.candidates import load_candidates
-    from finpod.strategy import strategy_from_dict
 
     torch.set_num_threads(max(1, int(job.threads)))
     market = market_from_payload(payload)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from finpod.backtest.labels import format_metric, metric_label
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.selection import STATISTIC_MEANINGS
 from finpod.walkforward.results import SHARPE_CONVENTION
@@ -68,8 +69,6 @@ def _hac_html(result: WalkForwardResult) -> str:
 
 def _metrics_table(result: WalkForwardResult) -> str:
     """Every stitched metric, named and written as in the backtest's tearsheet."""
-    from finpod.backtest.labels import format_metric
-
     shown, absent = stitched_rows(result.metrics)
     table = result.metrics.loc[shown].rename(index=_STITCHED_LABELS)
     html_table = metrics_table(
@@ -84,8 +83,6 @@ def _metrics_table(result: WalkForwardResult) -> str:
 def stitched_rows(metrics: pd.DataFrame) -> tuple[list[str], list[tuple[str, str]]]:
     """The stitched metrics worth a row (some value defined), and (label, why) of those
     left out because no strategy has a value."""
-    from finpod.backtest.labels import metric_label
-
     shown, absent = [], []
     for name, row in metrics.iterrows():
         if np.isfinite(row.to_numpy(dtype=float)).any():

@@ -14,7 +14,11 @@ import numpy as np
 import pandas as pd
 
 from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
+from finpod.backtest import metrics as m
+from finpod.backtest.selection import selection_statistics
+from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.errors import FinpodError
+from finpod.runs.candidates import CandidateSet
 from finpod.walkforward import store
 from finpod.walkforward.folds import Fold, default_embargo, folds_frame
 from finpod.walkforward.stats import hac_mean_test
@@ -102,9 +106,6 @@ def _annualised(per_bar: float | None, annualization: float) -> float | None:
 
 def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
     """The fold's winner among its seeds and the DSR/PBO of that choice (``fold.json``)."""
-    from finpod.backtest.selection import selection_statistics
-    from finpod.runs.candidates import CandidateSet
-
     recs = [store.load_seed(out, fold.index, s) for s in seeds]
     scored = [r for r in recs if r.get("best_score") is not None]
     if not scored:
@@ -161,9 +162,6 @@ def summarize(
 ) -> WalkForwardResult:
     """Stitch the folds, test the active return, write the tables and ``summary.json``;
     ``result.report`` names where the page goes (:func:`finpod.walkforward.report.render_report`)."""
-    from finpod.backtest import metrics as m
-    from finpod.data.disclosure import benchmark_label, universe_disclosure
-
     fold_recs = [aggregate_fold(out, f, seeds, annualization) for f in folds]
     stitched_parts, seed_parts = [], {f"seed-{s}": [] for s in seeds}
     fold_rows, seed_rows, sel_rows = [], [], []

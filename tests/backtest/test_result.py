@@ -190,3 +190,17 @@ def test_tearsheet_explains_each_statistic_and_drops_the_wrong_label(result, tmp
     assert "P[SR &gt; 0] after" not in page and "P[SR > 0] after" not in page
     assert "PSR (P[true Sharpe &gt; 0] on this backtest)" in page
     assert "index (level, no costs)" in page
+
+
+def test_the_tearsheet_reads_the_recorded_env_settings_with_no_defaults_of_its_own(result):
+    from finpod.backtest.tearsheet import render_tearsheet
+
+    # Recorded before cost_rate and reference were written: they are EnvConfig's defaults,
+    # the settings that backtest ran with (not a 0 % cost of the report's own).
+    older = dataclasses.replace(result, info={**result.info, "env": {"fill_price": "close"}})
+    assert older.env_config == EnvConfig(fill_price="close")
+    page = render_tearsheet(older)
+    assert f"fills at bar t+1 close, cost rate {EnvConfig().cost_rate * 100:.2f} %" in page
+    assert f"Reference = {EnvConfig().reference}," in page
+    recorded = dataclasses.replace(result, info={**result.info, "env": {"cost_rate": 0.001}})
+    assert recorded.env_config.cost_rate == 0.001 and recorded.start == EnvConfig().start

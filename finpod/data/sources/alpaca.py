@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from finpod.atomic import atomic_write
+from finpod.data.benchmark import align_benchmark
 from finpod.data.calendar import TZ, bar_minutes, normalize_bar, sessions
 from finpod.data.sources.alpaca_client import (
     FREE_RATE_PER_MIN,
@@ -136,12 +138,11 @@ def fetch_bars(
     volume, trade_count, vwap`` of every bar Alpaca has on those days, extended hours
     included (the cleaner keeps the session's bars).
     """
+    # lazy: the Alpaca client is heavy and needed only when this source downloads
     from alpaca.common.exceptions import APIError
     from alpaca.data.enums import Adjustment, DataFeed
     from alpaca.data.requests import StockBarsRequest
     from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
-
-    from finpod.atomic import atomic_write
 
     amount, unit = ALPACA_BARS[bar]
     timeframe = TimeFrame(amount, getattr(TimeFrameUnit, unit))
@@ -346,8 +347,6 @@ def load_alpaca(
     info = vendor_universe(bars, report, tick, start, end, universe_pit, empty, "alpaca", no_data)
     notes: list[str] = []
     if bench_symbol:
-        from finpod.data.benchmark import align_benchmark
-
         lv = fetched[fetched["tic"] == bench_symbol].sort_values("timestamp")
         if len(lv) == 0:
             raise FinpodError(

@@ -6,6 +6,7 @@ from typing import Any
 
 from finpod.data.calendar import normalize_bar
 from finpod.data.sources.base import LoadedSource, progress_advance
+from finpod.data.synthetic import synthetic_bars
 from finpod.data.universe import universe_info
 from finpod.errors import FinpodError
 
@@ -28,8 +29,6 @@ def load_synthetic(
     progress: Any = None,
 ) -> LoadedSource:
     """A seeded synthetic market (see :mod:`finpod.data.synthetic`); default 1 year."""
-    from finpod.data.synthetic import synthetic_bars
-
     if tickers is not None:
         raise FinpodError(
             "the synthetic source makes its own tickers", "use --n-tickers instead of --tickers"

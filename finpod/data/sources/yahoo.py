@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from finpod.atomic import atomic_write
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import normalize_bar
 from finpod.data.clean import clean_long
@@ -96,9 +97,7 @@ def _fetch(
     task: Any,
 ) -> list[pd.DataFrame]:
     """Long rows of ``tic`` for every chunk, from the cache or from Yahoo (then cached)."""
-    import yfinance as yf
-
-    from finpod.atomic import atomic_write
+    import yfinance as yf  # lazy: heavy, needed only when the Yahoo source downloads
 
     frames = []
     for a, b in chunks:
