@@ -506,8 +506,8 @@ def ensemble_vs_best(
     return {
         "selected": board.get("selected", "best"),
         "members": record["members"],
-        "validation_sharpe_best": _round(record["best_single_score"]),
-        "validation_sharpe_ensemble": _round(record["score"]),
+        "validation_score_best": _round(record["best_single_score"]),
+        "validation_score_ensemble": _round(record["score"]),
         "backtest_sharpe_best": sharpes["best"],
         "backtest_sharpe_ensemble": sharpes[name],
     }
