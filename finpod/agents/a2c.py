@@ -46,8 +46,9 @@ class A2CParams:
     """Hidden widths of the policy MLP."""
     critic_hidden: tuple[int, ...] = (64, 64)
     """Hidden widths of the value MLP."""
-    net: str = "mlp"
-    """Network family: ``"mlp"`` or ``"cross_sectional"`` (see :class:`~finpod.agents.ppo.PPOParams`)."""
+    net: str | None = None
+    """Network family: ``"mlp"``, ``"cross_sectional"`` or None (see
+    :class:`~finpod.agents.ppo.PPOParams`)."""
     ticker_features: int | None = None
     """Features per ticker in the observation (cross-sectional nets; None = inferred)."""
 

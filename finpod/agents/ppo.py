@@ -48,7 +48,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> torch.Ten
 
 def check_net(hp: object) -> None:
     """``ValueError`` unless ``hp.net`` names a network family of :data:`NETS`."""
-    if hp.net not in NETS:  # type: ignore[attr-defined]
+    if hp.net is not None and hp.net not in NETS:  # type: ignore[attr-defined]
         raise ValueError(f"net must be one of {', '.join(NETS)}, got {hp.net!r}")  # type: ignore[attr-defined]
     tf = hp.ticker_features  # type: ignore[attr-defined]
     if tf is not None and tf < 0:
@@ -107,10 +107,11 @@ class PPOParams:
     """Hidden widths of the policy MLP."""
     critic_hidden: tuple[int, ...] = (64, 64)
     """Hidden widths of the value MLP."""
-    net: str = "mlp"
+    net: str | None = None
     """Network family: ``"mlp"`` (one MLP over the whole observation) or
     ``"cross_sectional"`` (one network shared by every ticker, with pooled context; the
-    hidden widths are then the per-ticker encoder's, see :mod:`finpod.agents.cross_section`)."""
+    hidden widths are then the per-ticker encoder's, see :mod:`finpod.agents.cross_section`).
+    None: cross-sectional when built for a benchmark-relative env, else the MLP."""
     ticker_features: int | None = None
     """Features per ticker in the observation (cross-sectional nets; None = read from the
     observation's size, set automatically from the env when an agent is built for one)."""

@@ -127,3 +127,21 @@ def test_an_ambiguous_observation_asks_for_ticker_features():
 def test_an_unknown_network_family_is_refused():
     with pytest.raises(FinpodError, match="net must be one of"):
         make_agent("ppo", {"net": "transformer"}, D, N)
+
+
+@pytest.mark.parametrize(("mode", "net"), [("active", "cross_sectional"), ("weights", "mlp")])
+def test_a_strategy_that_names_no_network_gets_the_cross_sectional_one_when_benchmark_relative(
+    market, mode, net
+):
+    from finpod.agents import ALGORITHMS
+    from finpod.agents.base import build_hparams
+    from finpod.agents.cross_section import hparams_for_env
+
+    env = VecTradingEnv(market.slice(0, 100), EnvConfig(action_mode=mode), num_envs=2)
+    filled = dataclasses.asdict(build_hparams(ALGORITHMS["ppo"][0], {}))  # as a strategy holds
+    hp = hparams_for_env(ALGORITHMS["ppo"][0], filled, env)
+    agent = make_agent("ppo", hp, env.obs_dim, env.action_dim)
+    assert (hp.get("net") or "mlp") == net
+    assert type(agent.actor).__name__ == (
+        "CrossSectionalActor" if net == "cross_sectional" else "GaussianActor"
+    )
