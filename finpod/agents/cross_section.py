@@ -210,6 +210,17 @@ def _stack_one(module: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.unsqueeze(0) for name, p in module.named_parameters()}
 
 
+def _encoder(layout: TickerLayout, hidden: Sequence[int], net: str) -> tuple[nn.Sequential, int]:
+    """The per-ticker encoder ``[token, env state] → H`` of widths ``hidden``, and H."""
+    if not hidden:
+        raise FinpodError(
+            f"the cross-sectional {net} needs hidden widths", f"e.g. {net}_hidden = [32, 32]"
+        )
+    width = int(hidden[-1])
+    inputs = layout.token_dim + layout.global_dim
+    return mlp(inputs, hidden[:-1], width, activation=nn.ReLU), width
+
+
 class CrossSectionalActor(nn.Module):
     """Gaussian policy of the cross-sectional family for PPO/A2C: ``forward(obs (B, D))
     -> (mean, log_std)``, both ``(B, N)`` (see the module docstring).
@@ -220,15 +231,8 @@ class CrossSectionalActor(nn.Module):
 
     def __init__(self, layout: TickerLayout, hidden: Sequence[int], log_std_init: float) -> None:
         super().__init__()
-        if not hidden:
-            raise FinpodError(
-                "the cross-sectional actor needs hidden widths", "e.g. actor_hidden = [32, 32]"
-            )
         self.layout = layout
-        width = int(hidden[-1])
-        self.encoder = mlp(
-            layout.token_dim + layout.global_dim, hidden[:-1], width, activation=nn.ReLU
-        )
+        self.encoder, width = _encoder(layout, hidden, "actor")
         self.head = mlp(2 * width, (width,), 1, activation=nn.ReLU, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
         self.depths = _depths(hidden)
@@ -245,15 +249,8 @@ class CrossSectionalCritic(nn.Module):
 
     def __init__(self, layout: TickerLayout, hidden: Sequence[int]) -> None:
         super().__init__()
-        if not hidden:
-            raise FinpodError(
-                "the cross-sectional critic needs hidden widths", "e.g. critic_hidden = [32, 32]"
-            )
         self.layout = layout
-        width = int(hidden[-1])
-        self.encoder = mlp(
-            layout.token_dim + layout.global_dim, hidden[:-1], width, activation=nn.ReLU
-        )
+        self.encoder, width = _encoder(layout, hidden, "critic")
         self.head = mlp(2 * width + layout.global_dim, (width,), 1, activation=nn.ReLU)
         self.depths = _depths(hidden)
 
