@@ -85,7 +85,8 @@ def member_returns(
         env = scoring_env(market, config, members, device)
     obs = env.reset()
     values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
-    turnover, costs, ref = [], [], [torch.full((members,), float(config.initial_cash))]
+    turnover, costs = [], []
+    ref = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
     for _ in range(env.episode_length):
         action = act(obs).to(env.device, torch.float32)
         obs, _, _, _, info = env.step(action)
@@ -100,7 +101,7 @@ def member_returns(
         activity["turnover"] = torch.stack(turnover, 1).to("cpu", torch.float64).numpy()
         activity["costs"] = torch.stack(costs, 1).to("cpu", torch.float64).numpy()
         if len(ref) > 1:
-            rv = torch.stack(ref, 1).to(torch.float64).numpy()
+            rv = torch.stack(ref, 1).numpy()
             activity["reference_returns"] = rv[:, 1:] / rv[:, :-1] - 1.0
     return v[:, 1:] / v[:, :-1] - 1.0
 
