@@ -47,8 +47,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from finpod.agents import make_agent  # noqa: E402
-from finpod.agents.populations import make_population  # noqa: E402
 from finpod.agents.ppo import PPOParams  # noqa: E402
+from finpod.agents.registry import make_population  # noqa: E402
 from finpod.agents.sac import SACParams  # noqa: E402
 from finpod.agents.td3 import TD3Params  # noqa: E402
 from finpod.data import make_synthetic  # noqa: E402

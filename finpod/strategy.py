@@ -137,7 +137,7 @@ class Strategy:
 def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
     """Validate a parsed strategy mapping (see the module docstring)."""
     from finpod.agents import ALGORITHMS
-    from finpod.agents.base import build_hparams
+    from finpod.agents.hparams import build_hparams
 
     where = f" in {path}" if path else ""
     bad = _non_finite(raw)

@@ -13,11 +13,12 @@ truncated, info)`` over ``(num_envs, …)`` tensors (``finpod.env.VecTradingEnv`
 """
 
 from finpod.agents.a2c import A2C, A2CParams
-from finpod.agents.base import Agent, build_hparams
+from finpod.agents.base import Agent
 from finpod.agents.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from finpod.agents.gym_adapter import GymVecEnv, evaluate_gym
+from finpod.agents.hparams import build_hparams
 from finpod.agents.ppo import PPO, PPOParams
-from finpod.agents.registry import ALGORITHMS, make_agent
+from finpod.agents.registry import ALGORITHMS, make_agent, make_population
 from finpod.agents.sac import SAC, SACParams
 from finpod.agents.td3 import DDPG, TD3, DDPGParams, TD3Params
 from finpod.agents.train import TrainResult, make_trading_eval, train
@@ -30,6 +31,7 @@ __all__ = [
     "evaluate_gym",
     "load_checkpoint",
     "make_agent",
+    "make_population",
     "make_trading_eval",
     "read_checkpoint",
     "save_checkpoint",

@@ -18,7 +18,6 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from finpod.agents.buffer import ReplayBuffer
 from finpod.agents.registry import make_agent
 from finpod.atomic import atomic_write
 from finpod.errors import FinpodError
@@ -69,14 +68,10 @@ def save_checkpoint(
     files can be large (buffer rows × 2 × obs_dim × 4 bytes).
     """
     sd = {k: v.detach().to("cpu").contiguous() for k, v in agent.state_dict().items()}
-    buffer = getattr(agent, "buffer", None)
-    if include_buffer and buffer is not None:
-        for name in BUFFER_FIELDS:
-            sd[BUFFER_PREFIX + name] = (
-                getattr(buffer, name)[: buffer.size].detach().to("cpu").contiguous()
-            )
-        sd[BUFFER_PREFIX + "pos"] = torch.tensor(buffer.pos, dtype=torch.int64)
-        sd[BUFFER_PREFIX + "capacity"] = torch.tensor(buffer.capacity, dtype=torch.int64)
+    ring = agent.buffer_state() if include_buffer and hasattr(agent, "buffer_state") else None
+    if ring is not None:
+        for name, value in ring.items():
+            sd[BUFFER_PREFIX + name] = value.detach().to("cpu").contiguous()
     meta = {
         "format": CHECKPOINT_FORMAT,
         "algorithm": agent.algorithm,
@@ -162,10 +157,5 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any
     buffer = {k[len(BUFFER_PREFIX) :]: sd.pop(k) for k in list(sd) if k.startswith(BUFFER_PREFIX)}
     agent.load_state_dict(sd)
     if buffer:
-        rb = ReplayBuffer(int(buffer["capacity"]), obs_dim, action_dim, agent.device)
-        size = buffer["obs"].shape[0]
-        for name in BUFFER_FIELDS:
-            getattr(rb, name)[:size] = buffer[name].to(agent.device)
-        rb.size, rb.pos = size, int(buffer["pos"])
-        agent.buffer = rb
+        agent.load_buffer_state(buffer)
     return agent

@@ -1,9 +1,13 @@
-"""The collection loop shared by SAC, TD3 and DDPG.
+"""The off-policy loop (SAC, TD3, DDPG), over a member axis; a single agent is a population
+of one (:class:`~finpod.agents.base.OffPolicyAgent`).
 
-Each vector step: act (uniform random actions until ``learning_starts`` env steps, the
-policy's exploration afterwards) → step all envs → store the transitions, with the true
-final observation for envs whose episode ended → ``gradient_steps`` updates on minibatches
-from the replay buffer. The algorithm supplies ``_explore(obs)`` and ``_update()``.
+Each vector step: every member acts on its ``W`` envs (uniform random actions until its
+own ``learning_starts`` env steps, its policy's exploration afterwards) → one env step of
+all ``K·W`` envs → each member's transitions go to its own slice of a stacked replay
+buffer ``(K, capacity, …)`` (one shared write position: every member adds ``W`` rows a
+step) → ``gradient_steps`` batched updates. A member that may not update yet (warm-up) is
+masked: its weights, Adam state and target networks stay untouched and its generator
+draws nothing. The algorithm supplies ``_policy_action`` and ``_update``.
 """
 
 from __future__ import annotations
@@ -11,131 +15,125 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from finpod.agents.base import Agent
-from finpod.agents.buffer import FIELDS, ReplayBuffer, replay_buffer_nbytes
+from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
+from finpod.agents.population import Population
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
     from finpod.env.protocol import VecEnv
 
 
-class OffPolicyAgent(Agent):
-    """Base of replay-buffer agents; ``hparams`` must have ``buffer_size``, ``batch_size``,
-    ``learning_starts``, ``gradient_steps``.
+@dataclass(frozen=True)
+class Ring:
+    """One member's replay ring (views of the stacked buffer): rows ``[0, size)`` are
+    filled, the next write goes to ``pos``; ``terminated`` is 1.0 where the episode truly
+    ended (no bootstrap)."""
 
-    The replay buffer is working memory, not part of :meth:`state_dict`: a new agent
-    restored from a checkpoint refills it before updating again (``batch_size``
-    transitions). Loading a state dict into an agent that already has a buffer keeps the
-    buffer (learner fusion loads the fused weights and optimizer moments every epoch; the
-    transitions each learner collected stay valid for an off-policy learner). A buffer
-    moves between agents (a parent and its child pod) with :meth:`export_buffer` and
-    :meth:`import_buffer`.
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    terminated: torch.Tensor
+    size: int
+    pos: int
+    capacity: int
+
+
+#: Names of the stacked replay-buffer fields, ``(K, capacity, …)``.
+BUFFER_FIELDS = FIELDS
+
+
+class OffPolicyPopulation(Population):
+    """Base of replay-buffer populations; subclasses give ``_policy_action`` and ``_update``.
+
+    Replay buffer: member k's transitions are ``buffer[name][k, :buffer_size]``, written
+    at the shared ring position ``buffer_pos``. :meth:`import_member` keeps member k's
+    slice (its transitions remain valid off-policy data for the imported weights).
     """
 
-    buffer: ReplayBuffer | None = None
     #: Precision of the matrix products inside gradient updates: ``None`` (float32, the
     #: default) or ``torch.bfloat16``, run under ``torch.autocast`` (about 1.7× faster
     #: SAC updates on CPUs with AVX-512 BF16 or AMX, and on GPUs). Parameters, optimizer
     #: moments, losses and the replay buffer stay float32; acting stays float32. A runtime
-    #: setting of this agent, not a hyperparameter: it is not in the state dict.
+    #: setting, not a hyperparameter: it is not in the state dict.
     update_autocast: torch.dtype | None = None
 
-    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
-        """Exploration action ``(num_envs, action_dim)`` in ``[-1, 1]``."""
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.buffer: dict[str, torch.Tensor] | None = None
+        self.buffer_pos = 0
+        self.buffer_size = 0
+
+    # ----- per algorithm ----------------------------------------------------------------
+    def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """Exploration action ``(K, W, A)`` in ``[-1, 1]`` given standard normal ``noise``."""
         raise NotImplementedError
 
-    def _update(self) -> dict[str, torch.Tensor]:
-        """One gradient step from a replay minibatch; returns device tensors (no sync).
-
-        Statistics missing from a step (TD3's actor loss on a delayed step) keep the value
-        of the latest step of the same ``learn`` call that had them.
-        """
+    def _update(
+        self, active: list[bool], mask: torch.Tensor | None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """One gradient step of the members where ``active`` (``mask``: the same as a
+        tensor, None when all are). Returns the statistics ``(K,)`` and, for statistics
+        only some of those members produced (TD3's delayed actor loss), their masks."""
         raise NotImplementedError
 
-    def learn(self, env: VecEnv, num_steps: int) -> dict[str, float]:
-        hp = self.hparams
-        n_envs = env.num_envs
-        self._ensure_buffer(n_envs)
+    def _draw_exploration(self, shape: tuple[int, ...], warmup: list[bool]) -> torch.Tensor:
+        """Member k's uniform draw if it is in its warm-up, else its standard normal one."""
+        d = self.device
+        return torch.stack(
+            [
+                torch.rand(shape, device=d, generator=g)
+                if r
+                else torch.randn(shape, device=d, generator=g)
+                for g, r in zip(self.generators, warmup, strict=True)
+            ]
+        )
+
+    def _sample_batch(self, active: list[bool]) -> tuple[torch.Tensor, ...]:
+        """``batch_size`` transitions per member, drawn as its single agent's buffer does:
+        ``(obs, action, reward, next_obs, terminated)``, each ``(K, batch, …)``."""
         assert self.buffer is not None
-        self._episodes_begin(n_envs)
-        obs = self._current_obs(env)
-        stats: dict[str, torch.Tensor] = {}
-        reward_sum = torch.zeros((), device=self.device)
-        vector_steps = max(1, math.ceil(num_steps / n_envs))
-        for _ in range(vector_steps):
-            with torch.no_grad():
-                if self.env_steps < hp.learning_starts:
-                    action = torch.rand(
-                        (n_envs, self.action_dim), device=self.device, generator=self.generator
-                    )
-                    action = action * 2.0 - 1.0
-                else:
-                    action = self._explore(obs)
-                next_obs, reward, terminated, truncated, info = env.step(action)
-                next_obs = next_obs.to(self.device, torch.float32)
-                reward = reward.to(self.device, torch.float32)
-                terminated = terminated.to(self.device)
-                final = info.get("final_obs", next_obs).to(self.device, torch.float32)
-                self.buffer.add(obs, action, reward, final, terminated)
-                self._episodes_track(reward, (terminated | truncated.to(self.device)).float())
-                reward_sum += reward.mean()
-            obs = next_obs
-            self.env_steps += n_envs
-            if self.env_steps >= hp.learning_starts and self.buffer.size >= hp.batch_size:
-                with self._update_precision():
-                    for _ in range(hp.gradient_steps):
-                        stats.update(self._update())
-                        self.updates += 1
-        self._obs = obs
-        out = {k: float(v) for k, v in stats.items()}
-        out["reward_mean"] = float(reward_sum) / vector_steps
-        return {**out, **self._episodes_stats()}
+        idx = self._randint(self.buffer_size, (self.hparams[0].batch_size,), active)
+        rows = torch.arange(self.size, device=self.device).unsqueeze(1)
+        return tuple(self.buffer[name][rows, idx] for name in BUFFER_FIELDS)
 
-    def _update_precision(self) -> contextlib.AbstractContextManager[Any]:
-        """Autocast of the gradient updates to :attr:`update_autocast` (none by default)."""
-        if self.update_autocast is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.update_autocast)
+    # ----- replay buffer ----------------------------------------------------------------
+    def _ensure_buffer(self, w: int) -> None:
+        capacity = max(int(self.hparams[0].buffer_size), w)
+        if self.buffer is not None and self.buffer["reward"].shape[1] >= w:
+            return
+        check_buffer_fits(self.size * capacity, self.obs_dim, self.action_dim, self.device)
+        K, d = self.size, self.device
+        self.buffer = {
+            "obs": torch.zeros((K, capacity, self.obs_dim), device=d),
+            "action": torch.zeros((K, capacity, self.action_dim), device=d),
+            "reward": torch.zeros((K, capacity), device=d),
+            "next_obs": torch.zeros((K, capacity, self.obs_dim), device=d),
+            "terminated": torch.zeros((K, capacity), device=d),
+        }
+        self.buffer_pos = self.buffer_size = 0
 
-    # ----- the replay buffer ------------------------------------------------------------
-    def _buffer_capacity(self, num_envs: int = 1) -> int:
-        """Rows of the buffer: ``buffer_size``, at least one vector step of ``num_envs``."""
-        return max(int(self.hparams.buffer_size), int(num_envs))
+    def _add(self, rows: dict[str, torch.Tensor]) -> None:
+        """Append ``W`` transitions per member (``rows[name]`` ``(K, W, …)``)."""
+        assert self.buffer is not None
+        capacity = self.buffer["reward"].shape[1]
+        w = rows["reward"].shape[1]
+        idx = (torch.arange(w, device=self.device) + self.buffer_pos) % capacity
+        for name in BUFFER_FIELDS:
+            self.buffer[name][:, idx] = rows[name]
+        self.buffer_pos = (self.buffer_pos + w) % capacity
+        self.buffer_size = min(self.buffer_size + w, capacity)
 
-    def _ensure_buffer(self, num_envs: int) -> None:
-        """Allocate the buffer on first use; grow it (keeping its rows) if one vector step
-        of ``num_envs`` transitions would not fit."""
-        if self.buffer is None:
-            self.buffer = ReplayBuffer(
-                self._buffer_capacity(num_envs), self.obs_dim, self.action_dim, self.device
-            )
-        elif self.buffer.capacity < num_envs:
-            rows = self.buffer.export()
-            self.buffer = None
-            self.buffer = ReplayBuffer(num_envs, self.obs_dim, self.action_dim, self.device)
-            self.buffer.load(rows)
-
-    def buffer_nbytes(self) -> int:
-        """Bytes the replay buffer occupies at capacity (``buffer_size`` rows of float32
-        obs, action, reward, next obs, terminated), whether or not it is allocated yet —
-        what a pod declares to Ray as memory."""
-        capacity = self.buffer.capacity if self.buffer is not None else self._buffer_capacity()
-        return replay_buffer_nbytes(capacity, self.obs_dim, self.action_dim)
-
-    def export_buffer(self) -> dict[str, np.ndarray]:
-        """The filled part of the replay buffer, oldest transition first, as host arrays.
-
-        ``{"obs": (n, obs_dim) float32, "action": (n, action_dim) float32, "reward": (n,)
-        float32, "next_obs": (n, obs_dim) float32, "terminated": (n,) bool}``, ``n`` = the
-        rows collected so far (0 before the first ``learn``). Plain contiguous numpy arrays:
-        ``ray.put`` stores them without pickling tensors, and readers on the same node map
-        them zero-copy.
-        """
+    def export_buffer(self, k: int) -> dict[str, np.ndarray]:
+        """Member ``k``'s replay rows, oldest first, in the format of
+        :meth:`~finpod.agents.offpolicy.OffPolicyAgent.export_buffer` (host arrays)."""
+        k = self._member(k)
         if self.buffer is None:
             return {
                 "obs": np.zeros((0, self.obs_dim), np.float32),
@@ -144,20 +142,31 @@ class OffPolicyAgent(Agent):
                 "next_obs": np.zeros((0, self.obs_dim), np.float32),
                 "terminated": np.zeros(0, bool),
             }
-        return self.buffer.export()
+        capacity = self.buffer["reward"].shape[1]
+        start = (self.buffer_pos - self.buffer_size) % capacity
+        idx = (torch.arange(self.buffer_size, device=self.device) + start) % capacity
+        out = {}
+        for name in BUFFER_FIELDS:
+            rows = self.buffer[name][k, idx]
+            if name == "terminated":
+                rows = rows > 0.5
+            out[name] = np.ascontiguousarray(rows.cpu().numpy())
+        return out
 
     def import_buffer(self, data: dict[str, np.ndarray]) -> None:
-        """Replace the replay buffer's contents with ``data`` from :meth:`export_buffer`.
-
-        The buffer is allocated on this agent's device at its own ``buffer_size``; when
-        ``data`` holds more rows than that, the newest are kept. Observation or action
-        sizes that differ from this agent's raise :class:`FinpodError`.
-        """
+        """Replace the replay buffer of a population of one with ``data`` (what
+        :meth:`export_buffer` returned): oldest row first; the newest ``buffer_size`` rows
+        are kept. Sizes that do not fit this population raise :class:`FinpodError`."""
+        if self.size != 1:
+            raise FinpodError(
+                f"a replay buffer is imported into a single agent, not a population of {self.size}",
+                "import it into the exported member's agent",
+            )
         missing = [name for name in FIELDS if name not in data]
         if missing:
             raise FinpodError(
                 f"replay buffer data lacks {missing[0]!r}",
-                "pass what OffPolicyAgent.export_buffer() returned",
+                "pass what export_buffer() returned",
             )
         n = int(np.asarray(data["reward"]).shape[0])
         widths = {"obs": self.obs_dim, "next_obs": self.obs_dim, "action": self.action_dim}
@@ -171,48 +180,162 @@ class OffPolicyAgent(Agent):
                     f"expects {want} ({what} size {widths.get(name, 1)})",
                     "inherit buffers only between agents of the same env and universe",
                 )
+        self.buffer = None
         self._ensure_buffer(1)
         assert self.buffer is not None
-        self.buffer.load(data)
+        capacity = self.buffer["reward"].shape[1]
+        keep = min(n, capacity)
+        for name in FIELDS:
+            rows = torch.as_tensor(np.asarray(data[name])[n - keep :], device=self.device)
+            self.buffer[name][0, :keep] = rows.float()
+        self.buffer_pos, self.buffer_size = keep % capacity, keep
+
+    def ring_state(self) -> dict[str, torch.Tensor] | None:
+        """A population of one's ring as stored: filled rows in slot order, write position
+        and capacity (checkpoints keep it, so resumed training continues exactly)."""
+        if self.buffer is None:
+            return None
+        out = {name: self.buffer[name][0, : self.buffer_size].detach() for name in FIELDS}
+        out["pos"] = torch.tensor(self.buffer_pos, dtype=torch.int64)
+        out["capacity"] = torch.tensor(self.buffer["reward"].shape[1], dtype=torch.int64)
+        return out
+
+    def load_ring_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`ring_state` (rows, write position and capacity) exactly."""
+        capacity, size = int(state["capacity"]), int(state["obs"].shape[0])
+        check_buffer_fits(capacity, self.obs_dim, self.action_dim, self.device)
+        self.buffer = {
+            "obs": torch.zeros((1, capacity, self.obs_dim), device=self.device),
+            "action": torch.zeros((1, capacity, self.action_dim), device=self.device),
+            "reward": torch.zeros((1, capacity), device=self.device),
+            "next_obs": torch.zeros((1, capacity, self.obs_dim), device=self.device),
+            "terminated": torch.zeros((1, capacity), device=self.device),
+        }
+        for name in FIELDS:
+            self.buffer[name][0, :size] = state[name].to(self.device).float()
+        self.buffer_pos, self.buffer_size = int(state["pos"]), size
+
+    def member_ring(self, k: int) -> Ring | None:
+        """Member ``k``'s replay rows as views, in slot order (None before the first
+        ``learn``)."""
+        k = self._member(k)
+        if self.buffer is None:
+            return None
+        b = self.buffer
+        return Ring(
+            *(b[name][k] for name in FIELDS),
+            size=self.buffer_size,
+            pos=self.buffer_pos,
+            capacity=b["reward"].shape[1],
+        )
+
+    def buffer_nbytes(self) -> int:
+        """Bytes the replay buffer occupies at capacity, allocated or not."""
+        if self.buffer is not None:
+            capacity = self.buffer["reward"].shape[1]
+        else:
+            capacity = int(self.hparams[0].buffer_size)
+        return self.size * replay_buffer_nbytes(capacity, self.obs_dim, self.action_dim)
+
+    def export_member(self, k: int, *, include_buffer: bool = False) -> Any:
+        """Member ``k`` as a single agent (see :meth:`Population.export_member`); with
+        ``include_buffer`` the agent also gets member k's replay rows."""
+        agent = super().export_member(k)
+        if include_buffer and self.buffer is not None:
+            agent.import_buffer(self.export_buffer(k))
+        return agent
 
     def clear_buffer(self) -> None:
-        """Drop the replay buffer (the next ``learn`` starts an empty one)."""
+        """Drop the replay buffer of every member (the next ``learn`` starts empty ones)."""
         self.buffer = None
+        self.buffer_pos = self.buffer_size = 0
 
+    # ----- learning ---------------------------------------------------------------------
+    def learn(self, env: VecEnv, num_steps: int) -> dict[str, torch.Tensor]:
+        hp = self.hparams[0]  # shared fields only
+        K = self.size
+        w = self._envs_per_member(env)
+        n_envs = env.num_envs
+        self._ensure_buffer(w)
+        self._episodes_begin(n_envs)
+        obs = self._current_obs(env)
+        stats: dict[str, torch.Tensor] = {}
+        reward_sum = torch.zeros(K, device=self.device)
+        vector_steps = max(1, math.ceil(num_steps / w))
+        shape = (w, self.action_dim)
+        for _ in range(vector_steps):
+            with torch.no_grad():
+                warmup = (self._env_steps < hp.learning_starts).tolist()
+                x = obs.reshape(K, w, self.obs_dim)
+                if self.shared_rng is not None:
+                    uniform = self._rand(shape)
+                    noise = uniform if all(warmup) else self._randn(shape)
+                else:  # each member draws what its single agent draws
+                    noise = self._draw_exploration(shape, warmup)
+                    uniform = noise
+                if all(warmup):
+                    action = uniform * 2.0 - 1.0
+                else:
+                    policy = self._policy_action(x, noise)
+                    random = self._mask(warmup).reshape(K, 1, 1)
+                    action = torch.where(random, uniform * 2.0 - 1.0, policy)
+                action = action.reshape(n_envs, self.action_dim)
+                next_obs, reward, terminated, truncated, info = env.step(action)
+                next_obs = next_obs.to(self.device, torch.float32)
+                reward = reward.to(self.device, torch.float32)
+                terminated = terminated.to(self.device)
+                final = info.get("final_obs", next_obs).to(self.device, torch.float32)
+                self._add(
+                    {
+                        "obs": x,
+                        "action": action.reshape(K, w, self.action_dim),
+                        "reward": reward.reshape(K, w),
+                        "next_obs": final.reshape(K, w, self.obs_dim),
+                        "terminated": terminated.float().reshape(K, w),
+                    }
+                )
+                self._episodes_track(reward, (terminated | truncated.to(self.device)).float())
+                reward_sum += reward.reshape(K, w).mean(1)
+            obs = next_obs
+            self._env_steps += w
+            self.collected_steps += n_envs
+            can = self.buffer_size >= hp.batch_size
+            active = [can and bool(s >= hp.learning_starts) for s in self._env_steps]
+            if any(active):
+                mask = self._mask(active)
+                with self._update_precision():
+                    for _ in range(hp.gradient_steps):
+                        step_stats, masks = self._update(active, None if all(active) else mask)
+                        for name, value in step_stats.items():
+                            old = stats.get(name, torch.full_like(value, float("nan")))
+                            stats[name] = torch.where(masks.get(name, mask), value, old)
+                        self._updates += active
+        self._obs = obs
+        out = dict(stats)
+        out["reward_mean"] = reward_sum / vector_steps
+        return {**out, **self._episodes_stats()}
 
-@torch.no_grad()
-def polyak(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
-    """``target ← (1 − τ)·target + τ·source`` parameter-wise."""
-    soft_update([target], [source], tau)
-
-
-@torch.no_grad()
-def soft_update(
-    targets: Sequence[torch.nn.Module], sources: Sequence[torch.nn.Module], tau: float
-) -> None:
-    """:func:`polyak` for several ``(target, source)`` network pairs in one fused
-    ``_foreach_lerp_`` (one kernel per dtype and device instead of one per parameter)."""
-    dst = [p for net in targets for p in net.parameters()]
-    src = [p for net in sources for p in net.parameters()]
-    if len(dst) != len(src):
-        raise ValueError(f"{len(dst)} target parameters but {len(src)} source parameters")
-    torch._foreach_lerp_(dst, src, float(tau))
+    def _update_precision(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast of the gradient updates to :attr:`update_autocast` (none by default)."""
+        if self.update_autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.update_autocast)
 
 
 @contextlib.contextmanager
-def frozen(*nets: torch.nn.Module) -> Iterator[None]:
-    """Inside the block, the parameters of ``nets`` do not require gradients.
+def frozen(params: dict[str, torch.Tensor], prefixes: Sequence[str]) -> Iterator[None]:
+    """Inside the block, the parameters whose names start with one of ``prefixes`` do not
+    require gradients.
 
-    A loss built inside still differentiates *through* the networks (to their inputs), but
-    backward skips the parameters' own gradients, e.g. the critics' weight gradients of
-    the actor's loss, which no optimizer would use (the critic optimizer clears them
-    before its next step). Fewer matrix products, identical updates.
+    A loss built inside still differentiates *through* those networks (to their inputs),
+    but backward skips their own gradients, e.g. the critics' weight gradients of the
+    actor's loss, which no optimizer would use. Fewer matrix products, identical updates.
     """
-    params = [p for net in nets for p in net.parameters() if p.requires_grad]
-    for p in params:
-        p.requires_grad_(False)
+    names = [k for k, p in params.items() if p.requires_grad and k.startswith(tuple(prefixes))]
+    for k in names:
+        params[k].requires_grad_(False)
     try:
         yield
     finally:
-        for p in params:
-            p.requires_grad_(True)
+        for k in names:
+            params[k].requires_grad_(True)

@@ -9,30 +9,32 @@
     agent = pop.export_member(3)                     # a plain PPO agent: save_checkpoint(agent, …)
     pop.import_member(5, agent); pop.set_member_hparams(5, {"learning_rate": 1e-4})  # PBT
 
-Member ``k`` is, step for step, the single agent ``make_agent(algorithm, hparams[k], …,
-seed=seeds[k])`` trained on the env slice ``[k·W, (k+1)·W)``:
+Every algorithm is written once, here, over the member axis; a single agent
+(:class:`~finpod.agents.base.Agent`, what ``make_agent`` returns) is a population of one.
+Member ``k`` is therefore, step for step, the single agent ``make_agent(algorithm,
+hparams[k], …, seed=seeds[k])`` trained on the env slice ``[k·W, (k+1)·W)``:
 
-- every parameter of the single agent is one tensor with a leading member axis ``(K, …)``
-  (:mod:`finpod.agents.batched`); a layer is one batched matmul over all members;
+- every parameter is one tensor with a leading member axis ``(K, …)``
+  (:mod:`finpod.agents.batched`); a layer is one batched matmul over all members. The
+  algorithm's ``nn.Module`` networks (:mod:`finpod.agents.nets`) only name and initialise
+  the parameters (:meth:`Population.build_nets`, member k's drawn with ``seeds[k]``);
 - the hyperparameters that may differ between members (learning rates, γ, λ, clip, loss
   weights, τ …: the class attribute ``member_fields``) are ``(K,)`` tensors; all other
   fields (network widths, horizon, epochs, batch and buffer sizes …) must be equal for
   all members (:class:`FinpodError` otherwise);
-- one :class:`~finpod.agents.batched.BatchedAdam` per optimizer of the single agent (same
-  eps, per-member learning rate and step count) and per-member global grad-norm clipping;
-- one ``torch.Generator`` per member, seeded as the single agent's, consumed in the same
-  order. Drawing those random numbers is the only loop over members in the hot path
-  (``torch.randn``/``randperm`` take one generator per call, see
-  :mod:`finpod.agents.population_rng`); all compute is batched.
+- one :class:`~finpod.agents.batched.BatchedAdam` per optimizer (per-member learning rate
+  and step count) and per-member global grad-norm clipping;
+- one ``torch.Generator`` per member, seeded with its seed. Drawing those random numbers
+  is the only loop over members in the hot path (``torch.randn``/``randperm`` take one
+  generator per call, see :mod:`finpod.agents.population_rng`); all compute is batched.
   ``rng="shared"`` draws for all members at once from one generator instead (no loop;
   members then no longer reproduce their single agents, see :func:`make_population`).
 
-The env belongs to the caller: the population resets it with ``env.reset()`` (no seed),
-so the env's start windows come from the generator it was built with. Each member still
-draws (and discards) the reset seed its single agent would draw, so its random stream
-stays aligned with the single agent's. A single agent with seed ``s`` therefore sees
-different start windows than member ``k`` with seed ``s`` unless it runs on the same env
-slice (the equivalence tests do exactly that).
+A population of several members shares the caller's env: it resets it with
+``env.reset()`` (no seed), so the start windows come from the env's own generator; each
+member still draws (and discards) a reset seed, so its random stream stays aligned with
+its single agent's. A population of one (a single agent) resets the env with the seed it
+draws, so the same agent seed gives the same start windows.
 
 Counters: ``env_steps()[k]`` is what member k's weights learned from (carried over by
 :meth:`Population.import_member`, like a checkpoint's counter); :attr:`Population.collected_steps`
@@ -47,18 +49,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
+from torch import nn
 
-from finpod.agents.base import Agent, build_hparams
 from finpod.agents.batched import BatchedAdam
+from finpod.agents.episodes import EpisodeStats
+from finpod.agents.hparams import build_hparams
+from finpod.agents.member_state import MemberState
 from finpod.agents.population_rng import MemberDraws, shared_generator
-from finpod.agents.registry import ALGORITHMS, make_agent
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
     from finpod.env.protocol import VecEnv
 
 
-class Population(MemberDraws):
+class Population(MemberDraws, EpisodeStats, MemberState):
     """Base of the batched populations; subclasses implement ``act`` and ``learn``.
 
     Attributes:
@@ -75,8 +79,16 @@ class Population(MemberDraws):
     """
 
     algorithm: ClassVar[str] = ""
+    #: The algorithm's hyperparameter dataclass.
+    params_cls: ClassVar[type]
     #: Hyperparameters held per member as ``(K,)`` tensors (changeable by PBT explore).
     member_fields: ClassVar[tuple[str, ...]] = ()
+    #: Which hyperparameter sets the learning rate of which optimizer: ``{optim: field}``.
+    lr_fields: ClassVar[dict[str, str]] = {}
+    #: Hyperparameters fixed at construction (network shapes, storage sizes).
+    frozen_fields: ClassVar[tuple[str, ...]] = ()
+    #: The single-agent class of the algorithm (set when that class is defined).
+    agent_cls: ClassVar[type]
 
     def __init__(
         self,
@@ -87,7 +99,7 @@ class Population(MemberDraws):
         seeds: Sequence[int],
         rng: str = "member",
     ) -> None:
-        params_cls, self.agent_cls = ALGORITHMS[self.algorithm]
+        params_cls = self.params_cls
         hparams = list(hparams)
         seeds = [int(s) for s in seeds]
         if not hparams:
@@ -103,13 +115,12 @@ class Population(MemberDraws):
             for hp in hparams
         ]
         for hp in hparams:
-            if not isinstance(hp, params_cls):
+            if type(hp) is not params_cls:
                 raise FinpodError(
                     f"{self.algorithm} population members need {params_cls.__name__}, "
                     f"got {type(hp).__name__}",
                     f"build each member's hyperparameters as {params_cls.__name__}",
                 )
-        self.params_cls = params_cls
         self.size = len(hparams)
         self.obs_dim, self.action_dim = int(obs_dim), int(action_dim)
         self.device = torch.device(device)
@@ -118,24 +129,25 @@ class Population(MemberDraws):
         for hp in hparams[1:]:
             self._check_shared(hp)
             self.hparams.append(hp)
-        # Build each member as the single agent would be (same init, same generator).
-        agents = [
-            make_agent(
-                self.algorithm, dataclasses.asdict(hp), obs_dim, action_dim, self.device, seed
-            )
-            for hp, seed in zip(hparams, seeds, strict=True)
-        ]
-        template = agents[0]
-        sds = [a.state_dict() for a in agents]
-        self.net_keys = [f"{n}.{k}" for n, net in template.nets.items() for k in net.state_dict()]
-        name_of = {
-            id(p): f"{n}.{k}" for n, net in template.nets.items() for k, p in net.named_parameters()
-        }
+        # Member k's networks are drawn from the global RNG seeded with seeds[k] (the
+        # same seed gives the same initial weights, alone or in any population).
+        members = []
+        for hp, seed in zip(hparams, seeds, strict=True):
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                members.append(self.build_nets(hp, self.obs_dim, self.action_dim))
+        template = members[0]
+        self.net_keys = [f"{n}.{k}" for n, net in template.items() for k in net.state_dict()]
+        groups = self.optim_groups(hparams[0])
         self.optim_keys = {
-            name: [name_of[id(p)] for g in opt.param_groups for p in g["params"]]
-            for name, opt in template.optims.items()
+            name: [f"{n}.{k}" for n in nets for k, _ in template[n].named_parameters()]
+            for name, (nets, _eps) in groups.items()
         }
         trained = {key for keys in self.optim_keys.values() for key in keys}
+        sds = [
+            {f"{n}.{k}": v for n, net in nets.items() for k, v in net.state_dict().items()}
+            for nets in members
+        ]
         self.params: dict[str, torch.Tensor] = {}
         for key in self.net_keys:
             stacked = torch.stack([sd[key] for sd in sds]).to(self.device).contiguous()
@@ -148,14 +160,19 @@ class Population(MemberDraws):
             )
             for f in self.member_fields
         }
-        self.optims: dict[str, BatchedAdam] = {}
-        for name, opt in template.optims.items():
-            eps = float(opt.param_groups[0]["eps"])
-            lr = self.hp[self.agent_cls.lr_fields[name]]
-            self.optims[name] = BatchedAdam(
-                [self.params[k] for k in self.optim_keys[name]], lr, eps
+        self.optims: dict[str, BatchedAdam] = {
+            name: BatchedAdam(
+                [self.params[k] for k in self.optim_keys[name]],
+                self.hp[self.lr_fields[name]],
+                eps,
             )
-        self.generators = [a.generator for a in agents]
+            for name, (_nets, eps) in groups.items()
+        }
+        self.generators = []
+        for seed in seeds:
+            generator = torch.Generator(device=self.device)
+            generator.manual_seed(seed)
+            self.generators.append(generator)
         if rng not in ("member", "shared"):
             raise FinpodError(f"unknown rng mode {rng!r}", 'use "member" or "shared"')
         #: With ``rng="shared"``: the one generator every draw of the hot path uses.
@@ -170,10 +187,28 @@ class Population(MemberDraws):
         self._ep_ret: torch.Tensor | None = None
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
 
+    # ----- networks (per algorithm) -----------------------------------------------------
+    @classmethod
+    def build_nets(cls, hp: Any, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
+        """One member's networks ``{name: module}`` in state-dict order, freshly
+        initialised from the global RNG. They name and initialise the parameters; the
+        population computes with the stacked tensors, not with the modules."""
+        raise NotImplementedError
+
+    @classmethod
+    def optim_groups(cls, hp: Any) -> dict[str, tuple[tuple[str, ...], float]]:
+        """``{optimizer: (networks it trains, Adam eps)}``; its learning rate is the
+        field :attr:`lr_fields` names."""
+        raise NotImplementedError
+
     # ----- hyperparameters --------------------------------------------------------------
-    def _check_shared(self, hp: Any) -> None:
-        """FinpodError if ``hp`` differs from member 0 in a field all members share."""
-        ref = self.hparams[0]
+    def _check_shared(self, hp: Any, k: int | None = None) -> None:
+        """FinpodError if ``hp`` differs from the other members (all but ``k``) in a field
+        all members share. A population of one shares with nobody."""
+        others = [h for j, h in enumerate(self.hparams) if j != k]
+        if not others:
+            return
+        ref = others[0]
         for f in dataclasses.fields(ref):
             if f.name in self.member_fields:
                 continue
@@ -188,7 +223,8 @@ class Population(MemberDraws):
     def set_member_hparams(self, k: int, hparams: Any) -> None:
         """Give member ``k`` new hyperparameters (a dataclass, or a dict of changed fields).
 
-        Only :attr:`member_fields` may change (PBT explore); anything else raises
+        Only :attr:`member_fields` may differ between members (PBT explore); a field that
+        fixes a shape (:attr:`frozen_fields`) never changes. Anything else raises
         :class:`FinpodError`. Takes effect at the next gradient step.
         """
         k = self._member(k)
@@ -200,7 +236,15 @@ class Population(MemberDraws):
                 f"member hyperparameters must be {self.params_cls.__name__} or a dict",
                 "pass the algorithm's params dataclass",
             )
-        self._check_shared(hparams)
+        frozen = [
+            f for f in self.frozen_fields if getattr(hparams, f) != getattr(self.hparams[k], f)
+        ]
+        if frozen:
+            raise FinpodError(
+                f"hyperparameter {frozen[0]!r} of {self.algorithm} cannot change after creation",
+                "only optimisation and loss settings can be changed on a live agent",
+            )
+        self._check_shared(hparams, k)
         self.hparams[k] = hparams
         with torch.no_grad():
             for f in self.member_fields:
@@ -218,74 +262,6 @@ class Population(MemberDraws):
                 f"use 0 … {self.size - 1}",
             )
         return int(k)
-
-    def member_state_dict(self, k: int) -> dict[str, torch.Tensor]:
-        """Member ``k`` as a single agent's flat state dict (see :mod:`finpod.agents.base`)."""
-        k = self._member(k)
-        sd: dict[str, torch.Tensor] = {}
-        for key in self.net_keys:
-            sd[key] = self.params[key][k].detach().clone()
-        for name, opt in self.optims.items():
-            for i in range(len(opt.params)):
-                sd[f"optim.{name}.{i}.exp_avg"] = opt.exp_avg[i][k].clone()
-                sd[f"optim.{name}.{i}.exp_avg_sq"] = opt.exp_avg_sq[i][k].clone()
-                sd[f"optim.{name}.{i}.step"] = opt.steps[i][k].detach().float().cpu().clone()
-        sd["counter.env_steps"] = torch.tensor(int(self._env_steps[k]), dtype=torch.int64)
-        sd["counter.updates"] = torch.tensor(int(self._updates[k]), dtype=torch.int64)
-        sd["rng.state"] = self.generators[k].get_state().clone()
-        return sd
-
-    def export_member(self, k: int) -> Agent:
-        """A plain single agent (``PPO``, ``SAC`` …) holding member ``k``: weights, Adam
-        moments and steps, counters, random-generator state and hyperparameters. It saves
-        with :func:`~finpod.agents.checkpoint.save_checkpoint` like any agent."""
-        k = self._member(k)
-        agent = make_agent(
-            self.algorithm,
-            dataclasses.asdict(self.hparams[k]),
-            self.obs_dim,
-            self.action_dim,
-            self.device,
-            self.seeds[k],
-        )
-        agent.load_state_dict(self.member_state_dict(k))
-        return agent
-
-    def import_member(self, k: int, agent: Agent, *, copy_rng: bool = False) -> None:
-        """Overwrite member ``k`` with ``agent`` (PBT exploit, in place, nothing restarted).
-
-        Copies the weights, Adam moments and steps, the counters and the hyperparameters.
-        Member ``k`` keeps its own random generator unless ``copy_rng`` (so a copied
-        parent and its child explore differently), and its slice of any replay buffer
-        (transitions stay valid off-policy data). Its episodes in flight go on.
-        """
-        k = self._member(k)
-        if agent.algorithm != self.algorithm:
-            raise FinpodError(
-                f"cannot import a {agent.algorithm} agent into a {self.algorithm} population",
-                "import agents of the population's algorithm",
-            )
-        if (agent.obs_dim, agent.action_dim) != (self.obs_dim, self.action_dim):
-            raise FinpodError(
-                f"agent has obs/action sizes {agent.obs_dim}/{agent.action_dim}, the "
-                f"population {self.obs_dim}/{self.action_dim}",
-                "import agents trained on the same universe and features",
-            )
-        self._check_shared(agent.hparams)
-        sd = agent.state_dict()
-        with torch.no_grad():
-            for key in self.net_keys:
-                self.params[key][k].copy_(sd[key].to(self.device))
-            for name, opt in self.optims.items():
-                for i in range(len(opt.params)):
-                    opt.exp_avg[i][k].copy_(sd[f"optim.{name}.{i}.exp_avg"].to(self.device))
-                    opt.exp_avg_sq[i][k].copy_(sd[f"optim.{name}.{i}.exp_avg_sq"].to(self.device))
-                    opt.steps[i][k] = float(sd[f"optim.{name}.{i}.step"])
-        self._env_steps[k] = int(sd["counter.env_steps"])
-        self._updates[k] = int(sd["counter.updates"])
-        if copy_rng:
-            self.generators[k].set_state(sd["rng.state"].to("cpu", torch.uint8).clone())
-        self.set_member_hparams(k, agent.hparams)
 
     # ----- counters ---------------------------------------------------------------------
     def env_steps(self) -> torch.Tensor:
@@ -344,11 +320,15 @@ class Population(MemberDraws):
         if self._obs is None or env is not self._env:
             # Each member draws the reset seed its single agent would draw (keeps the
             # streams aligned); the env's own generator picks the start windows.
+            seed = None
             if self.shared_rng is None:
                 for g in self.generators:
-                    torch.randint(0, 2**31 - 1, (1,), generator=g, device=self.device)
+                    seed = torch.randint(0, 2**31 - 1, (1,), generator=g, device=self.device)
+            if self.size == 1 and seed is not None:
+                seed = int(seed)  # one host read, once per env reset
             self._env = env
-            self._obs = env.reset().to(self.device, torch.float32)
+            obs = env.reset(seed=seed) if self.size == 1 else env.reset()
+            self._obs = obs.to(self.device, torch.float32)
         return self._obs
 
     def _mask(self, flags: Sequence[bool]) -> torch.Tensor:
@@ -361,23 +341,3 @@ class Population(MemberDraws):
                 self._masks.clear()
             mask = self._masks[key] = torch.tensor(key, device=self.device)
         return mask
-
-    def _episodes_begin(self, num_envs: int) -> None:
-        if self._ep_ret is None or self._ep_ret.shape[0] != num_envs:
-            self._ep_ret = torch.zeros(num_envs, device=self.device)
-        self._ep_sum = torch.zeros(self.size, device=self.device)
-        self._ep_count = torch.zeros(self.size, device=self.device)
-
-    def _episodes_track(self, reward: torch.Tensor, done: torch.Tensor) -> None:
-        """One step's ``reward (K·W,)``; ``done (K·W,) float`` closes episodes."""
-        assert self._ep_ret is not None
-        self._ep_ret += reward
-        self._ep_sum += (self._ep_ret * done).reshape(self.size, -1).sum(1)
-        self._ep_count += done.reshape(self.size, -1).sum(1)
-        self._ep_ret *= 1.0 - done
-
-    def _episodes_stats(self) -> dict[str, torch.Tensor]:
-        """Mean return of each member's episodes finished in this ``learn`` (NaN if none)."""
-        count = self._ep_count
-        mean = torch.where(count > 0, self._ep_sum / count.clamp(min=1.0), float("nan"))
-        return {"episode_return": mean, "episodes": count.clone()}

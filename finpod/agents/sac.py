@@ -11,149 +11,189 @@ Per gradient step on a replay minibatch (s, a, r, s', d):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
-from finpod.agents.base import check_positive, check_unit, make_adam
-from finpod.agents.nets import QCritic, SquashedGaussianActor
-from finpod.agents.offpolicy import OffPolicyAgent, frozen, soft_update
+from finpod.agents.base import OffPolicyAgent
+from finpod.agents.batched import linear, mlp, polyak_
+from finpod.agents.hparams import OffPolicyParams, check_positive
+from finpod.agents.nets import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    QCritic,
+    SquashedGaussianActor,
+    gaussian_log_prob,
+)
+from finpod.agents.offpolicy import OffPolicyPopulation, frozen
 
 
 @dataclass
-class SACParams:
+class SACParams(OffPolicyParams):
     """SAC hyperparameters (defaults follow CleanRL's continuous-action SAC)."""
 
-    actor_lr: float = 3e-4
-    """Adam step size of the policy."""
     critic_lr: float = 1e-3
     """Adam step size of the two Q networks."""
-    alpha_lr: float = 1e-3
-    """Adam step size of log α (automatic entropy tuning)."""
-    gamma: float = 0.99
-    """Discount factor per step."""
-    tau: float = 0.005
-    """Polyak rate of the target Q networks."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    buffer_size: int = 200_000
-    """Replay capacity in transitions (float32 obs and next obs: ~1.8 GB at the 95-ticker
-    sample's ~1,150 observation floats; the buffer refuses sizes that do not fit)."""
     learning_starts: int = 5_000
     """Env steps of uniform random actions before learning starts."""
-    gradient_steps: int = 1
-    """Gradient steps per vector env step."""
+    alpha_lr: float = 1e-3
+    """Adam step size of log α (automatic entropy tuning)."""
     init_alpha: float = 1.0
     """Initial entropy temperature α."""
     autotune: bool = True
     """Tune α towards the target entropy −action_dim; False keeps α = init_alpha."""
-    actor_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of the policy MLP."""
-    critic_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of each Q MLP."""
 
     def __post_init__(self) -> None:
-        check_positive(self, "actor_lr", "critic_lr", "alpha_lr", "batch_size", "buffer_size")
-        check_positive(self, "gradient_steps", "init_alpha")
-        check_unit(self, "gamma", "tau")
-        if self.learning_starts < 0:
-            raise ValueError("learning_starts must be ≥ 0")
+        super().__post_init__()
+        check_positive(self, "alpha_lr", "init_alpha")
 
 
-class _LogAlpha(nn.Module):
+class LogAlpha(nn.Module):
+    """SAC's entropy temperature, held as log α."""
+
     def __init__(self, value: float) -> None:
         super().__init__()
         self.value = nn.Parameter(torch.tensor(float(value)).log())
 
 
-class SAC(OffPolicyAgent):
-    """Soft actor-critic: squashed-Gaussian policy, twin Q networks with targets, tuned α."""
+class SACPopulation(OffPolicyPopulation):
+    """K SAC agents (squashed-Gaussian actor, twin Q with targets, tuned α) batched."""
 
     algorithm = "sac"
+    params_cls = SACParams
+    member_fields = ("actor_lr", "critic_lr", "alpha_lr", "gamma", "tau")
     lr_fields = {"actor": "actor_lr", "critic": "critic_lr", "alpha": "alpha_lr"}
     frozen_fields = ("actor_hidden", "critic_hidden", "buffer_size", "init_alpha")
 
-    def __init__(
-        self, hparams: SACParams, obs_dim: int, action_dim: int, device: torch.device, seed: int
-    ) -> None:
-        super().__init__(hparams, obs_dim, action_dim, device, seed)
-        hp = hparams
-        self.actor = SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
-        self.q1 = QCritic(obs_dim, action_dim, hp.critic_hidden)
-        self.q2 = QCritic(obs_dim, action_dim, hp.critic_hidden)
-        self.q1_target = QCritic(obs_dim, action_dim, hp.critic_hidden)
-        self.q2_target = QCritic(obs_dim, action_dim, hp.critic_hidden)
-        self.q1_target.load_state_dict(self.q1.state_dict())
-        self.q2_target.load_state_dict(self.q2.state_dict())
-        self.log_alpha = _LogAlpha(hp.init_alpha)
-        self.nets = {
-            "actor": self.actor,
-            "q1": self.q1,
-            "q2": self.q2,
-            "q1_target": self.q1_target,
-            "q2_target": self.q2_target,
-            "log_alpha": self.log_alpha,
+    @classmethod
+    def build_nets(cls, hp: SACParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
+        nets: dict[str, nn.Module] = {
+            "actor": SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden),
+            "q1": QCritic(obs_dim, action_dim, hp.critic_hidden),
+            "q2": QCritic(obs_dim, action_dim, hp.critic_hidden),
         }
-        for net in self.nets.values():
-            net.to(self.device)
-        for net in (self.q1_target, self.q2_target):
-            net.requires_grad_(False)
-        self.optims = {
-            "actor": make_adam(list(self.actor.parameters()), hp.actor_lr),
-            "critic": make_adam([*self.q1.parameters(), *self.q2.parameters()], hp.critic_lr),
-            "alpha": make_adam(list(self.log_alpha.parameters()), hp.alpha_lr),
+        for q in ("q1", "q2"):
+            target = QCritic(obs_dim, action_dim, hp.critic_hidden)
+            target.load_state_dict(nets[q].state_dict())
+            nets[f"{q}_target"] = target
+        nets["log_alpha"] = LogAlpha(hp.init_alpha)
+        return nets
+
+    @classmethod
+    def optim_groups(cls, hp: SACParams) -> dict[str, tuple[tuple[str, ...], float]]:
+        return {
+            "actor": (("actor",), 1e-8),
+            "critic": (("q1", "q2"), 1e-8),
+            "alpha": (("log_alpha",), 1e-8),
         }
-        self.target_entropy = -float(action_dim)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hp = self.hparams[0]
+        self._body_depth = len(hp.actor_hidden)
+        self._q_depth = len(hp.critic_hidden) + 1
+        self.target_entropy = -float(self.action_dim)
+        self._polyak_names = [
+            (f"{q}_target.{key[len(q) + 1 :]}", key)
+            for q in ("q1", "q2")
+            for key in self.net_keys
+            if key.startswith(f"{q}.")
+        ]
+
+    # ----- networks ---------------------------------------------------------------------
+    def _actor(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``obs (K, B, D)`` → pre-tanh mean and log_std ``(K, B, A)``."""
+        p = self.params
+        h = torch.relu(mlp(obs, p, "actor.body", self._body_depth, torch.relu))
+        log_std = torch.tanh(linear(h, p["actor.log_std.weight"], p["actor.log_std.bias"]))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
+        return linear(h, p["actor.mean.weight"], p["actor.mean.bias"]), log_std
+
+    def _sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised action ``(K, B, A)`` and log-probability ``(K, B)`` given
+        standard normal ``noise (K, B, A)`` (``SquashedGaussianActor.sample``)."""
+        mean, log_std = self._actor(obs)
+        pre = mean + noise * log_std.exp()
+        action = torch.tanh(pre)
+        correction = 2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre))
+        return action, gaussian_log_prob(pre, mean, log_std) - correction.sum(-1)
+
+    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        x = torch.cat([obs, action], dim=-1)
+        return mlp(x, self.params, f"{name}.net", self._q_depth, torch.relu).squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        obs = obs.to(self.device, torch.float32)
+        x = self._batch(obs)
         if deterministic:
-            return torch.tanh(self.actor(obs)[0])
-        return self.actor.sample(obs, self.generator)[0]
+            action = torch.tanh(self._actor(x)[0])
+        else:
+            action = self._sample(x, self._randn((x.shape[1], self.action_dim)))[0]
+        return action.reshape(-1, self.action_dim)
 
-    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.actor.sample(obs, self.generator)[0]
+    def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return self._sample(obs, noise)[0]
 
-    def _update(self) -> dict[str, torch.Tensor]:
-        hp = self.hparams
-        obs, action, reward, next_obs, term = self.buffer.sample(hp.batch_size, self.generator)
-        alpha = self.log_alpha.value.exp().detach()
+    def _update(
+        self, active: list[bool], mask: torch.Tensor | None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        hp = self.hparams[0]
+        batch = hp.batch_size
+        obs, action, reward, next_obs, term = self._sample_batch(active)
+        log_alpha = self.params["log_alpha.value"]
+        alpha = log_alpha.exp().detach()
+        gamma = self._hp32("gamma").unsqueeze(1)
 
         # ---- critic: soft Bellman target with clipped double Q --------------------------
         with torch.no_grad():
-            next_action, next_logp = self.actor.sample(next_obs, self.generator)
-            q_next = torch.min(
-                self.q1_target(next_obs, next_action), self.q2_target(next_obs, next_action)
+            next_action, next_logp = self._sample(
+                next_obs, self._randn((batch, self.action_dim), active)
             )
-            target = reward + hp.gamma * (1.0 - term) * (q_next - alpha * next_logp)
-        q1, q2 = self.q1(obs, action), self.q2(obs, action)
-        q_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
-        self.optims["critic"].zero_grad(set_to_none=True)
-        q_loss.backward()
-        self.optims["critic"].step()
+            q_next = torch.min(
+                self._q("q1_target", next_obs, next_action),
+                self._q("q2_target", next_obs, next_action),
+            )
+            target = reward + gamma * (1.0 - term) * (q_next - alpha.unsqueeze(1) * next_logp)
+        q1, q2 = self._q("q1", obs, action), self._q("q2", obs, action)
+        q_loss = ((q1 - target) ** 2).mean(1) + ((q2 - target) ** 2).mean(1)
+        self.optims["critic"].zero_grad()
+        q_loss.sum().backward()
+        self.optims["critic"].step(mask)
 
         # ---- actor: maximise min Q − α log π ---------------------------------------------
-        new_action, logp = self.actor.sample(obs, self.generator)
-        with frozen(self.q1, self.q2):  # backward through the critics, not into them
-            q_pi = torch.min(self.q1(obs, new_action), self.q2(obs, new_action))
-        actor_loss = (alpha * logp - q_pi).mean()
-        self.optims["actor"].zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.optims["actor"].step()
+        new_action, logp = self._sample(obs, self._randn((batch, self.action_dim), active))
+        with frozen(self.params, ("q1.", "q2.")):  # through the critics, not into them
+            q_pi = torch.min(self._q("q1", obs, new_action), self._q("q2", obs, new_action))
+        actor_loss = (alpha.unsqueeze(1) * logp - q_pi).mean(1)
+        self.optims["actor"].zero_grad()
+        actor_loss.sum().backward()
+        self.optims["actor"].step(mask)
 
         # ---- temperature -----------------------------------------------------------------
         if hp.autotune:
-            alpha_loss = -(self.log_alpha.value * (logp.detach() + self.target_entropy)).mean()
-            self.optims["alpha"].zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.optims["alpha"].step()
+            alpha_loss = -(log_alpha.unsqueeze(1) * (logp.detach() + self.target_entropy)).mean(1)
+            self.optims["alpha"].zero_grad()
+            alpha_loss.sum().backward()
+            self.optims["alpha"].step(mask)
 
-        soft_update((self.q1_target, self.q2_target), (self.q1, self.q2), hp.tau)
-        return {
+        tau = self._hp32("tau")
+        if mask is not None:
+            tau = torch.where(mask, tau, torch.zeros_like(tau))
+        polyak_(self.params, self.params, self._polyak_names, tau)
+        stats = {
             "q_loss": q_loss.detach(),
             "actor_loss": actor_loss.detach(),
             "alpha": alpha,
-            "entropy": -logp.detach().mean(),
+            "entropy": -logp.detach().mean(1),
         }
+        return stats, {}
+
+
+class SAC(OffPolicyAgent):
+    """A single SAC agent: a :class:`SACPopulation` of one."""
+
+    population_cls = SACPopulation

@@ -9,184 +9,194 @@ TD3, per gradient step on a replay minibatch (s, a, r, s', d):
 
 DDPG is the same loop with one critic, no target smoothing and no delay:
 y = r + γ (1 − d) Q̄(s', μ̄(s')). Exploration adds N(0, σ²) noise to μ(s) in both.
+
+Written over a member axis (a single agent is a population of one). The actor step (and
+the Polyak step of every target network) runs every ``policy_delay`` critic steps of each
+member, counted by the member's own update counter, so members whose counters differ
+(after an import) take their delayed steps on different updates: those steps are masked
+per member.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch import nn
 
-from finpod.agents.base import check_positive, check_unit, make_adam
+from finpod.agents.base import OffPolicyAgent
+from finpod.agents.batched import mlp, polyak_
+from finpod.agents.hparams import OffPolicyParams, check_positive
 from finpod.agents.nets import DeterministicActor, QCritic
-from finpod.agents.offpolicy import OffPolicyAgent, frozen, soft_update
+from finpod.agents.offpolicy import OffPolicyPopulation, frozen
 
 
 @dataclass
-class TD3Params:
-    """TD3 hyperparameters (defaults follow CleanRL's TD3)."""
+class DDPGParams(OffPolicyParams):
+    """DDPG hyperparameters (defaults follow CleanRL's DDPG)."""
 
-    actor_lr: float = 3e-4
-    """Adam step size of the policy."""
-    critic_lr: float = 3e-4
-    """Adam step size of the Q networks."""
-    gamma: float = 0.99
-    """Discount factor per step."""
-    tau: float = 0.005
-    """Polyak rate of the target networks."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    buffer_size: int = 200_000
-    """Replay capacity in transitions (float32 obs and next obs: ~1.8 GB at the 95-ticker
-    sample's ~1,150 observation floats; the buffer refuses sizes that do not fit)."""
-    learning_starts: int = 25_000
-    """Env steps of uniform random actions before learning starts."""
-    gradient_steps: int = 1
-    """Gradient steps per vector env step."""
     exploration_noise: float = 0.1
     """Std σ of the Gaussian noise added to actions while collecting (action units)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.exploration_noise < 0:
+            raise ValueError("exploration_noise must be ≥ 0")
+
+
+@dataclass
+class TD3Params(DDPGParams):
+    """TD3 hyperparameters (defaults follow CleanRL's TD3)."""
+
     policy_noise: float = 0.2
     """Std σ̃ of the target-policy smoothing noise."""
     noise_clip: float = 0.5
     """Clip c of the target-policy smoothing noise."""
     policy_delay: int = 2
     """Critic steps per actor (and target) step."""
-    actor_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of the policy MLP."""
-    critic_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of each Q MLP."""
 
     def __post_init__(self) -> None:
-        check_positive(self, "actor_lr", "critic_lr", "batch_size", "buffer_size")
-        check_positive(self, "gradient_steps", "policy_delay")
-        check_unit(self, "gamma", "tau")
-        if (
-            min(self.learning_starts, self.exploration_noise, self.policy_noise, self.noise_clip)
-            < 0
-        ):
-            raise ValueError("learning_starts and the noise settings must be ≥ 0")
+        super().__post_init__()
+        check_positive(self, "policy_delay")
+        if min(self.policy_noise, self.noise_clip) < 0:
+            raise ValueError("the noise settings must be ≥ 0")
 
 
-@dataclass
-class DDPGParams:
-    """DDPG hyperparameters (defaults follow CleanRL's DDPG)."""
-
-    actor_lr: float = 3e-4
-    """Adam step size of the policy."""
-    critic_lr: float = 3e-4
-    """Adam step size of the Q network."""
-    gamma: float = 0.99
-    """Discount factor per step."""
-    tau: float = 0.005
-    """Polyak rate of the target networks."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
-    buffer_size: int = 200_000
-    """Replay capacity in transitions (float32 obs and next obs: ~1.8 GB at the 95-ticker
-    sample's ~1,150 observation floats; the buffer refuses sizes that do not fit)."""
-    learning_starts: int = 25_000
-    """Env steps of uniform random actions before learning starts."""
-    gradient_steps: int = 1
-    """Gradient steps per vector env step."""
-    exploration_noise: float = 0.1
-    """Std σ of the Gaussian noise added to actions while collecting (action units)."""
-    actor_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of the policy MLP."""
-    critic_hidden: tuple[int, ...] = (256, 256)
-    """Hidden widths of the Q MLP."""
-
-    def __post_init__(self) -> None:
-        check_positive(self, "actor_lr", "critic_lr", "batch_size", "buffer_size", "gradient_steps")
-        check_unit(self, "gamma", "tau")
-        if min(self.learning_starts, self.exploration_noise) < 0:
-            raise ValueError("learning_starts and exploration_noise must be ≥ 0")
-
-
-class TD3(OffPolicyAgent):
-    """Twin delayed DDPG: deterministic tanh policy, twin critics, target smoothing, delay."""
+class TD3Population(OffPolicyPopulation):
+    """K TD3 agents: deterministic tanh policy, twin critics, target smoothing, delay."""
 
     algorithm = "td3"
+    params_cls = TD3Params
     lr_fields = {"actor": "actor_lr", "critic": "critic_lr"}
     frozen_fields = ("actor_hidden", "critic_hidden", "buffer_size")
+    member_fields = (
+        "actor_lr",
+        "critic_lr",
+        "gamma",
+        "tau",
+        "exploration_noise",
+        "policy_noise",
+        "noise_clip",
+    )
     #: Two critics with clipped double-Q and target smoothing (False: DDPG).
     twin = True
 
-    def __init__(
-        self, hparams, obs_dim: int, action_dim: int, device: torch.device, seed: int
-    ) -> None:
-        super().__init__(hparams, obs_dim, action_dim, device, seed)
-        hp = hparams
-        self.actor = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
-        self.actor_target = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
-        self.actor_target.load_state_dict(self.actor.state_dict())
-        critics = ("q1", "q2") if self.twin else ("q1",)
-        self.nets = {"actor": self.actor, "actor_target": self.actor_target}
+    @classmethod
+    def build_nets(cls, hp: DDPGParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
+        actor = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
+        actor_target = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
+        actor_target.load_state_dict(actor.state_dict())
+        nets: dict[str, nn.Module] = {"actor": actor, "actor_target": actor_target}
+        critics = ("q1", "q2") if cls.twin else ("q1",)
         for name in critics:
-            self.nets[name] = QCritic(obs_dim, action_dim, hp.critic_hidden)
+            nets[name] = QCritic(obs_dim, action_dim, hp.critic_hidden)
         for name in critics:
             target = QCritic(obs_dim, action_dim, hp.critic_hidden)
-            target.load_state_dict(self.nets[name].state_dict())
-            self.nets[f"{name}_target"] = target
-        for name, net in self.nets.items():
-            net.to(self.device)
-            if name.endswith("_target"):
-                net.requires_grad_(False)
-        self.critics = [self.nets[n] for n in critics]
-        self.critic_targets = [self.nets[f"{n}_target"] for n in critics]
-        critic_params = [p for q in self.critics for p in q.parameters()]
-        self.optims = {
-            "actor": make_adam(list(self.actor.parameters()), hp.actor_lr),
-            "critic": make_adam(critic_params, hp.critic_lr),
-        }
+            target.load_state_dict(nets[name].state_dict())
+            nets[f"{name}_target"] = target
+        return nets
+
+    @classmethod
+    def optim_groups(cls, hp: DDPGParams) -> dict[str, tuple[tuple[str, ...], float]]:
+        critics = ("q1", "q2") if cls.twin else ("q1",)
+        return {"actor": (("actor",), 1e-8), "critic": (critics, 1e-8)}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        hp = self.hparams[0]
+        self._actor_depth = len(hp.actor_hidden) + 1
+        self._q_depth = len(hp.critic_hidden) + 1
+        self.critics = ("q1", "q2") if self.twin else ("q1",)
+        sources = ("actor", *self.critics)
+        self._polyak_names = [
+            (f"{net}_target.{key[len(net) + 1 :]}", key)
+            for net in sources
+            for key in self.net_keys
+            if key.startswith(f"{net}.")
+        ]
+
+    def _actor(self, name: str, obs: torch.Tensor) -> torch.Tensor:
+        """``tanh(mlp(obs))`` of network ``name`` on ``obs (K, B, D)`` → ``(K, B, A)``."""
+        return torch.tanh(mlp(obs, self.params, f"{name}.net", self._actor_depth, torch.relu))
+
+    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        x = torch.cat([obs, action], dim=-1)
+        return mlp(x, self.params, f"{name}.net", self._q_depth, torch.relu).squeeze(-1)
+
+    def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        sigma = self._hp32("exploration_noise").reshape(-1, 1, 1)
+        return (self._actor("actor", obs) + sigma * noise).clamp(-1.0, 1.0)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        obs = obs.to(self.device, torch.float32)
-        return self.actor(obs) if deterministic else self._explore(obs)
+        x = self._batch(obs)
+        if deterministic:
+            action = self._actor("actor", x)
+        else:
+            action = self._policy_action(x, self._randn((x.shape[1], self.action_dim)))
+        return action.reshape(-1, self.action_dim)
 
-    def _explore(self, obs: torch.Tensor) -> torch.Tensor:
-        mu = self.actor(obs)
-        noise = torch.randn(mu.shape, device=self.device, generator=self.generator)
-        return (mu + self.hparams.exploration_noise * noise).clamp(-1.0, 1.0)
-
-    def _update(self) -> dict[str, torch.Tensor]:
-        hp = self.hparams
-        obs, action, reward, next_obs, term = self.buffer.sample(hp.batch_size, self.generator)
+    def _update(
+        self, active: list[bool], mask: torch.Tensor | None
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        hp = self.hparams[0]
+        obs, action, reward, next_obs, term = self._sample_batch(active)
 
         # ---- critics ---------------------------------------------------------------------
         with torch.no_grad():
-            next_action = self.actor_target(next_obs)
+            next_action = self._actor("actor_target", next_obs)
             if self.twin:
-                eps = torch.randn(next_action.shape, device=self.device, generator=self.generator)
-                eps = (eps * hp.policy_noise).clamp(-hp.noise_clip, hp.noise_clip)
+                eps = self._randn((hp.batch_size, self.action_dim), active)
+                clip = self._hp32("noise_clip").reshape(-1, 1, 1)
+                eps = torch.clamp(eps * self._hp32("policy_noise").reshape(-1, 1, 1), -clip, clip)
                 next_action = (next_action + eps).clamp(-1.0, 1.0)
             q_next = (
-                torch.stack([q(next_obs, next_action) for q in self.critic_targets]).min(0).values
+                torch.stack([self._q(f"{q}_target", next_obs, next_action) for q in self.critics])
+                .min(0)
+                .values
             )
-            target = reward + hp.gamma * (1.0 - term) * q_next
-        q_loss = sum(((q(obs, action) - target) ** 2).mean() for q in self.critics)
-        self.optims["critic"].zero_grad(set_to_none=True)
-        q_loss.backward()
-        self.optims["critic"].step()
+            target = reward + self._hp32("gamma").unsqueeze(1) * (1.0 - term) * q_next
+        q_loss = sum(((self._q(q, obs, action) - target) ** 2).mean(1) for q in self.critics)
+        self.optims["critic"].zero_grad()
+        q_loss.sum().backward()
+        self.optims["critic"].step(mask)
 
-        # ---- actor and targets, every policy_delay critic steps -------------------------
-        # self.updates counts gradient steps already taken (host int: no sync).
+        # ---- actor and targets, every policy_delay critic steps of each member ----------
         delay = hp.policy_delay if self.twin else 1
-        if self.updates % delay == 0:
-            with frozen(self.critics[0]):  # backward through the critic, not into it
-                actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
-            self.optims["actor"].zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.optims["actor"].step()
-            soft_update(
-                (self.actor_target, *self.critic_targets), (self.actor, *self.critics), hp.tau
-            )
-            return {"q_loss": q_loss.detach(), "actor_loss": actor_loss.detach()}
-        return {"q_loss": q_loss.detach()}
+        due = [a and int(u) % delay == 0 for a, u in zip(active, self._updates, strict=True)]
+        stats = {"q_loss": q_loss.detach()}
+        if not any(due):
+            return stats, {}
+        due_mask = self._mask(due)
+        with frozen(self.params, (f"{self.critics[0]}.",)):  # through the critic, not into it
+            actor_loss = -self._q(self.critics[0], obs, self._actor("actor", obs)).mean(1)
+        self.optims["actor"].zero_grad()
+        actor_loss.sum().backward()
+        self.optims["actor"].step(None if all(due) else due_mask)
+        tau = torch.where(due_mask, self._hp32("tau"), 0.0)
+        polyak_(self.params, self.params, self._polyak_names, tau)
+        stats["actor_loss"] = actor_loss.detach()
+        return stats, {"actor_loss": due_mask}
 
 
-class DDPG(TD3):
-    """Deep deterministic policy gradient: one critic, no target smoothing, no delay."""
+class DDPGPopulation(TD3Population):
+    """K DDPG agents: one critic, no target smoothing, no delay."""
 
     algorithm = "ddpg"
+    params_cls = DDPGParams
+    member_fields = ("actor_lr", "critic_lr", "gamma", "tau", "exploration_noise")
     twin = False
+
+
+class TD3(OffPolicyAgent):
+    """A single TD3 agent: a :class:`TD3Population` of one."""
+
+    population_cls = TD3Population
+
+
+class DDPG(OffPolicyAgent):
+    """A single DDPG agent: a :class:`DDPGPopulation` of one."""
+
+    population_cls = DDPGPopulation

@@ -278,18 +278,16 @@ def update_ratio(updates: Any, env_steps: Any) -> dict[str, Any]:
 def learning_rates(agent: Any) -> dict[str, float]:
     """Step size of each of ``agent``'s optimizers, named by its hyperparameter
     (``learning_rate`` for PPO and A2C; ``actor_lr``, ``critic_lr``, ``alpha_lr``)."""
-    optims = getattr(agent, "optims", {})
-    return {
-        hp_name: float(optims[opt_name].param_groups[0]["lr"])
-        for opt_name, hp_name in getattr(agent, "lr_fields", {}).items()
-        if opt_name in optims
-    }
+    population = getattr(agent, "population", None)
+    if population is None:
+        return {}
+    return {k: float(v[0]) for k, v in population_learning_rates(population).items()}
 
 
 def population_learning_rates(population: Any) -> dict[str, np.ndarray]:
     """:func:`learning_rates` of every member of a population, each ``(K,) float64``."""
     out = {}
-    for hp_name in population.agent_cls.lr_fields.values():
+    for hp_name in population.lr_fields.values():
         if hp_name in population.hp:
             out[hp_name] = population.hp[hp_name].detach().to("cpu", torch.float64).numpy()
         else:

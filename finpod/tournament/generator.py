@@ -80,7 +80,7 @@ def population_class(algorithm: str) -> Any:
     one)."""
     try:
         # lazy: importing finpod.tournament does not load the agents
-        from finpod.agents.populations import population_class as engine_of
+        from finpod.agents.registry import population_class as engine_of
     except ImportError:
         return None
     return engine_of(algorithm)
@@ -143,7 +143,7 @@ class Generator:
         shapes (the algorithm's frozen fields)."""
         # lazy: importing finpod.tournament does not load the agents
         from finpod.agents import ALGORITHMS
-        from finpod.agents.base import build_hparams
+        from finpod.agents.hparams import build_hparams
 
         engine = population_class(algorithm)
         if engine is None or algorithm not in ALGORITHMS:

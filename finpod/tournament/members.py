@@ -169,8 +169,8 @@ class PopulationTrainer:
 
     def _train_batched(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
         from finpod.agents import ALGORITHMS, make_agent
-        from finpod.agents.base import build_hparams
-        from finpod.agents.populations import make_population
+        from finpod.agents.hparams import build_hparams
+        from finpod.agents.registry import make_population
         from finpod.agents.train import population_learning_rates, update_ratio
         from finpod.data.market import periods_per_year
         from finpod.env.rollout import trading_activity

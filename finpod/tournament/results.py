@@ -81,10 +81,9 @@ def check_finite_stats(stats: dict[str, float]) -> None:
 
 def check_finite_weights(agent: Any) -> None:
     """Raise :class:`NonFiniteError` naming the first network weight that is not finite."""
-    for name, net in agent.nets.items():
-        for key, value in net.state_dict().items():
-            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                raise NonFiniteError(f"weights {name}.{key}")
+    for key, value in agent.weights().items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise NonFiniteError(f"weights {key}")
 
 
 def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:

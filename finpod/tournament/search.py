@@ -217,7 +217,7 @@ def parse_search(
 
 def is_off_policy(agent_cls: type) -> bool:
     """Whether ``agent_cls`` is a replay-buffer agent."""
-    from finpod.agents.offpolicy import OffPolicyAgent
+    from finpod.agents.base import OffPolicyAgent
 
     return isinstance(agent_cls, type) and issubclass(agent_cls, OffPolicyAgent)
 
@@ -316,7 +316,7 @@ def parse_search_env(
 
 def _check_buildable(space: AlgorithmSpace, params_cls: type, algo: str) -> None:
     """Build the hyperparameter dataclass at the range ends so bad values fail now, not in a pod."""
-    from finpod.agents.base import build_hparams
+    from finpod.agents.hparams import build_hparams
 
     probes = [dict(space.base)]
     for spec in space.params:

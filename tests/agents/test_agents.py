@@ -102,7 +102,7 @@ def test_set_hparams_changes_optimizer_learning_rates(algo):
     for opt_name, field in agent.lr_fields.items():
         agent.set_hparams({field: 0.0123})
         assert getattr(agent.hparams, field) == 0.0123
-        assert all(g["lr"] == 0.0123 for g in agent.optims[opt_name].param_groups)
+        assert float(agent.population.optims[opt_name].lr[0]) == 0.0123
     with pytest.raises(FinpodError, match="actor_hidden"):
         agent.set_hparams({"actor_hidden": [8]})
     with pytest.raises(FinpodError, match="nonsense"):

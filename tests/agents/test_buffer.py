@@ -7,13 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finpod.agents import make_agent
-from finpod.agents.buffer import ReplayBuffer
 
 
 @settings(max_examples=40, deadline=None)
 @given(capacity=st.integers(1, 20), batches=st.lists(st.integers(1, 6), min_size=1, max_size=12))
 def test_ring_buffer_keeps_exactly_the_latest_transitions(capacity, batches):
-    buf = ReplayBuffer(capacity, 1, 1, torch.device("cpu"))
+    hp = {"buffer_size": capacity, "actor_hidden": [4], "critic_hidden": [4]}
+    pop = make_agent("sac", hp, 1, 1, "cpu", 0).population
+    pop._ensure_buffer(1)
     written = []
     counter = 0
     for b in batches:
@@ -21,11 +22,13 @@ def test_ring_buffer_keeps_exactly_the_latest_transitions(capacity, batches):
             continue
         ids = torch.arange(counter, counter + b, dtype=torch.float32)
         counter += b
-        buf.add(ids[:, None], ids[:, None], ids, ids[:, None], torch.zeros(b, dtype=torch.bool))
+        rows = {"obs": ids[None, :, None], "action": ids[None, :, None], "reward": ids[None]}
+        rows |= {"next_obs": ids[None, :, None], "terminated": torch.zeros(1, b)}
+        pop._add(rows)
         written.extend(ids.tolist())
     expected = sorted(written[-capacity:]) if written else []
-    assert buf.size == len(expected)
-    assert sorted(buf.reward[: buf.size].tolist()) == expected
+    assert pop.buffer_size == len(expected)
+    assert sorted(pop.buffer["reward"][0, : pop.buffer_size].tolist()) == expected
 
 
 class CountingEnv:
@@ -71,14 +74,14 @@ def test_a_buffer_too_large_for_memory_is_refused_before_allocating():
     import psutil
     import pytest
 
-    from finpod.agents.buffer import ReplayBuffer
     from finpod.errors import FinpodError
 
     obs_dim = 1000
     # Twice the free RAM, counted in transitions of this size.
     capacity = 2 * psutil.virtual_memory().available // (4 * (2 * obs_dim + 3)) + 1
+    agent = make_agent("sac", {"buffer_size": int(capacity)}, obs_dim, 1, "cpu", 0)
     with pytest.raises(FinpodError, match="buffer_size"):
-        ReplayBuffer(capacity, obs_dim, 1, torch.device("cpu"))
+        agent.import_buffer(_filled_sac_dims(obs_dim, 1))
 
 
 def _filled_sac(seed=0, buffer_size=64, steps=40, obs_dim=1):
@@ -156,6 +159,7 @@ def test_buffer_nbytes_is_the_allocated_size_at_capacity():
         getattr(buf, f).numel() * getattr(buf, f).element_size()
         for f in ("obs", "action", "reward", "next_obs", "terminated")
     )
+    assert buf.capacity == 100
     assert allocated == expected
 
 

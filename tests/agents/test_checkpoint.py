@@ -26,10 +26,8 @@ def test_checkpoint_round_trip_is_exact(algo, trading_env, tmp_path):
     assert (back.env_steps, back.updates) == (agent.env_steps, agent.updates)
     sd, sd2 = agent.state_dict(), back.state_dict()
     assert list(sd) == list(sd2) and all(torch.equal(sd[k], sd2[k]) for k in sd)
-    for name, opt in back.optims.items():
-        assert [g["lr"] for g in opt.param_groups] == [
-            g["lr"] for g in agent.optims[name].param_groups
-        ]
+    for name, opt in back.population.optims.items():
+        assert torch.equal(opt.lr, agent.population.optims[name].lr)
     obs = trading_env.reset(seed=3)
     assert torch.equal(agent.act(obs, deterministic=False), back.act(obs, deterministic=False))
 

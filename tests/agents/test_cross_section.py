@@ -9,7 +9,7 @@ import torch
 
 from finpod.agents import make_agent
 from finpod.agents.cross_section import TickerLayout
-from finpod.agents.populations import make_population
+from finpod.agents.registry import make_population
 from finpod.env import EnvConfig, VecTradingEnv, rollout
 from finpod.errors import FinpodError
 
@@ -38,20 +38,31 @@ def _trained_agent():
     """An agent whose head is not at its near-zero initialisation (so tilts differ)."""
     agent = make_agent("ppo", HP, D, N, "cpu", seed=1)
     with torch.no_grad():
-        for p in agent.actor.parameters():
-            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.3)
+        for key, p in agent.weights().items():
+            if key.startswith("actor."):
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.3)
     return agent
+
+
+def _actor(agent, obs):
+    """The policy's mean and log std ``(B, N)`` (the population of one, member 0)."""
+    mean, log_std = agent.population._policy(obs.unsqueeze(0))
+    return mean[0], log_std[0]
+
+
+def _critic(agent, obs):
+    return agent.population._value(obs.unsqueeze(0))[0]
 
 
 def test_permuting_tickers_permutes_the_tilts_and_keeps_the_value():
     agent = _trained_agent()
     obs = torch.randn(7, D, generator=torch.Generator().manual_seed(0))
     perm = torch.tensor([3, 0, 5, 1, 4, 2])
-    mean, _ = agent.actor(obs)
-    mean_p, _ = agent.actor(_permute(obs, perm))
+    mean, _ = _actor(agent, obs)
+    mean_p, _ = _actor(agent, _permute(obs, perm))
     assert mean.abs().max() > 1e-2  # the check is not vacuous
     torch.testing.assert_close(mean_p, mean[:, perm], rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(agent.critic(_permute(obs, perm)), agent.critic(obs))
+    torch.testing.assert_close(_critic(agent, _permute(obs, perm)), _critic(agent, obs))
 
 
 def test_population_members_of_the_cross_sectional_policy_act_as_their_single_agents():
@@ -75,7 +86,7 @@ def test_an_unlisted_ticker_gets_no_tilt_and_no_say_in_the_others():
     listed[:, 2 : 2 + N] = 0.0
     listed[:, 2 + N + 2] = 0.0
     listed[:, 2 + 2 * N + 2 * F : 2 + 2 * N + 3 * F] = 0.0
-    mean, _ = agent.actor(listed)
+    mean, _ = _actor(agent, listed)
     assert torch.equal(mean[:, 2], torch.zeros(4))
     # The others' tilts are what a 5-ticker universe without it gives (same weights: the
     # network's size does not depend on N).
@@ -91,8 +102,10 @@ def test_an_unlisted_ticker_gets_no_tilt_and_no_say_in_the_others():
         dim=1,
     )
     five = make_agent("ppo", HP, small.shape[1], 5, "cpu", seed=1)
-    five.actor.load_state_dict(agent.actor.state_dict())
-    torch.testing.assert_close(five.actor(small)[0], mean[:, keep], rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        for key, value in agent.weights().items():
+            five.weights()[key].copy_(value)
+    torch.testing.assert_close(_actor(five, small)[0], mean[:, keep], rtol=1e-5, atol=1e-6)
     assert layout.split(listed)[2][:, 2].eq(0).all()
 
 
@@ -108,8 +121,9 @@ def test_a_ticker_before_its_listing_holds_no_weight(market):
     hp = {**HP, "ticker_features": m.num_features}
     agent = make_agent("ppo", hp, env.obs_dim, env.action_dim, "cpu", seed=0)
     with torch.no_grad():
-        for p in agent.actor.parameters():
-            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.5)
+        for key, p in agent.weights().items():
+            if key.startswith("actor."):
+                p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(5)) * 0.5)
     result = rollout(lambda o: agent.act(o, deterministic=True), m, config)
     held = result.holdings.iloc[:60, 1]
     assert (held == 0).all()
@@ -134,14 +148,13 @@ def test_a_strategy_that_names_no_network_gets_the_cross_sectional_one_when_benc
     market, mode, net
 ):
     from finpod.agents import ALGORITHMS
-    from finpod.agents.base import build_hparams
     from finpod.agents.cross_section import hparams_for_env
+    from finpod.agents.hparams import build_hparams
 
     env = VecTradingEnv(market.slice(0, 100), EnvConfig(action_mode=mode), num_envs=2)
     filled = dataclasses.asdict(build_hparams(ALGORITHMS["ppo"][0], {}))  # as a strategy holds
     hp = hparams_for_env(ALGORITHMS["ppo"][0], filled, env)
     agent = make_agent("ppo", hp, env.obs_dim, env.action_dim)
     assert (hp.get("net") or "mlp") == net
-    assert type(agent.actor).__name__ == (
-        "CrossSectionalActor" if net == "cross_sectional" else "GaussianActor"
-    )
+    encoder = any(k.startswith("actor.encoder.") for k in agent.state_dict())
+    assert encoder == (net == "cross_sectional")

@@ -1,10 +1,11 @@
 """The fast off-policy updates compute the textbook updates.
 
-SAC's and TD3's ``_update`` skip work that does not change the result (the critics'
-weight gradients of the actor's loss, the observation part of ∂Q/∂input, the
-concatenation of obs and action, one lerp per parameter). Here each is checked against a
-plain reference written from the equations in the modules' docstrings, from the same
-state and the same random draws.
+SAC's and TD3's batched ``_update`` (written once over a member axis, here a population of
+one) skips work that does not change the result (the critics' weight gradients of the
+actor's loss, one lerp per parameter) and computes with stacked tensors. Here each is
+checked against a plain reference on ``nn.Module`` networks and ``torch.optim.Adam``,
+written from the equations in the modules' docstrings, from the same state and the same
+random draws.
 """
 
 from __future__ import annotations
@@ -34,58 +35,95 @@ def _q(critic, obs, action):
     return critic.net(torch.cat([obs, action], -1)).squeeze(-1)
 
 
+class Reference:
+    """Plain ``nn.Module`` networks and ``torch.optim.Adam`` optimizers holding an agent's
+    weights: the textbook update runs on these, the agent's batched update on its own."""
+
+    def __init__(self, agent):
+        pop = agent.population
+        self.hp, self.g, self.ring = agent.hparams, agent.generator, agent.buffer
+        self.nets = pop.build_nets(agent.hparams, agent.obs_dim, agent.action_dim)
+        weights = agent.weights()
+        for name, net in self.nets.items():
+            net.load_state_dict(
+                {
+                    k[len(name) + 1 :]: v.detach().clone()
+                    for k, v in weights.items()
+                    if k.startswith(f"{name}.")
+                }
+            )
+        self.optims = {
+            opt: torch.optim.Adam(
+                [p for n in nets for p in self.nets[n].parameters()],
+                lr=getattr(agent.hparams, pop.lr_fields[opt]),
+                eps=eps,
+            )
+            for opt, (nets, eps) in pop.optim_groups(agent.hparams).items()
+        }
+        self.updates = 0
+
+    def sample(self):
+        idx = torch.randint(0, self.ring.size, (self.hp.batch_size,), generator=self.g)
+        r = self.ring
+        return r.obs[idx], r.action[idx], r.reward[idx], r.next_obs[idx], r.terminated[idx]
+
+    def weights(self):
+        return {f"{n}.{k}": v for n, net in self.nets.items() for k, v in net.state_dict().items()}
+
+
 def _step(opt, loss):
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
 
 
-def _reference_sac_update(agent) -> None:
-    """CleanRL's SAC step: critics, actor (grads also reach the critics), α, Polyak."""
-    hp, g = agent.hparams, agent.generator
-    obs, action, reward, next_obs, term = agent.buffer.sample(hp.batch_size, g)
-    alpha = agent.log_alpha.value.exp().detach()
+def _polyak(pairs, tau):
     with torch.no_grad():
-        next_action, next_logp = agent.actor.sample(next_obs, g)
+        for tgt, src in pairs:
+            for t, s in zip(tgt.parameters(), src.parameters(), strict=True):
+                t.copy_((1 - tau) * t + tau * s)
+
+
+def _reference_sac_update(ref: Reference) -> None:
+    """CleanRL's SAC step: critics, actor (grads also reach the critics), α, Polyak."""
+    hp, g, n = ref.hp, ref.g, ref.nets
+    obs, action, reward, next_obs, term = ref.sample()
+    alpha = n["log_alpha"].value.exp().detach()
+    with torch.no_grad():
+        next_action, next_logp = n["actor"].sample(next_obs, g)
         q_next = torch.min(
-            _q(agent.q1_target, next_obs, next_action), _q(agent.q2_target, next_obs, next_action)
+            _q(n["q1_target"], next_obs, next_action), _q(n["q2_target"], next_obs, next_action)
         )
         target = reward + hp.gamma * (1.0 - term) * (q_next - alpha * next_logp)
-    q_loss = ((_q(agent.q1, obs, action) - target) ** 2).mean()
-    q_loss = q_loss + ((_q(agent.q2, obs, action) - target) ** 2).mean()
-    _step(agent.optims["critic"], q_loss)
-    new_action, logp = agent.actor.sample(obs, g)
-    q_pi = torch.min(_q(agent.q1, obs, new_action), _q(agent.q2, obs, new_action))
-    _step(agent.optims["actor"], (alpha * logp - q_pi).mean())
-    alpha_loss = -(agent.log_alpha.value * (logp.detach() + agent.target_entropy)).mean()
-    _step(agent.optims["alpha"], alpha_loss)
-    with torch.no_grad():
-        for tgt, src in ((agent.q1_target, agent.q1), (agent.q2_target, agent.q2)):
-            for t, s in zip(tgt.parameters(), src.parameters(), strict=True):
-                t.copy_((1 - hp.tau) * t + hp.tau * s)
+    q_loss = ((_q(n["q1"], obs, action) - target) ** 2).mean()
+    q_loss = q_loss + ((_q(n["q2"], obs, action) - target) ** 2).mean()
+    _step(ref.optims["critic"], q_loss)
+    new_action, logp = n["actor"].sample(obs, g)
+    q_pi = torch.min(_q(n["q1"], obs, new_action), _q(n["q2"], obs, new_action))
+    _step(ref.optims["actor"], (alpha * logp - q_pi).mean())
+    target_entropy = -float(new_action.shape[-1])
+    alpha_loss = -(n["log_alpha"].value * (logp.detach() + target_entropy)).mean()
+    _step(ref.optims["alpha"], alpha_loss)
+    _polyak([(n["q1_target"], n["q1"]), (n["q2_target"], n["q2"])], hp.tau)
 
 
-def _reference_td3_update(agent) -> None:
+def _reference_td3_update(ref: Reference) -> None:
     """CleanRL's TD3 step: twin critics, delayed actor (grads also reach Q₁), Polyak."""
-    hp, g = agent.hparams, agent.generator
-    obs, action, reward, next_obs, term = agent.buffer.sample(hp.batch_size, g)
+    hp, g, n = ref.hp, ref.g, ref.nets
+    obs, action, reward, next_obs, term = ref.sample()
     with torch.no_grad():
-        next_action = agent.actor_target(next_obs)
+        next_action = n["actor_target"](next_obs)
         eps = torch.randn(next_action.shape, generator=g)
         eps = (eps * hp.policy_noise).clamp(-hp.noise_clip, hp.noise_clip)
         next_action = (next_action + eps).clamp(-1.0, 1.0)
-        q_next = torch.stack([_q(q, next_obs, next_action) for q in agent.critic_targets])
+        q_next = torch.stack([_q(n[f"{q}_target"], next_obs, next_action) for q in ("q1", "q2")])
         target = reward + hp.gamma * (1.0 - term) * q_next.min(0).values
-    q_loss = sum(((_q(q, obs, action) - target) ** 2).mean() for q in agent.critics)
-    _step(agent.optims["critic"], q_loss)
-    if agent.updates % hp.policy_delay == 0:
-        _step(agent.optims["actor"], -_q(agent.critics[0], obs, agent.actor(obs)).mean())
-        pairs = [(agent.actor_target, agent.actor)]
-        pairs += list(zip(agent.critic_targets, agent.critics, strict=True))
-        with torch.no_grad():
-            for tgt, src in pairs:
-                for t, s in zip(tgt.parameters(), src.parameters(), strict=True):
-                    t.copy_((1 - hp.tau) * t + hp.tau * s)
+    q_loss = sum(((_q(n[q], obs, action) - target) ** 2).mean() for q in ("q1", "q2"))
+    _step(ref.optims["critic"], q_loss)
+    if ref.updates % hp.policy_delay == 0:
+        _step(ref.optims["actor"], -_q(n["q1"], obs, n["actor"](obs)).mean())
+        _polyak([(n[f"{x}_target"], n[x]) for x in ("actor", "q1", "q2")], hp.tau)
+    ref.updates += 1
 
 
 def _twins(algo, trading_env):
@@ -97,45 +135,44 @@ def _twins(algo, trading_env):
         agent.reset_rollout()
         agent.learn(trading_env, 64)  # random actions only: the same buffer in both
         agents.append(agent)
-    return agents
+    return agents[0], Reference(agents[1])
 
 
-def _assert_same_state(fast, ref):
-    a, b = fast.state_dict(), ref.state_dict()
+def _fast_update(agent) -> None:
+    """One gradient step of the agent's own (batched) update."""
+    agent.population._update([True], None)
+    agent.updates += 1
+
+
+def _assert_same_weights(fast, ref):
+    a, b = fast.weights(), ref.weights()
     assert a.keys() == b.keys()
     for key in a:
-        if a[key].is_floating_point():
-            assert torch.allclose(a[key], b[key], rtol=1e-4, atol=1e-6), key
-        else:
-            assert torch.equal(a[key], b[key]), key
+        assert torch.allclose(a[key], b[key], rtol=1e-4, atol=1e-6), key
 
 
 def _assert_moved(before, after):
     """Every network (targets included) changed: the comparison is not of idle agents."""
-    for net in {k.split(".")[0] for k in after if not k.startswith(("optim", "counter", "rng"))}:
+    for net in {k.split(".")[0] for k in after}:
         keys = [k for k in after if k.startswith(f"{net}.")]
         assert any(not torch.equal(before[k], after[k]) for k in keys), net
 
 
 def test_sac_update_matches_the_reference_update(trading_env):
     fast, ref = _twins("sac", trading_env)
-    before = fast.state_dict()
+    before = {k: v.clone() for k, v in fast.weights().items()}
     for _ in range(3):
-        fast._update()
+        _fast_update(fast)
         _reference_sac_update(ref)
-        fast.updates += 1
-        ref.updates += 1
-    _assert_same_state(fast, ref)
-    _assert_moved(before, fast.state_dict())
+    _assert_same_weights(fast, ref)
+    _assert_moved(before, fast.weights())
 
 
 def test_td3_update_matches_the_reference_update(trading_env):
     fast, ref = _twins("td3", trading_env)
-    before = fast.state_dict()
+    before = {k: v.clone() for k, v in fast.weights().items()}
     for _ in range(4):  # two delayed actor steps
-        fast._update()
+        _fast_update(fast)
         _reference_td3_update(ref)
-        fast.updates += 1
-        ref.updates += 1
-    _assert_same_state(fast, ref)
-    _assert_moved(before, fast.state_dict())
+    _assert_same_weights(fast, ref)
+    _assert_moved(before, fast.weights())

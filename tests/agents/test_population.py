@@ -9,8 +9,8 @@ import torch
 
 from finpod.agents import load_checkpoint, make_agent, save_checkpoint
 from finpod.agents.a2c import A2CParams
-from finpod.agents.populations import make_population
 from finpod.agents.ppo import PPOParams
+from finpod.agents.registry import make_population
 from finpod.agents.sac import SACParams
 from finpod.agents.td3 import DDPGParams, TD3Params
 from finpod.env import EnvConfig, VecTradingEnv

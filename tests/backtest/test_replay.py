@@ -39,10 +39,11 @@ def _make_active(path) -> None:
     from finpod.agents import save_checkpoint
 
     agent = load_checkpoint(path)
+    weights = agent.weights()
+    last = max(int(k.split(".")[2]) for k in weights if k.startswith("actor.mean."))
     with torch.no_grad():
-        last = agent.actor.mean[-1]
-        last.weight.mul_(300.0)
-        last.bias.fill_(0.3)
+        weights[f"actor.mean.{last}.weight"].mul_(300.0)
+        weights[f"actor.mean.{last}.bias"].fill_(0.3)
     save_checkpoint(agent, path)
 
 

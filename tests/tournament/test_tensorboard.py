@@ -150,9 +150,9 @@ def test_each_member_logs_its_own_row_of_the_population_statistics(tiny_dataset)
     import pandas as pd
     import torch
 
-    from finpod.agents.base import build_hparams
-    from finpod.agents.populations import make_population
+    from finpod.agents.hparams import build_hparams
     from finpod.agents.ppo import PPOParams
+    from finpod.agents.registry import make_population
     from finpod.data import load_split
     from finpod.data.market import periods_per_year
     from finpod.env import EnvConfig, VecTradingEnv
