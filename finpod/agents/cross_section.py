@@ -13,6 +13,12 @@ path instead; the cross-sectional family shares it:
     μ_i     = head([h_i, c])                            the per-ticker tilt (mean action)
     V       = value_head([c, max_i h_i, g])             the critic on the pooled state
 
+Every algorithm uses it: PPO and A2C (a Gaussian tilt per ticker, one shared log std),
+SAC (a squashed Gaussian: the head gives each ticker a mean and a log std), TD3 and DDPG
+(a deterministic ``tanh(μ_i)``), and the off-policy Q networks, whose tokens carry each
+ticker's action: ``Q(s, a) = value_head([c, max_i h_i, g])`` with
+``h_i = encoder([token_i, a_i, g])``.
+
 ``w_i`` is the ticker's portfolio weight (times N, so an equal-weight holding reads 1),
 ``z_i`` its causal price z-score and ``f_i·`` its features (the observation layout of
 :mod:`finpod.env.core`). A ticker whose whole token is 0 is not listed at that bar (no
@@ -22,9 +28,8 @@ leaves V unchanged; the network's size does not depend on N.
 
 Everything here is written once, over a leading member axis ``K``: parameters are
 ``(K, …)`` tensors named as in a single agent's state dict, and a single agent is the
-case ``K = 1`` (:class:`CrossSectionalActor` and :class:`CrossSectionalCritic` are thin
-``nn.Module`` holders that call the same functions). The policy's log standard deviation
-is one scalar per member, shared by every ticker.
+case ``K = 1`` (:class:`CrossSectionalActor` and :class:`CrossSectionalCritic` only name
+and initialise the parameters; :func:`ticker_head` and :func:`pooled_value` compute).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from finpod.agents import batched
 from finpod.agents.nets import mlp
 from finpod.errors import FinpodError
 
-#: Network families of the on-policy agents (``PPOParams.net``): a flat MLP over the whole
+#: Network families of every algorithm (the ``net`` hyperparameter): a flat MLP over the whole
 #: observation, or the cross-sectional family of this module.
 NETS = ("mlp", "cross_sectional")
 #: Widths of the optional tail of the observation after the per-ticker slices: the
@@ -149,11 +154,19 @@ def _mlp_from(
 
 
 def _encode(
-    params: dict[str, torch.Tensor], prefix: str, x: torch.Tensor, layout: TickerLayout, depth: int
+    params: dict[str, torch.Tensor],
+    prefix: str,
+    x: torch.Tensor,
+    layout: TickerLayout,
+    depth: int,
+    action: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``x (K, B, D)`` → encodings ``h (K, B, N, H)`` (≥ 0), per-env part ``(K, B, G)``,
-    mask ``(K, B, N)``."""
+    mask ``(K, B, N)``. With ``action (K, B, N)`` (a Q network), each ticker's token
+    also carries its own action."""
     tokens, glob, mask = layout.split(x)
+    if action is not None:
+        tokens = torch.cat([tokens, action.unsqueeze(-1)], dim=-1)
     name = _join(prefix, "encoder")
     first = _first_layer(tokens, glob, params[f"{name}.0.weight"], params[f"{name}.0.bias"])
     return torch.relu(_mlp_from(first, params, name, depth)), glob, mask
@@ -165,111 +178,84 @@ def _masked_mean(h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (h * m).sum(2) / m.sum(2).clamp(min=1.0)
 
 
-def policy_mean(
-    params: dict[str, torch.Tensor],
-    prefix: str,
-    x: torch.Tensor,
-    layout: TickerLayout,
-    depths: tuple[int, int],
+def ticker_head(
+    params: dict[str, torch.Tensor], prefix: str, x: torch.Tensor, layout: TickerLayout, depth: int
 ) -> torch.Tensor:
-    """Mean action ``(K, B, N)`` of the cross-sectional actor on ``x (K, B, D)``.
-
-    ``depths``: linear layers of the encoder and of the head.
-    """
-    h, _, mask = _encode(params, prefix, x, layout, depths[0])
+    """The per-ticker outputs ``(K, B, N, out)`` of the cross-sectional actor ``prefix``
+    on ``x (K, B, D)``, 0 for unlisted tickers. ``depth``: linear layers of the encoder
+    (``len(actor_hidden)``)."""
+    h, _, mask = _encode(params, prefix, x, layout, depth)
     ctx = _masked_mean(h, mask)
     name = _join(prefix, "head")
     first = _first_layer(h, ctx, params[f"{name}.0.weight"], params[f"{name}.0.bias"])
-    mean = _mlp_from(first, params, name, depths[1])
-    return mean.squeeze(-1) * mask
+    return _mlp_from(first, params, name, 2) * mask.unsqueeze(-1)
 
 
-def value(
+def pooled_value(
     params: dict[str, torch.Tensor],
     prefix: str,
     x: torch.Tensor,
     layout: TickerLayout,
-    depths: tuple[int, int],
+    depth: int,
+    action: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """State value ``(K, B)`` of the cross-sectional critic on ``x (K, B, D)``."""
-    h, glob, mask = _encode(params, prefix, x, layout, depths[0])
+    """``(K, B)``: the cross-sectional critic ``prefix`` on ``x (K, B, D)``: V(s), or
+    Q(s, a) with ``action (K, B, N)`` (each ticker's token carries its action)."""
+    h, glob, mask = _encode(params, prefix, x, layout, depth, action)
     ctx = _masked_mean(h, mask)
     # Max over listed tickers only (encodings are ≥ 0, so an unlisted one reads 0).
     peak = (h * mask.unsqueeze(-1)).amax(2)
     inp = torch.cat([ctx, peak, glob], dim=-1)
-    return batched.mlp(inp, params, _join(prefix, "head"), depths[1], torch.relu).squeeze(-1)
+    return batched.mlp(inp, params, _join(prefix, "head"), 2, torch.relu).squeeze(-1)
 
 
-# ----- single-agent holders -------------------------------------------------------------
-def _depths(hidden: Sequence[int]) -> tuple[int, int]:
-    return len(hidden), 2
-
-
-def _stack_one(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A module's parameters as a member-axis dict of one member (views, autograd intact)."""
-    return {name: p.unsqueeze(0) for name, p in module.named_parameters()}
-
-
-def _encoder(layout: TickerLayout, hidden: Sequence[int], net: str) -> tuple[nn.Sequential, int]:
-    """The per-ticker encoder ``[token, env state] → H`` of widths ``hidden``, and H."""
+# ----- the networks as modules: they name and initialise the parameters -----------------
+def _encoder(
+    layout: TickerLayout, hidden: Sequence[int], net: str, extra: int = 0
+) -> tuple[nn.Sequential, int]:
+    """The per-ticker encoder ``[token (+ action), env state] → H`` of widths ``hidden``."""
     if not hidden:
         raise FinpodError(
             f"the cross-sectional {net} needs hidden widths", f"e.g. {net}_hidden = [32, 32]"
         )
     width = int(hidden[-1])
-    inputs = layout.token_dim + layout.global_dim
+    inputs = layout.token_dim + extra + layout.global_dim
     return mlp(inputs, hidden[:-1], width, activation=nn.ReLU), width
 
 
 class CrossSectionalActor(nn.Module):
-    """Gaussian policy of the cross-sectional family for PPO/A2C: ``forward(obs (B, D))
-    -> (mean, log_std)``, both ``(B, N)`` (see the module docstring).
+    """The parameters of a cross-sectional actor: encoder, per-ticker head with
+    ``outputs`` values per ticker (one hidden layer of width H), and for PPO/A2C a
+    scalar log standard deviation shared by every ticker (``log_std_init`` not None).
 
-    ``hidden``: widths of the per-ticker encoder (its last width is the encoding H); the
-    head has one hidden layer of width H.
+    ``hidden``: widths of the per-ticker encoder (its last width is the encoding H).
+    The policy itself is :func:`ticker_head`.
     """
 
-    def __init__(self, layout: TickerLayout, hidden: Sequence[int], log_std_init: float) -> None:
+    def __init__(
+        self,
+        layout: TickerLayout,
+        hidden: Sequence[int],
+        log_std_init: float | None = None,
+        outputs: int = 1,
+    ) -> None:
         super().__init__()
-        self.layout = layout
         self.encoder, width = _encoder(layout, hidden, "actor")
-        self.head = mlp(2 * width, (width,), 1, activation=nn.ReLU, out_gain=0.01)
-        self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
-        self.depths = _depths(hidden)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        p = _stack_one(self)
-        mean = policy_mean(p, "", obs.unsqueeze(0), self.layout, self.depths)[0]
-        return mean, self.log_std.expand_as(mean)
+        self.head = mlp(2 * width, (width,), outputs, activation=nn.ReLU, out_gain=0.01)
+        if log_std_init is not None:
+            self.log_std = nn.Parameter(torch.full((1,), float(log_std_init)))
 
 
 class CrossSectionalCritic(nn.Module):
-    """``V(obs (B, D)) -> (B,)`` of the cross-sectional family: the pooled encodings
-    (mean and max over listed tickers) and the per-env part through a small head."""
+    """The parameters of a cross-sectional critic: V(s), or Q(s, a) with ``action``
+    (each ticker's token then carries its action). The pooled encodings (mean and max
+    over listed tickers) and the per-env part go through a small head
+    (:func:`pooled_value`)."""
 
-    def __init__(self, layout: TickerLayout, hidden: Sequence[int]) -> None:
+    def __init__(self, layout: TickerLayout, hidden: Sequence[int], action: bool = False) -> None:
         super().__init__()
-        self.layout = layout
-        self.encoder, width = _encoder(layout, hidden, "critic")
+        self.encoder, width = _encoder(layout, hidden, "critic", extra=int(action))
         self.head = mlp(2 * width + layout.global_dim, (width,), 1, activation=nn.ReLU)
-        self.depths = _depths(hidden)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return value(_stack_one(self), "", obs.unsqueeze(0), self.layout, self.depths)[0]
-
-
-def member_policy_mean(
-    params: dict[str, torch.Tensor], x: torch.Tensor, layout: TickerLayout, hidden: Sequence[int]
-) -> torch.Tensor:
-    """:func:`policy_mean` of a population's stacked ``actor.*`` parameters."""
-    return policy_mean(params, "actor", x, layout, _depths(hidden))
-
-
-def member_value(
-    params: dict[str, torch.Tensor], x: torch.Tensor, layout: TickerLayout, hidden: Sequence[int]
-) -> torch.Tensor:
-    """:func:`value` of a population's stacked ``critic.*`` parameters."""
-    return value(params, "critic", x, layout, _depths(hidden))
 
 
 def hparams_for_env(params_cls: type, hparams: dict[str, Any], env: Any) -> dict[str, Any]:

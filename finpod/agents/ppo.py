@@ -30,8 +30,8 @@ from finpod.agents.cross_section import (
     CrossSectionalActor,
     CrossSectionalCritic,
     TickerLayout,
-    member_policy_mean,
-    member_value,
+    pooled_value,
+    ticker_head,
 )
 from finpod.agents.hparams import OnPolicyParams, check_positive
 from finpod.agents.nets import GaussianActor, VCritic, gaussian_entropy, gaussian_log_prob
@@ -134,8 +134,8 @@ class PPOPopulation(Population):
     def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs (K, B, D)`` → mean, log_std ``(K, B, A)``."""
         if self._layout is not None:
-            hidden = self.hparams[0].actor_hidden
-            mean = member_policy_mean(self.params, obs, self._layout, hidden)
+            depth = len(self.hparams[0].actor_hidden)
+            mean = ticker_head(self.params, "actor", obs, self._layout, depth).squeeze(-1)
             return mean, self.params["actor.log_std"].unsqueeze(1).expand_as(mean)
         mean = mlp(obs, self.params, "actor.mean", self._actor_depth, torch.tanh)
         return mean, self.params["actor.log_std"].unsqueeze(1).expand_as(mean)
@@ -143,7 +143,8 @@ class PPOPopulation(Population):
     def _value(self, obs: torch.Tensor) -> torch.Tensor:
         """``obs (K, B, D)`` → ``V (K, B)``."""
         if self._layout is not None:
-            return member_value(self.params, obs, self._layout, self.hparams[0].critic_hidden)
+            depth = len(self.hparams[0].critic_hidden)
+            return pooled_value(self.params, "critic", obs, self._layout, depth)
         return mlp(obs, self.params, "critic.net", self._critic_depth, torch.tanh).squeeze(-1)
 
     @torch.no_grad()

@@ -20,6 +20,13 @@ from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
 from finpod.agents.batched import linear, mlp, polyak_
+from finpod.agents.cross_section import (
+    CrossSectionalActor,
+    CrossSectionalCritic,
+    TickerLayout,
+    pooled_value,
+    ticker_head,
+)
 from finpod.agents.hparams import OffPolicyParams, check_positive
 from finpod.agents.nets import (
     LOG_STD_MAX,
@@ -70,13 +77,25 @@ class SACPopulation(OffPolicyPopulation):
 
     @classmethod
     def build_nets(cls, hp: SACParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
-        nets: dict[str, nn.Module] = {
-            "actor": SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden),
-            "q1": QCritic(obs_dim, action_dim, hp.critic_hidden),
-            "q2": QCritic(obs_dim, action_dim, hp.critic_hidden),
-        }
+        if hp.net == "cross_sectional":
+            layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
+
+            def actor() -> nn.Module:
+                return CrossSectionalActor(layout, hp.actor_hidden, outputs=2)
+
+            def critic() -> nn.Module:
+                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+        else:
+
+            def actor() -> nn.Module:
+                return SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
+
+            def critic() -> nn.Module:
+                return QCritic(obs_dim, action_dim, hp.critic_hidden)
+
+        nets: dict[str, nn.Module] = {"actor": actor(), "q1": critic(), "q2": critic()}
         for q in ("q1", "q2"):
-            target = QCritic(obs_dim, action_dim, hp.critic_hidden)
+            target = critic()
             target.load_state_dict(nets[q].state_dict())
             nets[f"{q}_target"] = target
         nets["log_alpha"] = LogAlpha(hp.init_alpha)
@@ -95,6 +114,9 @@ class SACPopulation(OffPolicyPopulation):
         hp = self.hparams[0]
         self._body_depth = len(hp.actor_hidden)
         self._q_depth = len(hp.critic_hidden) + 1
+        self._layout: TickerLayout | None = None
+        if hp.net == "cross_sectional":
+            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
         self.target_entropy = -float(self.action_dim)
         self._polyak_names = [
             (f"{q}_target.{key[len(q) + 1 :]}", key)
@@ -107,10 +129,15 @@ class SACPopulation(OffPolicyPopulation):
     def _actor(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``obs (K, B, D)`` → pre-tanh mean and log_std ``(K, B, A)``."""
         p = self.params
-        h = torch.relu(mlp(obs, p, "actor.body", self._body_depth, torch.relu))
-        log_std = torch.tanh(linear(h, p["actor.log_std.weight"], p["actor.log_std.bias"]))
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
-        return linear(h, p["actor.mean.weight"], p["actor.mean.bias"]), log_std
+        if self._layout is not None:
+            out = ticker_head(p, "actor", obs, self._layout, self._body_depth)
+            mean, raw = out[..., 0], out[..., 1]
+        else:
+            h = torch.relu(mlp(obs, p, "actor.body", self._body_depth, torch.relu))
+            mean = linear(h, p["actor.mean.weight"], p["actor.mean.bias"])
+            raw = linear(h, p["actor.log_std.weight"], p["actor.log_std.bias"])
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(raw) + 1.0)
+        return mean, log_std
 
     def _sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised action ``(K, B, A)`` and log-probability ``(K, B)`` given
@@ -123,6 +150,9 @@ class SACPopulation(OffPolicyPopulation):
 
     def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        if self._layout is not None:
+            depth = self._q_depth - 1
+            return pooled_value(self.params, name, obs, self._layout, depth, action)
         x = torch.cat([obs, action], dim=-1)
         return mlp(x, self.params, f"{name}.net", self._q_depth, torch.relu).squeeze(-1)
 

@@ -27,6 +27,13 @@ from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
 from finpod.agents.batched import mlp, polyak_
+from finpod.agents.cross_section import (
+    CrossSectionalActor,
+    CrossSectionalCritic,
+    TickerLayout,
+    pooled_value,
+    ticker_head,
+)
 from finpod.agents.hparams import OffPolicyParams, check_positive
 from finpod.agents.nets import DeterministicActor, QCritic
 from finpod.agents.offpolicy import OffPolicyPopulation, frozen
@@ -84,15 +91,30 @@ class TD3Population(OffPolicyPopulation):
 
     @classmethod
     def build_nets(cls, hp: DDPGParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
-        actor = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
-        actor_target = DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
+        if hp.net == "cross_sectional":
+            layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
+
+            def make_actor() -> nn.Module:
+                return CrossSectionalActor(layout, hp.actor_hidden)
+
+            def critic() -> nn.Module:
+                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+        else:
+
+            def make_actor() -> nn.Module:
+                return DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
+
+            def critic() -> nn.Module:
+                return QCritic(obs_dim, action_dim, hp.critic_hidden)
+
+        actor, actor_target = make_actor(), make_actor()
         actor_target.load_state_dict(actor.state_dict())
         nets: dict[str, nn.Module] = {"actor": actor, "actor_target": actor_target}
         critics = ("q1", "q2") if cls.twin else ("q1",)
         for name in critics:
-            nets[name] = QCritic(obs_dim, action_dim, hp.critic_hidden)
+            nets[name] = critic()
         for name in critics:
-            target = QCritic(obs_dim, action_dim, hp.critic_hidden)
+            target = critic()
             target.load_state_dict(nets[name].state_dict())
             nets[f"{name}_target"] = target
         return nets
@@ -107,6 +129,9 @@ class TD3Population(OffPolicyPopulation):
         hp = self.hparams[0]
         self._actor_depth = len(hp.actor_hidden) + 1
         self._q_depth = len(hp.critic_hidden) + 1
+        self._layout: TickerLayout | None = None
+        if hp.net == "cross_sectional":
+            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
         self.critics = ("q1", "q2") if self.twin else ("q1",)
         sources = ("actor", *self.critics)
         self._polyak_names = [
@@ -118,10 +143,16 @@ class TD3Population(OffPolicyPopulation):
 
     def _actor(self, name: str, obs: torch.Tensor) -> torch.Tensor:
         """``tanh(mlp(obs))`` of network ``name`` on ``obs (K, B, D)`` → ``(K, B, A)``."""
+        if self._layout is not None:
+            depth = self._actor_depth - 1
+            return torch.tanh(ticker_head(self.params, name, obs, self._layout, depth).squeeze(-1))
         return torch.tanh(mlp(obs, self.params, f"{name}.net", self._actor_depth, torch.relu))
 
     def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        if self._layout is not None:
+            depth = self._q_depth - 1
+            return pooled_value(self.params, name, obs, self._layout, depth, action)
         x = torch.cat([obs, action], dim=-1)
         return mlp(x, self.params, f"{name}.net", self._q_depth, torch.relu).squeeze(-1)
 
