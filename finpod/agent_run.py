@@ -17,6 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from finpod.agents import ALGORITHMS, load_checkpoint, make_agent
+from finpod.agents.cross_section import hparams_for_env
+from finpod.agents.train import make_trading_eval, train
+from finpod.data import Manifest, load_split
+from finpod.device import pick_device
+from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
 from finpod.runs import (
     STRATEGY_FILE,
@@ -27,6 +35,7 @@ from finpod.runs import (
     find_run,
     read_run_info,
 )
+from finpod.strategy import load_strategy
 
 
 def train_single_agent(
@@ -50,14 +59,6 @@ def train_single_agent(
     ``on_run(run_dir, resumed_from=N, total_steps=T)`` (N: the env steps of its last
     checkpoint, T: the steps it trains to).
     """
-    import torch
-
-    from finpod.agents import ALGORITHMS, load_checkpoint, make_agent
-    from finpod.agents.cross_section import hparams_for_env
-    from finpod.data import Manifest, load_split
-    from finpod.device import pick_device
-    from finpod.env import VecTradingEnv
-    from finpod.strategy import load_strategy
 
     previous: dict[str, Any] | None = None
     if resume is not None:
@@ -148,7 +149,6 @@ def _train_and_record(
     log: Callable[[str], None] | None,
 ) -> Path:
     """Train ``agent`` to the strategy's step budget; write checkpoints and leaderboard."""
-    from finpod.agents.train import make_trading_eval, train
 
     spec = strategy.train
     pod_id = f"{strategy.algorithm}-0"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -50,8 +52,6 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 def _exchange(src: Path, dst: Path) -> bool:
     """Swap ``src`` and ``dst`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``);
     False where the system cannot."""
-    import ctypes
-    import sys
 
     if not sys.platform.startswith("linux"):
         return False

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from finpod.agents import ALGORITHMS
+from finpod.agents.hparams import build_hparams
+from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs.toml_writer import toml_dumps
 from finpod.scores import SCORES
@@ -109,7 +112,6 @@ class Strategy:
     def env_config(self, **overrides: Any) -> EnvConfig:
         """The ``EnvConfig`` of this strategy (with ``overrides``): what training, the
         tournament's pods and the backtest are given."""
-        from finpod.env import EnvConfig
 
         return EnvConfig.from_dict(self.env).with_options(**overrides)
 
@@ -136,8 +138,6 @@ class Strategy:
 
 def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
     """Validate a parsed strategy mapping (see the module docstring)."""
-    from finpod.agents import ALGORITHMS
-    from finpod.agents.hparams import build_hparams
 
     where = f" in {path}" if path else ""
     bad = _non_finite(raw)
@@ -159,7 +159,6 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
 
     env = _table(raw, "env", where)
-    from finpod.env import EnvConfig
 
     env_resolved = EnvConfig.from_dict(env).to_dict()
 

@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from finpod.env.rollout import activity
+from finpod.scores import scored_series
+
 #: What ``eval_fn`` returns: a score, or (score, (T_val,) per-bar validation returns).
 Evaluation = float | tuple[float, np.ndarray]
 
@@ -42,8 +45,6 @@ def make_trading_eval(
     """
     # lazy: importing finpod.agents loads neither finpod.env nor pandas (finpod.scores)
     from finpod.env import rollout, score
-    from finpod.env.rollout import activity
-    from finpod.scores import scored_series
 
     def eval_fn(agent: Any) -> tuple[float, np.ndarray]:
         result = rollout(

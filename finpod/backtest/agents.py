@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from finpod.agents.checkpoint import checkpoint_env
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs import (
@@ -90,7 +91,6 @@ def recorded_env_config(
     if path.is_file():
         # lazy: importing finpod.backtest does not load the agents
         from finpod.agents import read_checkpoint
-        from finpod.agents.checkpoint import checkpoint_env
 
         meta, _ = read_checkpoint(path)
         config = checkpoint_env(meta, path)

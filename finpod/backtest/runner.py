@@ -50,10 +50,13 @@ from finpod.backtest.run_record import (
     trial_sharpes,
     validation_bars,
 )
+from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
 from finpod.data.synthetic import cost_aware_reference
+from finpod.env import rollout
 from finpod.env.config import EnvConfig
+from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.errors import FinpodError
 from finpod.runs import (
     LEADERBOARD_FILE,
@@ -113,7 +116,6 @@ def backtest_market(
     each rollout (the agent, the reference, then each benchmark), e.g. to advance a
     progress bar over ``len(ROLLOUTS)`` steps (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
     """
-    from finpod.env import rollout
 
     done = on_rollout or (lambda name: None)
     agent = rollout(policy, market, config)
@@ -223,7 +225,6 @@ def run_backtest(
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
     """
-    from finpod.data import load_manifest, load_split
 
     run_dir = Path(run_dir)
     device = torch.device(device)
@@ -277,8 +278,6 @@ def run_backtest(
     selected_id = chosen[0].get("pod_id")
     policy: Policy = ensemble_policy(agents)
     if ensemble:
-        from finpod.env.ensemble import EnsemblePolicy, Member
-
         members = []
         for entry, member_agent in zip(chosen, agents, strict=True):
             member_config, _ = recorded_env_config(run_dir, run_meta, entry)

@@ -13,6 +13,17 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from finpod.cli.tables import print_table
+from finpod.walkforward import FoldSpec, run_walkforward
 
 console = Console()
 
@@ -96,17 +107,6 @@ def register(app: typer.Typer) -> None:
         backtest window is read only by its own fold's backtest. The stitched agent's
         active return vs equal weight gets a HAC (Newey–West) t-statistic.
         """
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        from finpod.cli.tables import print_table
-        from finpod.walkforward import FoldSpec, run_walkforward
 
         spec = FoldSpec(
             scheme=scheme,

@@ -32,6 +32,7 @@ import platform
 import secrets
 import sys
 from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,6 @@ VERSIONED_PACKAGES = (
 
 def package_versions() -> dict[str, str]:
     """Versions of Python, the platform and :data:`VERSIONED_PACKAGES` (those installed)."""
-    from importlib import metadata
 
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in VERSIONED_PACKAGES:

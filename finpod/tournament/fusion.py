@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from finpod.agents import make_agent
 from finpod.errors import FinpodError
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.results import state_from_checkpoint_bytes
@@ -191,7 +192,6 @@ def make_learners(
     """One agent per device with the spec's hyperparameters, all starting from the
     parent's checkpoint bytes (and, for off-policy agents, its replay buffer when given);
     learner 0 is on ``devices[0]``, its twins copy its state onto their own devices."""
-    from finpod.agents import make_agent
 
     agent = make_agent(spec.algorithm, spec.hparams, obs_dim, action_dim, devices[0], spec.seed)
     if parent is not None:

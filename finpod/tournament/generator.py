@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from finpod.agents.hparams import build_hparams
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.config import TournamentConfig
 from finpod.tournament.search import SearchSpace, is_off_policy
@@ -143,7 +144,6 @@ class Generator:
         shapes (the algorithm's frozen fields)."""
         # lazy: importing finpod.tournament does not load the agents
         from finpod.agents import ALGORITHMS
-        from finpod.agents.hparams import build_hparams
 
         engine = population_class(algorithm)
         if engine is None or algorithm not in ALGORITHMS:

@@ -6,6 +6,8 @@ of a ``[search.<algorithm>]`` or ``[search.env]`` table becomes one.
 from __future__ import annotations
 
 import math
+import types
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,13 +89,11 @@ class ParamSpec:
 def integer_fields(params_cls: type) -> set[str] | None:
     """Fields typed ``int`` (or ``int | None``): their ranges draw integers, whatever the
     bounds are written as; ``None`` when the class has no type hints to read."""
-    import typing
 
     try:
         hints = typing.get_type_hints(params_cls)
     except Exception:  # noqa: BLE001 - unresolvable hints: fall back to the bounds' types
         return None
-    import types
 
     def is_int(hint: Any) -> bool:
         if typing.get_origin(hint) in (typing.Union, types.UnionType):
@@ -105,7 +105,6 @@ def integer_fields(params_cls: type) -> set[str] | None:
 
 def sequence_fields(params_cls: type) -> set[str]:
     """Fields whose value is itself a list (e.g. hidden widths): ``[64, 64]`` is one value."""
-    import typing
 
     hints = typing.get_type_hints(params_cls)
     out = set()

@@ -13,6 +13,8 @@ import numpy as np
 import ray
 import torch
 
+from finpod.agents import read_checkpoint, save_checkpoint
+
 if TYPE_CHECKING:
     from finpod.env import EnvConfig
 
@@ -89,7 +91,6 @@ def check_finite_weights(agent: Any) -> None:
 def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:
     """The bytes of ``agent``'s checkpoint file, with the ``env`` it was trained and
     scored with in its metadata."""
-    from finpod.agents import save_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
         path = Path(tmp) / "agent.safetensors"
@@ -99,7 +100,6 @@ def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:
 
 def state_from_checkpoint_bytes(data: bytes) -> dict[str, torch.Tensor]:
     """Verified state dict of a checkpoint file's bytes (checksum checked)."""
-    from finpod.agents import read_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
         path = Path(tmp) / "parent.safetensors"

@@ -14,9 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from finpod.agents import read_checkpoint
+from finpod.data import Manifest
 from finpod.errors import FinpodError
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
+from finpod.strategy import load_strategy
 from finpod.tournament.config import TournamentConfig, parse_budget, parse_pods, parse_tournament
+from finpod.tournament.ensemble import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
 
@@ -97,8 +101,6 @@ def run_tournament(
         stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
             when the running ones finish (e.g. a target score was reached).
     """
-    from finpod.data import Manifest
-    from finpod.strategy import load_strategy
 
     if resume is not None:
         run_path = find_run(resume, out)
@@ -171,8 +173,6 @@ def run_tournament(
         )
         summary = orchestrator.run()
         if config.ensemble >= 2 and len(board) >= 2:
-            from finpod.tournament.ensemble import score_leaderboard_ensemble
-
             if on_event is not None:
                 on_event("ensemble_start", {"members": min(config.ensemble, len(board))})
             record = score_leaderboard_ensemble(
@@ -191,7 +191,6 @@ def run_tournament(
 
 
 def _verify_checkpoint(path: Path) -> None:
-    from finpod.agents import read_checkpoint
 
     read_checkpoint(path)
 

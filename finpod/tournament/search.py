@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from finpod.agents.base import OffPolicyAgent
+from finpod.agents.hparams import build_hparams
+from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.tournament.params import ParamSpec, integer_fields, parse_param, sequence_fields
 
@@ -217,7 +220,6 @@ def parse_search(
 
 def is_off_policy(agent_cls: type) -> bool:
     """Whether ``agent_cls`` is a replay-buffer agent."""
-    from finpod.agents.base import OffPolicyAgent
 
     return isinstance(agent_cls, type) and issubclass(agent_cls, OffPolicyAgent)
 
@@ -267,7 +269,6 @@ def parse_search_env(
             f"search.env must be a table of env ranges, got {raw!r}",
             "write [search.env] with lines like no_trade_band = { low = 0.0, high = 0.05 }",
         )
-    from finpod.env import EnvConfig
 
     fields = {f.name for f in dataclasses.fields(EnvConfig)}
     for key in raw:
@@ -316,7 +317,6 @@ def parse_search_env(
 
 def _check_buildable(space: AlgorithmSpace, params_cls: type, algo: str) -> None:
     """Build the hyperparameter dataclass at the range ends so bad values fail now, not in a pod."""
-    from finpod.agents.hparams import build_hparams
 
     probes = [dict(space.base)]
     for spec in space.params:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.agents.train import checkpoint_id, make_trading_eval, train
 from finpod.backtest.runner import backtest_market
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as market_payload
@@ -97,7 +98,6 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     """Train, select on validation and backtest one fold × seed (see the module doc)."""
     # lazy: importing finpod.walkforward does not load the agents (only a seed job does)
     from finpod.agents import load_checkpoint, make_agent, read_checkpoint
-    from finpod.agents.train import checkpoint_id, make_trading_eval, train
 
     torch.set_num_threads(max(1, int(job.threads)))
     market = market_from_payload(payload)

@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from finpod.atomic import atomic_write_text
+from finpod.data import Manifest, load_split
 from finpod.errors import FinpodError
+from finpod.pipeline import resolve_strategy
+from finpod.strategy import load_strategy
 from finpod.walkforward import store
 from finpod.walkforward.folds import Fold, FoldSpec, plan_folds
 from finpod.walkforward.job import SeedJob, SeedResult, market_payload
@@ -107,9 +110,6 @@ def run_walkforward(
         on_progress: called with (jobs done, jobs in all) after each job.
         log: echo of each log line (e.g. the console).
     """
-    from finpod.data import Manifest, load_split
-    from finpod.pipeline import resolve_strategy
-    from finpod.strategy import load_strategy
 
     started = time.perf_counter()
     spec = spec or FoldSpec()

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,8 +176,6 @@ def check_settings(out: Path, settings: dict[str, Any], restart: bool = False) -
             f"{out} exists and is not a walk-forward directory", "choose a new or empty --out"
         )
     if restart and (out / "folds").exists():
-        import shutil
-
         shutil.rmtree(out / "folds")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, settings)
@@ -197,7 +197,6 @@ class Log:
         )
 
     def __call__(self, line: str) -> None:
-        import time
 
         self.lines.append(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}")
         atomic_write_text(self.path, "\n".join(self.lines) + "\n")
