@@ -144,10 +144,15 @@ class RequestPlan:
             if self.span_requests != self.requests
             else ""
         )
+        took = (
+            f"{self.minutes:,.1f} min"
+            if self.minutes >= 1
+            else f"{max(1.0, self.minutes * 60):.0f} s"
+        )
         return (
             f"alpaca plan: {self.symbols} symbols × {self.sessions:,} sessions of {self.bar} "
             f"{self.feed} bars: at most {self.requests:,} requests{saved}; "
-            f"{self.minutes:,.1f} min at {self.rate_per_min:g} requests/min"
+            f"{took} at {self.rate_per_min:g} requests/min"
         )
 
 
