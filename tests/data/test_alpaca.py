@@ -92,6 +92,7 @@ class AlpacaReplay:
         self.bars = BARS if bars is None else bars
         self.iex_bars = self.bars if iex_bars is None else iex_bars
         self.page_size = page_size
+        self.retry_after: str | None = None
         self.times: dict[int, np.ndarray] = {}
         self.script = list(script)
         self.forbid_feed = forbid_feed
@@ -132,6 +133,8 @@ class AlpacaReplay:
             def _send(self, status, obj):
                 body = json.dumps(obj).encode()
                 self.send_response(status)
+                if status == 429 and server.retry_after is not None:
+                    self.send_header("Retry-After", server.retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -155,7 +158,9 @@ class AlpacaReplay:
             if df is None:
                 continue
             if id(df) not in self.times:  # parsed once: a month of many symbols is served fast
-                self.times[id(df)] = pd.DatetimeIndex(pd.to_datetime(df["t"], utc=True)).as_unit("ns").asi8
+                self.times[id(df)] = (
+                    pd.DatetimeIndex(pd.to_datetime(df["t"], utc=True)).as_unit("ns").asi8
+                )
             t = self.times[id(df)]
             asked.append(df[(t >= lo.value) & (t <= hi.value)].assign(symbol=sym))
         rows = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()

@@ -17,7 +17,11 @@ from finpod.data.calendar import TZ, sessions
 from finpod.data.sources.alpaca_fetch import fetch_bars
 from finpod.data.sources.alpaca_plan import request_plan
 
-from .test_alpaca import SYMBOLS, _load, alpaca_env, finpod_cli  # noqa: F401 - fixtures
+from . import test_alpaca as replay
+from .test_alpaca import _load
+
+#: The replay server's fixtures (keys, server, private cache; the CLI in process).
+alpaca_env, finpod_cli = replay.alpaca_env, replay.finpod_cli
 
 
 def test_sip_is_the_feed_of_every_request_by_default(alpaca_env, tmp_path):
@@ -143,9 +147,7 @@ def test_iex_and_sip_bar_counts_side_by_side_on_a_replayed_month(
         assert feed in row and words in row, row
 
 
-def test_a_month_of_many_symbols_is_asked_session_by_session_in_fewer_pages(
-    alpaca_env, tmp_path
-):
+def test_a_month_of_many_symbols_is_asked_session_by_session_in_fewer_pages(alpaca_env, tmp_path):
     # 30 symbols × 5 sessions, each with Alpaca's extended day (04:00-20:00, 960 bars): a
     # whole-chunk request carries 2.5 bars for each one kept; one request per session
     # from the open to the close carries none. Pages are Alpaca's 10,000 bars.
