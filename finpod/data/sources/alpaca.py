@@ -99,7 +99,7 @@ def _say(progress: Any) -> Callable[[str], None]:
     """A one-line message to the console: above the progress bars when there are some."""
     console = getattr(progress, "console", None)
     if console is not None:
-        return lambda line: console.print(line, highlight=False, soft_wrap=True)
+        return lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)
     return lambda line: print(line, file=sys.stderr, flush=True)
 
 

@@ -208,8 +208,8 @@ def api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodErro
     if status == 403:
         return FinpodError(
             f"Alpaca refused the {feed} feed data for {what} (HTTP 403: {msg})",
-            "the free plan has no SIP data of the last 15 minutes: use --feed iex, or an --end "
-            "earlier than 15 minutes ago; check that the keys are for market data",
+            "the free plan serves SIP bars only up to 15 minutes ago (requests end there): "
+            "check that the keys are for market data, or use --feed iex",
         )
     if status == 401:
         return FinpodError(
