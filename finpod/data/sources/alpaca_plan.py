@@ -113,6 +113,10 @@ def clamp_line(limit: pd.Timestamp) -> str:
     )
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class RequestPlan:
     """How many requests a download takes at most, and how long at the rate limit."""
@@ -150,8 +154,8 @@ class RequestPlan:
             else f"{max(1.0, self.minutes * 60):.0f} s"
         )
         return (
-            f"alpaca plan: {self.symbols} symbols × {self.sessions:,} sessions of {self.bar} "
-            f"{self.feed} bars: at most {self.requests:,} requests{saved}; "
+            f"alpaca plan: {_n(self.symbols, 'symbol')} × {_n(self.sessions, 'session')} of "
+            f"{self.bar} {self.feed} bars: at most {_n(self.requests, 'request')}{saved}; "
             f"{took} at {self.rate_per_min:g} requests/min"
         )
 
