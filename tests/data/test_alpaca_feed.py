@@ -11,8 +11,10 @@ import json
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from backtest.fakes import make_run_dir  # tests/ is on the path (no __init__ there)
 
-from finpod.data import build_dataset
+from finpod.backtest import run_backtest
+from finpod.data import build_dataset, load_manifest, load_split
 from finpod.data.calendar import TZ, sessions
 from finpod.data.sources.alpaca_fetch import fetch_bars
 from finpod.data.sources.alpaca_plan import request_plan
@@ -196,3 +198,19 @@ def test_the_plan_of_5_years_of_101_symbols_at_sip(finpod_cli):
     # 1,255 sessions × 5 requests of 25 symbols' regular session (9,750 bars ≤ a page).
     assert "101 symbols × 1,255 sessions" in line and "sip" in line
     assert "at most 6,275 requests" in line and "31.4 min at 200 requests/min" in line
+
+
+def test_the_backtest_report_names_the_feed(alpaca_env, tmp_path):
+    alpaca_env(bars=month_of_minutes(["LIQA", "LIQB"]))
+    dataset = build_dataset(
+        "alpaca", tmp_path / "ds", tickers="LIQA,LIQB", start="2024-03-01", end="2024-03-28",
+        bar="1min", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    run = make_run_dir(
+        tmp_path, load_split(dataset, "backtest"), num_entries=1,
+        dataset_path=str(dataset), dataset_hash=load_manifest(dataset)["hash"], env={},
+    )  # fmt: skip
+    result = run_backtest(run)
+    assert result.disclosures["feed"] == "Market data feed: sip (consolidated: every US exchange)."
+    page = result.to_html(tmp_path / "tearsheet.html").read_text()
+    assert "Market data feed: sip (consolidated: every US exchange)." in page
