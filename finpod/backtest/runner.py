@@ -52,6 +52,7 @@ from finpod.backtest.run_record import (
 )
 from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
+from finpod.data.manifest import feed_label
 from finpod.data.market import MarketData
 from finpod.data.synthetic import cost_aware_reference
 from finpod.env import rollout
@@ -326,6 +327,8 @@ def run_backtest(
         "universe": universe_disclosure(manifest)["text"],
         "benchmark": benchmark_label(manifest),
     }
+    if feed_label(manifest):
+        disclosures["feed"] = f"Market data feed: {feed_label(manifest)}."
     mismatch = dataset_disclosure(run_id, run_hash, manifest.get("hash"), dataset)
     if mismatch:
         disclosures["dataset"] = mismatch

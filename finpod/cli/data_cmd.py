@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from finpod.cli.stop_signals import Stopped, stop_signals_raise
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
@@ -51,36 +49,6 @@ def _columns(values: list[str] | None) -> dict[str, str] | None:
 
 
 Opt = typer.Option
-
-
-class _Stopped(KeyboardInterrupt):
-    """A stop signal (SIGTERM, SIGHUP) raised as an exception, so that the build unwinds
-    and removes its temporary folder as it does on Ctrl-C (the default action of these
-    signals ends the process on the spot and leaves ``.<out>.<…>`` behind)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-        self.name = signal.Signals(signum).name
-
-
-@contextmanager
-def _stop_signals_raise() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise :class:`_Stopped` (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> None:
-        raise _Stopped(signum)
-
-    wanted = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    before = {s: signal.signal(s, stop) for s in wanted}
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
 
 
 def download(
@@ -183,7 +151,10 @@ def download(
     ] = None,
     feed: Annotated[
         str | None,
-        Opt("--feed", help="alpaca: iex (free, default) or sip (all US exchanges)."),
+        Opt(
+            "--feed",
+            help="alpaca: sip (default: all US exchanges; ends 15 min before now) or iex.",
+        ),
     ] = None,
     adjustment: Annotated[
         str | None,
@@ -218,6 +189,10 @@ def download(
             "most of its bars in cleaning) instead of failing; the manifest lists each with "
             "its cause.",
         ),
+    ] = False,
+    plan: Annotated[
+        bool,
+        Opt("--plan", help="alpaca: print the request plan (requests, minutes) and exit."),
     ] = False,
     overwrite: Annotated[
         bool,
@@ -273,10 +248,19 @@ def download(
         "adjustment": adjustment,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
+    if plan:
+        from finpod.data.sources.alpaca import plan_download
+
+        if source != "alpaca":
+            raise FinpodError("--plan applies to --source alpaca", "add --source alpaca")
+        console.print(
+            plan_download(tickers, start, end, bar, feed, calendar).line(), soft_wrap=True
+        )
+        return
     t0 = time.perf_counter()
     out = out if out is not None else Path("data") / "datasets" / source
     try:
-        with _stop_signals_raise():
+        with stop_signals_raise():
             result = build_dataset(
                 source,
                 out,
@@ -292,7 +276,7 @@ def download(
                 overwrite=overwrite,
                 **opts,
             )
-    except _Stopped as stop:
+    except Stopped as stop:
         # build_dataset has removed its temporary folder on the way out.
         err_console.print(
             f"[bold red]error:[/] stopped by {stop.name}; nothing was written to {out} "
@@ -342,6 +326,8 @@ def _print_manifest(m: Manifest) -> None:
         bench = f"{bench.get('name')} ({bench.get('kind')}; {bench.get('source')})"
     table.add_row("benchmark", str(bench or "none"))
     table.add_row("bar", str(m.bar))
+    if m.feed:
+        table.add_row("feed", m.feed)
     table.add_row(
         "bars / year",
         f"{dataset_bars_per_year(m):g} (counted on the {m.calendar or 'XNYS'} calendar)",

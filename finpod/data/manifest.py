@@ -229,6 +229,11 @@ class Manifest:
         """The benchmark's name (either format), or None."""
         return benchmark_name({"benchmark": self.benchmark})
 
+    @property
+    def feed(self) -> str | None:
+        """The market data feed of an ``alpaca`` dataset, in words (None for other sources)."""
+        return feed_label(self.to_dict())
+
     def universe_disclosure(self) -> dict[str, Any]:
         """See :func:`finpod.data.disclosure.universe_disclosure`."""
         return universe_disclosure({"universe": self.universe, "notes": self.notes})
@@ -293,6 +298,21 @@ def load_manifest(dataset_dir: str | Path) -> dict:
     path, raw = _read(dataset_dir)
     Manifest.from_dict(raw, str(path))
     return raw
+
+
+#: The ``alpaca`` source's feeds, in words.
+FEED_LABELS = {
+    "sip": "sip (consolidated: every US exchange)",
+    "iex": "iex (IEX's own trades: ~3.5 % of the volume; minutes without one are missing)",
+}
+
+
+def feed_label(manifest: Mapping[str, Any]) -> str | None:
+    """The feed an ``alpaca`` dataset was built from, in words; None for other sources."""
+    if manifest.get("source") != "alpaca":
+        return None
+    feed = str((manifest.get("source_options") or {}).get("feed") or "iex")
+    return FEED_LABELS.get(feed, feed)
 
 
 def dataset_bars_per_year(manifest: Manifest | Mapping[str, Any]) -> float:

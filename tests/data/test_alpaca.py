@@ -75,11 +75,25 @@ BARS = make_bars()
 class AlpacaReplay:
     """A loopback server for GET /v2/stocks/bars. ``script`` is a list of status codes for the
     first requests (e.g. ``[429]``); ``forbid_feed`` answers 403 to that feed; ``stall_after``
-    holds the (n+1)-th request open until released; ``bars`` replaces :data:`BARS`. Every
-    request is recorded."""
+    holds the (n+1)-th request open until released; ``bars`` replaces :data:`BARS`;
+    ``iex_bars`` are served to ``feed=iex`` (default: ``bars``); ``page_size`` bars a page at
+    most (Alpaca's is 10,000). Every request is recorded."""
 
-    def __init__(self, script=(), forbid_feed=None, stall_after=None, always=None, bars=None):
+    def __init__(
+        self,
+        script=(),
+        forbid_feed=None,
+        stall_after=None,
+        always=None,
+        bars=None,
+        iex_bars=None,
+        page_size=PAGE,
+    ):
         self.bars = BARS if bars is None else bars
+        self.iex_bars = self.bars if iex_bars is None else iex_bars
+        self.page_size = page_size
+        self.retry_after: str | None = None
+        self.times: dict[int, np.ndarray] = {}
         self.script = list(script)
         self.forbid_feed = forbid_feed
         self.stall_after = stall_after
@@ -119,6 +133,8 @@ class AlpacaReplay:
             def _send(self, status, obj):
                 body = json.dumps(obj).encode()
                 self.send_response(status)
+                if status == 429 and server.retry_after is not None:
+                    self.send_header("Retry-After", server.retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -136,15 +152,20 @@ class AlpacaReplay:
         hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi
         assert q["timeframe"] == "1Min", q
         asked = []
+        source = self.iex_bars if q.get("feed") == "iex" else self.bars
         for sym in sorted(q["symbols"].split(",")):
-            df = self.bars.get(sym)
+            df = source.get(sym)
             if df is None:
                 continue
-            t = pd.to_datetime(df["t"], utc=True)
-            asked.append(df[(t >= lo) & (t <= hi)].assign(symbol=sym))
+            if id(df) not in self.times:  # parsed once: a month of many symbols is served fast
+                self.times[id(df)] = (
+                    pd.DatetimeIndex(pd.to_datetime(df["t"], utc=True)).as_unit("ns").asi8
+                )
+            t = self.times[id(df)]
+            asked.append(df[(t >= lo.value) & (t <= hi.value)].assign(symbol=sym))
         rows = pd.concat(asked, ignore_index=True) if asked else pd.DataFrame()
         offset = int(base64.b64decode(q["page_token"])) if q.get("page_token") else 0
-        limit = min(int(q.get("limit") or 10_000), PAGE)
+        limit = min(int(q.get("limit") or 10_000), self.page_size)
         bars: dict[str, list] = {}
         for rec in rows.iloc[offset : offset + limit].to_dict("records"):
             sym = rec.pop("symbol")
@@ -240,7 +261,7 @@ def test_pages_are_followed_and_every_bar_arrives(alpaca_env, tmp_path):
         )
     assert loaded.report["alpaca_requests"] == len(srv.requests)
     assert srv.requests[0]["key"] == "test-key"
-    assert srv.requests[0]["feed"] == "iex" and srv.requests[0]["adjustment"] == "all"
+    assert srv.requests[0]["adjustment"] == "all"
 
 
 def extended_month(symbol: str = "BIG", start: str = "2024-03-01", end: str = "2024-03-28"):
@@ -320,7 +341,7 @@ def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, finpod_
              "FINPOD_ALPACA_DATA_URL": srv.url, "FINPOD_ALPACA_BACKOFF_S": "0.001"},
     )  # fmt: skip
     _one_line(out, "HTTP 429", "rerun")
-    assert len(srv.requests) == 8  # one try + 7 retries, then it stops
+    assert len(srv.requests) == 6  # one try + 5 retries, then it stops
     assert not (tmp_path / "ds").exists()
 
 

@@ -1,12 +1,26 @@
 """The HTTP side of the ``alpaca`` source: the SDK client with the keys from the environment,
-requests paced to the plan's rate limit and retried with exponential backoff, and one-line
-errors for the answers that stop a download."""
+requests paced to the plan's rate limit, and what a failure costs:
+
+- HTTP 429 (rate limit) and 502/503/504 (busy), or no answer within :data:`READ_TIMEOUT_S`:
+  the long backoff (2 s, doubling, at most 60 s, ``Retry-After`` when sent), each wait
+  shown in one line, :data:`TRIES` tries in all;
+- a connection that cannot be made (refused, unknown host, nothing answering within
+  :data:`CONNECT_TIMEOUT_S`): :data:`CONNECT_TRIES` quick tries, then one line, well within
+  15 s;
+- anything else (403, 401, 400…): one line at once.
+
+``alpaca-py`` (0.44) retries inside ``RESTClient._request``: a fixed, silent wait
+(``retry_wait_seconds``, 3 s) on ``retry_exception_codes`` (429 and 504), never on a
+connection error, and ``StockHistoricalDataClient`` does not pass these settings on. Its
+``retry_attempts`` is therefore set to 0 here and the retries happen in the HTTP session,
+where the wait can follow ``Retry-After`` and be shown."""
 
 from __future__ import annotations
 
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from finpod.errors import FinpodError
 
@@ -18,11 +32,14 @@ URL_ENV = "FINPOD_ALPACA_DATA_URL"
 BACKOFF_ENV = "FINPOD_ALPACA_BACKOFF_S"
 #: Requests per minute of the free plan.
 FREE_RATE_PER_MIN = 200
-#: Retries of a request answered 429/502/503/504, and the longest wait between two.
-RETRIES, MAX_WAIT_S = 7, 60.0
+#: Tries of a request answered 429/502/503/504 (the first and 5 retries), and the longest
+#: wait between two.
+TRIES, MAX_WAIT_S = 6, 60.0
 RETRY_STATUS = (429, 502, 503, 504)
-#: Seconds before a silent connection is given up (then retried like a 503).
-TIMEOUT_S = 60.0
+#: Tries of a connection that cannot be made, and the wait before the second (doubling).
+CONNECT_TRIES, CONNECT_WAIT_S = 3, 0.5
+#: Seconds to make a connection, and to wait for an answer on one that is made.
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 4.0, 30.0
 
 
 def need_keys() -> tuple[str, str]:
@@ -38,6 +55,11 @@ def need_keys() -> tuple[str, str]:
     return key, secret
 
 
+def data_url() -> str:
+    """The data server's base URL as configured (``FINPOD_ALPACA_DATA_URL``), for messages."""
+    return os.environ.get(URL_ENV, "").strip().rstrip("/") or "https://data.alpaca.markets"
+
+
 def _backoff_s() -> float:
     try:
         return max(0.0, float(os.environ.get(BACKOFF_ENV, "2")))
@@ -45,10 +67,40 @@ def _backoff_s() -> float:
         raise FinpodError(f"{BACKOFF_ENV} must be a number of seconds", "e.g. 2") from err
 
 
-def _paced_session(rate_per_min: float, backoff_s: float, counter: dict):
+def _chain(err: BaseException):
+    """``err`` and every exception behind it (causes, contexts, urllib3's ``reason``, args)."""
+    todo, seen = [err], set()
+    while todo:
+        e = todo.pop()
+        if not isinstance(e, BaseException) or id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        todo += [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
+
+
+def network_cause(err: BaseException) -> str:
+    """What stopped a connection, in a few words (``connection refused``, ``unknown host``…)."""
+    import requests
+
+    for e in _chain(err):
+        if isinstance(e, ConnectionRefusedError):
+            return "connection refused (nothing listening there)"
+        if isinstance(e, ConnectionResetError):
+            return "connection reset by the server"
+        if "NameResolution" in type(e).__name__ or "getaddrinfo" in str(e):
+            return "unknown host (no DNS answer: offline?)"
+    if isinstance(err, requests.ConnectTimeout):
+        return f"no connection within {CONNECT_TIMEOUT_S:g} s"
+    return type(err).__name__
+
+
+def _paced_session(
+    rate_per_min: float, backoff_s: float, counter: dict, say: Callable[[str], None]
+):
     """A ``requests.Session`` that paces requests to ``rate_per_min`` (a token bucket of one
-    minute's requests), sets a timeout, and retries 429/5xx-busy answers and dropped
-    connections with exponential backoff; the final answer goes back to the SDK."""
+    minute's requests), sets timeouts, and retries as the module says; the final answer goes
+    back to the SDK, a connection that cannot be made is one :class:`FinpodError`."""
     import requests
 
     class PacedSession(requests.Session):
@@ -71,36 +123,65 @@ def _paced_session(rate_per_min: float, backoff_s: float, counter: dict):
                         return
                     time.sleep((1.0 - self.tokens) * 60.0 / rate_per_min)
 
+        def _wait(self, wait: float, why: str, attempt: int, tries: int) -> None:
+            say(f"{why}, waiting {wait:.3g} s (try {attempt + 1}/{tries})")
+            counter["retries"] += 1
+            counter["waited_s"] += wait
+            time.sleep(wait)
+
         def request(self, method, url, **kwargs):  # type: ignore[override]
-            kwargs.setdefault("timeout", TIMEOUT_S)
-            for attempt in range(RETRIES + 1):
+            kwargs.setdefault("timeout", (CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+            t0, attempt, refused = time.monotonic(), 0, 0
+            while True:
+                attempt += 1
                 self._take()
                 counter["requests"] += 1
                 try:
                     resp = super().request(method, url, **kwargs)
-                except (requests.ConnectionError, requests.Timeout):
-                    if attempt == RETRIES:
-                        raise
-                    resp = None
-                if resp is not None and (
-                    resp.status_code not in RETRY_STATUS or attempt == RETRIES
-                ):
+                except requests.ReadTimeout as err:  # connected, then silent: a busy server
+                    if attempt >= TRIES:
+                        raise FinpodError(
+                            f"Alpaca at {data_url()} gave no answer in {attempt} tries "
+                            f"({READ_TIMEOUT_S:g} s each)",
+                            "wait a few minutes and rerun: days already fetched are cached",
+                        ) from err
+                    wait = min(MAX_WAIT_S, backoff_s * 2 ** (attempt - 1))
+                    self._wait(wait, f"no answer in {READ_TIMEOUT_S:g} s", attempt, TRIES)
+                    continue
+                except (requests.ConnectionError, requests.ConnectTimeout) as err:
+                    refused += 1
+                    cause = network_cause(err)
+                    if refused >= CONNECT_TRIES:
+                        raise FinpodError(
+                            f"cannot reach Alpaca at {data_url()}: {cause} ({refused} tries "
+                            f"in {time.monotonic() - t0:.1f} s)",
+                            "check the network connection (and FINPOD_ALPACA_DATA_URL if set); "
+                            "days already fetched are cached",
+                        ) from err
+                    wait = CONNECT_WAIT_S * 2 ** (refused - 1)
+                    self._wait(wait, f"cannot connect: {cause}", refused, CONNECT_TRIES)
+                    continue
+                if resp.status_code not in RETRY_STATUS or attempt >= TRIES:
                     return resp
-                wait = min(MAX_WAIT_S, backoff_s * 2**attempt)
-                if resp is not None and resp.headers.get("Retry-After", "").isdigit():
+                wait = min(MAX_WAIT_S, backoff_s * 2 ** (attempt - 1))
+                if resp.headers.get("Retry-After", "").isdigit():
                     wait = min(MAX_WAIT_S, float(resp.headers["Retry-After"]))
-                counter["retries"] += 1
-                counter["waited_s"] += wait
-                time.sleep(wait)
-            raise AssertionError("unreachable")
+                why = "rate limited" if resp.status_code == 429 else "server busy"
+                self._wait(wait, f"{why} (HTTP {resp.status_code})", attempt, TRIES)
 
     return PacedSession()
 
 
-def make_client(rate_per_min: float = FREE_RATE_PER_MIN, counter: dict | None = None):
+def make_client(
+    rate_per_min: float = FREE_RATE_PER_MIN,
+    counter: dict | None = None,
+    say: Callable[[str], None] | None = None,
+):
     """The SDK's ``StockHistoricalDataClient`` with the keys from the environment, the URL of
-    ``FINPOD_ALPACA_DATA_URL`` if set, and the paced, retrying HTTP session."""
+    ``FINPOD_ALPACA_DATA_URL`` if set, and the paced, retrying HTTP session; ``say`` shows
+    each wait (one line)."""
     key, secret = need_keys()
+    # lazy: the Alpaca SDK is heavy and needed only when this source downloads
     from alpaca.data.historical import StockHistoricalDataClient
 
     url = os.environ.get(URL_ENV, "").strip().rstrip("/") or None
@@ -108,10 +189,10 @@ def make_client(rate_per_min: float = FREE_RATE_PER_MIN, counter: dict | None = 
     counter = counter if counter is not None else {}
     for k in ("requests", "retries", "waited_s"):
         counter.setdefault(k, 0)
-    # The SDK's own retry waits a fixed 3 s on 429/504; the session above retries with
-    # exponential backoff instead, so the SDK's is switched off (it then raises at once).
-    client._session = _paced_session(rate_per_min, _backoff_s(), counter)
-    client._retry_codes = [0]
+    client._session = _paced_session(rate_per_min, _backoff_s(), counter, say or (lambda s: None))
+    # The SDK's retry_attempts (its constructor does not take it): 0, so that its own fixed,
+    # silent 3 s retry of 429/504 never stacks on the session's shown backoff.
+    client._retry = 0
     return client
 
 
@@ -127,8 +208,8 @@ def api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodErro
     if status == 403:
         return FinpodError(
             f"Alpaca refused the {feed} feed data for {what} (HTTP 403: {msg})",
-            "the free plan has no SIP data of the last 15 minutes: use --feed iex, or an --end "
-            "earlier than 15 minutes ago; check that the keys are for market data",
+            "the free plan serves SIP bars only up to 15 minutes ago (requests end there): "
+            "check that the keys are for market data, or use --feed iex",
         )
     if status == 401:
         return FinpodError(
@@ -138,7 +219,7 @@ def api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodErro
     if status in RETRY_STATUS:
         return FinpodError(
             f"Alpaca kept answering HTTP {status} (rate limit or busy) for {what} after "
-            f"{RETRIES} retries with backoff",
+            f"{TRIES} tries with backoff",
             "wait a few minutes and rerun the same command: the days already fetched are "
             "cached and are not requested again",
         )

@@ -4,6 +4,8 @@ fetched alongside as the benchmark."""
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,24 @@ def plan_chunks(
     return chunks
 
 
+#: curl's errors that mean no network (yfinance logs them and returns an empty frame):
+#: 5/6 host not resolved, 7 no connection, 28 timed out, 35 TLS handshake failed.
+_CURL_NETWORK = re.compile(r"curl: \((5|6|7|28|35)\) (.+?)(?:\. See |\.?$)")
+
+
+class _NetworkWatch(logging.Handler):
+    """Notes the first curl network error yfinance logs (it does not raise them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.cause: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _CURL_NETWORK.search(record.getMessage())
+        if found and self.cause is None:
+            self.cause = f"{found.group(2).strip()} (curl error {found.group(1)})"
+
+
 def _fetch(
     tic: str,
     chunks: list[tuple[pd.Timestamp, pd.Timestamp]],
@@ -105,6 +125,8 @@ def _fetch(
         if f.exists():
             part = pd.read_parquet(f)
         else:
+            watch = _NetworkWatch()
+            logging.getLogger("yfinance").addHandler(watch)
             try:
                 raw = yf.download(
                     tic,
@@ -120,7 +142,17 @@ def _fetch(
                     f"yfinance request for {tic} failed: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
                     "check the network connection; chunks already downloaded are cached",
                 ) from err
+            finally:
+                logging.getLogger("yfinance").removeHandler(watch)
             part = _yf_frame(raw, tic)
+            if len(part) == 0 and watch.cause:
+                # yfinance logs a lost network and returns nothing: one line now, rather
+                # than the same failure for every ticker and chunk left.
+                raise FinpodError(
+                    f"cannot reach Yahoo Finance: {watch.cause}",
+                    "check the network connection; chunks already downloaded are cached; "
+                    "offline, use --source sample or --source files",
+                )
             if len(part) and b <= today:
                 # Only whole past days are cached: today's bars are still arriving.
                 atomic_write(f, lambda p, part=part: part.to_parquet(p))
