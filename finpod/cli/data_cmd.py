@@ -128,6 +128,15 @@ def download(
         list[str] | None,
         Opt("--column", help="files: rename a vendor column, VENDOR=canonical (repeatable)."),
     ] = None,
+    feature_column: Annotated[
+        list[str] | None,
+        Opt(
+            "--feature-column",
+            help="files: an extra numeric column to use as a per-ticker feature, each row at "
+            "its own bar (repeatable); refused if missing, not numeric, empty on a bar, or "
+            "looking ahead.",
+        ),
+    ] = None,
     timezone: Annotated[
         str | None,
         Opt("--timezone", help="files: zone of naive timestamps (default America/New_York)."),
@@ -254,6 +263,7 @@ def download(
     opts = {
         "path": path,
         "columns": _columns(column),
+        "feature_columns": feature_column or None,
         "timezone": timezone,
         "bar_label": bar_label,
         "ticker_pattern": ticker_pattern,
