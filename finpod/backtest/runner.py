@@ -53,6 +53,7 @@ from finpod.backtest.run_record import (
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.market import MarketData
 from finpod.data.synthetic import cost_aware_reference
+from finpod.data.user_features import feature_disclosure
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs import (
@@ -330,6 +331,9 @@ def run_backtest(
     mismatch = dataset_disclosure(run_id, run_hash, manifest.get("hash"), dataset)
     if mismatch:
         disclosures["dataset"] = mismatch
+    user_columns = feature_disclosure(manifest)
+    if user_columns:
+        disclosures["features"] = user_columns
     selection = {
         "candidates": candidates,
         "num_trials": fallback_n,
