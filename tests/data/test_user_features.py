@@ -178,3 +178,14 @@ def test_the_synthetic_signal_as_a_files_column_gives_the_same_features(tmp_path
     for name in ("syn", "ds"):
         manifest = json.loads((tmp_path / name / "manifest.json").read_text())
         assert manifest["feature_scaling"]["alpha_signal"] == USER_SCALING
+
+
+def test_the_build_time_perturbation_check_refuses_a_transform_that_reads_later_bars():
+    from finpod.data.user_features import check_causal_transform, place_on_bars
+    from finpod.errors import FinpodError
+
+    values = np.random.default_rng(0).standard_normal((50, 3))
+    real = np.ones((50, 3), dtype=bool)
+    check_causal_transform(lambda v: place_on_bars(v, real), values, "x")  # causal: passes
+    with pytest.raises(FinpodError, match="'x': its value at bar 25 changes when bars after 25"):
+        check_causal_transform(lambda v: np.roll(v, -1, axis=0), values, "x")
