@@ -189,3 +189,17 @@ def test_the_build_time_perturbation_check_refuses_a_transform_that_reads_later_
     check_causal_transform(lambda v: place_on_bars(v, real), values, "x")  # causal: passes
     with pytest.raises(FinpodError, match="'x': its value at bar 25 changes when bars after 25"):
         check_causal_transform(lambda v: np.roll(v, -1, axis=0), values, "x")
+
+
+def test_the_tearsheet_sentence_names_the_user_columns_and_their_check(tmp_path, capsys):
+    from finpod.data.manifest import load_manifest
+    from finpod.data.user_features import feature_disclosure
+
+    df = _table()
+    code, err = _download(
+        tmp_path, capsys, "--path", str(_csv(tmp_path, df)), "--feature-column", "sentiment"
+    )
+    assert code == 0, err
+    text = feature_disclosure(load_manifest(tmp_path / "ds"))
+    assert "user column(s) sentiment (look-ahead check: corr" in text
+    assert feature_disclosure({"features": list(FEATURES)}) is None
