@@ -130,12 +130,7 @@ def download(
     ] = None,
     feature_column: Annotated[
         list[str] | None,
-        Opt(
-            "--feature-column",
-            help="files: an extra numeric column to use as a per-ticker feature, each row at "
-            "its own bar (repeatable); refused if missing, not numeric, empty on a bar, or "
-            "looking ahead.",
-        ),
+        Opt("--feature-column", help="files: a numeric column to use as a feature (repeatable)."),
     ] = None,
     timezone: Annotated[
         str | None,
