@@ -203,3 +203,37 @@ def test_the_tearsheet_sentence_names_the_user_columns_and_their_check(tmp_path,
     text = feature_disclosure(load_manifest(tmp_path / "ds"))
     assert "user column(s) sentiment (look-ahead check: corr" in text
     assert feature_disclosure({"features": list(FEATURES)}) is None
+
+
+def test_an_end_stamped_intraday_column_lands_on_the_bar_it_closes(tmp_path):
+    from finpod.data.calendar import bar_grid, sessions
+
+    grid = bar_grid(sessions("2019-01-02", "2019-01-10"), "5min")
+    rng = np.random.default_rng(3)
+    rows = []
+    for k, tic in enumerate(("AAA", "BBB")):
+        close = 50 * (k + 1) * np.exp(np.cumsum(0.001 * rng.standard_normal(len(grid))))
+        rows.append(
+            pd.DataFrame(
+                {
+                    # Stamped at each bar's end (09:35 … 16:00), as many vendors do.
+                    "timestamp": (grid + pd.Timedelta(minutes=5)).strftime("%Y-%m-%d %H:%M"),
+                    "tic": tic,
+                    "open": close,
+                    "high": close * 1.001,
+                    "low": close * 0.999,
+                    "close": close,
+                    "volume": 100.0,
+                    "tag": np.arange(len(grid)) / 1000 + k,
+                }
+            )
+        )
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pd.concat(rows).to_csv(folder / "bars.csv", index=False)
+    loaded = load_files(folder, feature_columns=["tag"])
+    market = bars_to_market(loaded.bars)
+    assert list(market.timestamps) == list(grid)
+    tag = market.features[:, :, market.feature_names.index("tag")].numpy()
+    want = np.stack([np.arange(len(grid)) / 1000 + k for k in (0, 1)], axis=1)
+    np.testing.assert_array_equal(tag, want.astype(np.float32))
