@@ -55,6 +55,7 @@ from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.manifest import feed_label
 from finpod.data.market import MarketData
 from finpod.data.synthetic import cost_aware_reference
+from finpod.data.user_features import feature_disclosure
 from finpod.env import rollout
 from finpod.env.config import EnvConfig
 from finpod.env.ensemble import EnsemblePolicy, Member
@@ -332,6 +333,9 @@ def run_backtest(
     mismatch = dataset_disclosure(run_id, run_hash, manifest.get("hash"), dataset)
     if mismatch:
         disclosures["dataset"] = mismatch
+    user_columns = feature_disclosure(manifest)
+    if user_columns:
+        disclosures["features"] = user_columns
     selection = {
         "candidates": candidates,
         "num_trials": fallback_n,

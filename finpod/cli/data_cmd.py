@@ -96,6 +96,10 @@ def download(
         list[str] | None,
         Opt("--column", help="files: rename a vendor column, VENDOR=canonical (repeatable)."),
     ] = None,
+    feature_column: Annotated[
+        list[str] | None,
+        Opt("--feature-column", help="files: a numeric column to use as a feature (repeatable)."),
+    ] = None,
     timezone: Annotated[
         str | None,
         Opt("--timezone", help="files: zone of naive timestamps (default America/New_York)."),
@@ -229,6 +233,7 @@ def download(
     opts = {
         "path": path,
         "columns": _columns(column),
+        "feature_columns": feature_column or None,
         "timezone": timezone,
         "bar_label": bar_label,
         "ticker_pattern": ticker_pattern,

@@ -9,16 +9,23 @@
   0, as a vendor writes on most days) is harmless and listed in the report as unused.
 - Numbers written with thousands separators or a decimal comma (``1,234.56``,
   ``1.234,56``) are refused: the parser reads them as no number at all.
+- A column named as a user feature (``--feature-column NAME``) must exist in every file and
+  hold numbers; it is placed on the bar grid at its own bar (:func:`place_feature_columns`)
+  and then checked and scaled by :mod:`finpod.data.user_features`. Any other extra column
+  is listed in the report as unused (``unused_columns``), with a note in the manifest.
 """
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
-from finpod.data.bars import COLUMN_ALIASES, PRICE_COLUMNS
+from finpod.data.bars import COLUMN_ALIASES, PRICE_COLUMNS, Bars
+from finpod.data.calendar import TZ, bar_minutes
 from finpod.data.ticker_rule import ORIGIN
+from finpod.data.timestamps import read_stamps, stamp_dates
 from finpod.data.vendor import prepare_vendor_frame
 from finpod.errors import FinpodError
 
@@ -150,3 +157,126 @@ def refuse_separated_numbers(df: pd.DataFrame, where: str) -> None:
             "finpod does not read",
             "save the file with plain numbers like 1234.56: no separator, a decimal point",
         )
+
+
+#: Columns of a bar, which no feature column may name.
+_BAR_COLUMNS = ("timestamp", "tic", *PRICE_COLUMNS, "volume")
+
+
+def refuse_feature_columns(df: pd.DataFrame, names: list[str], where: str) -> None:
+    """Raise when a column named as a user feature (``--feature-column``) is one of the
+    bar's own columns, is not in ``df`` (its names after the renames), or holds a cell
+    that is no number. Empty cells are checked later, on the bars they would fill."""
+    for name in names:
+        if name in _BAR_COLUMNS:
+            raise FinpodError(
+                f"--feature-column {name!r} is one of the bar's own columns",
+                "name an extra column of the file (the built-in features already use prices)",
+            )
+        if name not in df.columns:
+            found = ", ".join(str(c) for c in df.columns if c not in (ORIGIN, *_BAR_COLUMNS))
+            raise FinpodError(
+                f"{where}: no column {name!r} named by --feature-column (other columns: "
+                f"{found or 'none'})",
+                "check the spelling (it is case-sensitive), or rename with --column VENDOR=NAME",
+            )
+        values = df[name]
+        if pd.api.types.is_bool_dtype(values.dtype) or not (
+            pd.api.types.is_numeric_dtype(values.dtype)
+        ):
+            text = values.astype("string").str.strip()
+            unread = pd.to_numeric(values, errors="coerce").isna() & text.notna() & (text != "")
+            if pd.api.types.is_bool_dtype(values.dtype) or unread.any():
+                sample = str(values[unread.to_numpy()].iloc[0]) if unread.any() else "True"
+                raise FinpodError(
+                    f"{where}: feature column {name!r} holds a value that is not a number "
+                    f"(e.g. {sample[:40]!r}, {max(int(unread.sum()), 1)} cell(s))",
+                    "a feature column must hold plain numbers like 0.25",
+                )
+
+
+def unnamed_columns(df: pd.DataFrame, used: set[str]) -> dict[str, str]:
+    """``{column: why unused}`` for the columns of ``df`` that are no bar column, are not in
+    ``used`` (feature columns, columns already reported) and are not finpod's own."""
+    skip = {ORIGIN, *_BAR_COLUMNS, *used}
+    return {
+        str(c): "not read: pass --feature-column to use it as a feature"
+        for c in df.columns
+        if str(c) not in skip and not str(c).startswith("_finpod")
+    }
+
+
+def place_feature_columns(
+    df: pd.DataFrame,
+    names: list[str],
+    bars: Bars,
+    report: dict,
+    *,
+    timezone: str,
+    bar_label: str,
+    date_format: str | None,
+) -> dict[str, np.ndarray]:
+    """The feature columns ``names`` of the long table ``df`` on the grid of ``bars`` (what
+    :func:`~finpod.data.clean.clean_long` made of ``df``): ``{name: (T, N) float32}``, the
+    value of each row at its own bar, NaN where no row is. Stamps are read as the cleaner
+    read them (same ``timezone``, ``date_format`` and bar label, see ``report``).
+
+    Raises when a real bar of ``bars`` has no number in a column, or when two rows of one
+    bar and ticker give a column different values.
+    """
+    instant, wall, _ = read_stamps(df["timestamp"], timezone, date_format)
+    minutes = bar_minutes(bars.bar)
+    ts = stamp_dates(instant, wall).dt.tz_localize(TZ) if minutes is None else instant
+    ns = ts.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    if minutes is not None:
+        end_label = bar_label == "end" or (
+            bar_label == "auto" and str(report.get("bar_label", "")).startswith("end")
+        )
+        if end_label:
+            ns = ns - np.int64(minutes) * 60_000_000_000
+    grid = bars.timestamps.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    pos = np.minimum(np.searchsorted(grid, ns), len(grid) - 1)
+    tic = df["tic"].astype("string").str.strip().str.upper()
+    col = pd.Index(bars.tickers).get_indexer(tic.fillna(""))
+    keep = (grid[pos] == ns) & (col >= 0) & ~pd.isna(ts).to_numpy()
+    T, N = bars.shape
+    cell = pos[keep] * N + col[keep]
+    order = np.argsort(cell, kind="stable")
+    cell = cell[order]
+    real = bars.tradable.reshape(-1)
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        v = pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)[keep][order]
+        same = (v[1:] == v[:-1]) | (np.isnan(v[1:]) & np.isnan(v[:-1]))
+        twin = (cell[1:] == cell[:-1]) & ~same & real[cell[1:]]
+        if twin.any():
+            k = int(np.flatnonzero(twin)[0])
+            t, i = divmod(int(cell[k]), N)
+            raise FinpodError(
+                f"feature column {name!r}: two rows of {bars.tickers[i]} at "
+                f"{bars.timestamps[t]} give it different values ({v[k]:g} and {v[k + 1]:g})",
+                "keep one row per bar and ticker",
+            )
+        a = np.full(T * N, np.nan, dtype=np.float64)
+        a[cell] = v
+        out[name] = a.reshape(T, N).astype(np.float32)
+    return out
+
+
+def feature_names(feature_columns: list[str] | str | None) -> list[str]:
+    """``"a,b"`` or a list → the feature column names, in order, once each."""
+    if feature_columns is None:
+        return []
+    items = feature_columns.split(",") if isinstance(feature_columns, str) else feature_columns
+    return list(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+
+
+def unused_note(unused: dict[str, dict[str, str]]) -> list[str]:
+    """The manifest note naming the extra columns no feature reads (empty when none)."""
+    names = sorted({c for cols in unused.values() for c, why in cols.items() if "not read" in why})
+    if not names:
+        return []
+    return [
+        f"columns of the input not used: {', '.join(names[:8])}{' …' if len(names) > 8 else ''} "
+        "(pass --feature-column NAME to use one as a feature)"
+    ]

@@ -74,6 +74,7 @@ from finpod.data.store import (
     verify_dataset,
     write_bars,
 )
+from finpod.data.user_features import USER_SCALING
 from finpod.errors import FinpodError
 
 SOURCES = tuple(sources.LOADERS)
@@ -282,7 +283,10 @@ def _build_into(
                 "the input holds values the cleaner let through; please report it",
             )
         task = prog.add_task("features", total=len(bars.tickers))
-        feats, names = market_features(bars, progress=lambda n: prog.advance(task, n))
+        user_checks: dict[str, Any] = {}
+        feats, names = market_features(
+            bars, progress=lambda n: prog.advance(task, n), checks=user_checks
+        )
         bars.extra.clear()  # now a copy inside feats; free it before writing
         split_dates = splits if splits is not None else loaded.default_splits
         if embargo is None:
@@ -310,7 +314,7 @@ def _build_into(
             bars=len(bars.timestamps),
             tickers=tuple(bars.tickers),
             features=tuple(names),
-            feature_scaling={n: SCALING_DOC.get(n, "source-provided, O(1)") for n in names},
+            feature_scaling={n: SCALING_DOC.get(n, USER_SCALING) for n in names},
             splits={k: SplitRange(**v) for k, v in plan.items()},
             split_rule="explicit dates" if split_dates is not None else "70/15/15 % of sessions",
             embargo_sessions=emb,
@@ -326,6 +330,7 @@ def _build_into(
                 "benchmark": "benchmark.parquet" if loaded.benchmark is not None else None,
                 "cleaning_report": "cleaning_report.json",
             },
+            user_features=user_checks or None,
         )
         wtask = prog.add_task("write parquet", total=len(bars.timestamps))
         write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))

@@ -19,13 +19,20 @@ from finpod.data.calendar import TZ
 from finpod.data.clean import Bars, clean_long
 from finpod.data.features import FEATURES, compute_features
 from finpod.data.market import MarketData
+from finpod.data.user_features import user_feature
 
 
 def market_features(
-    bars: Bars, progress: Callable[[int], None] | None = None
+    bars: Bars,
+    progress: Callable[[int], None] | None = None,
+    checks: dict[str, Any] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
-    """(T, N, F) float32 features of ``bars`` and their names (standard + source extras)."""
+    """(T, N, F) float32 features of ``bars`` and their names: the built-in ones, then the
+    user columns of ``bars.extra`` through :func:`finpod.data.user_features.user_feature`
+    (what its checks found goes into ``checks``, by name, when given)."""
     extra = sorted(bars.extra)
+    # The user columns are checked first: a refused one fails before the long computation.
+    user = {name: user_feature(name, bars) for name in extra}
     feats = compute_features(
         bars.close,
         bars.high,
@@ -37,9 +44,9 @@ def market_features(
     )
     names = list(FEATURES)
     for k, name in enumerate(extra):
-        col = feats[:, :, len(FEATURES) + k]
-        col[...] = bars.extra[name]
-        np.nan_to_num(col, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        feats[:, :, len(FEATURES) + k], found = user.pop(name)
+        if checks is not None:
+            checks[name] = found
         names.append(name)
     return feats, names
 

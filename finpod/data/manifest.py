@@ -167,6 +167,10 @@ class Manifest:
     """Build time, ISO 8601 UTC."""
     files: Mapping[str, str | None] | None = None
     """File of each part: ``bars``, ``benchmark`` (None: no benchmark), ``cleaning_report``."""
+    user_features: Mapping[str, Any] | None = None
+    """Each user feature (a column the user named, or a source's own such as
+    ``alpha_signal``): ``{"scaling", "lookahead_check"}`` (see
+    :mod:`finpod.data.user_features`); None or absent when there is none."""
     missing: frozenset[str] = frozenset()
     """Optional keys the manifest did not hold (older formats)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -271,6 +275,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "hash": _TEXT,
     "created": _TEXT,
     "files": _TABLE,
+    "user_features": _TABLE,
 }
 _ORDER = tuple(_KINDS)
 

@@ -4,7 +4,10 @@ Model (per ticker i, bar t; σ = ``annual_vol`` / √(bars per year)):
 
 - a signal ``s[t, i]`` follows a stationary AR(1) with unit variance:
   ``s[t] = φ·s[t-1] + √(1−φ²)·η[t]`` (φ = ``signal_persistence``), exposed as the feature
-  ``alpha_signal`` (visible at bar t);
+  ``alpha_signal`` (visible at bar t). It is a user column like any other
+  (``Bars.extra["alpha_signal"]``): placed, checked for look-ahead and scaled by
+  :mod:`finpod.data.user_features`, exactly as ``finpod download --source files
+  --feature-column alpha_signal`` treats the same column written in a CSV;
 - the close-to-close log return of bar t is
   ``r[t] = κ·σ·s[t-2] + √(1−κ²)·σ·ε[t]`` with κ = ``alpha_strength`` in the ``alpha``
   regime and κ = 0 in the ``null`` regime; ε mixes a market factor (correlation ρ =

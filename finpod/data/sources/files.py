@@ -34,7 +34,15 @@ from finpod.data.benchmark import (
 )
 from finpod.data.calendar import TZ
 from finpod.data.clean import clean_long
-from finpod.data.columns import price_changing_columns, refuse_ambiguous_columns
+from finpod.data.columns import (
+    feature_names,
+    place_feature_columns,
+    price_changing_columns,
+    refuse_ambiguous_columns,
+    refuse_feature_columns,
+    unnamed_columns,
+    unused_note,
+)
 from finpod.data.sources.base import LoadedSource, check_known, ticker_list
 from finpod.data.ticker_rule import ORIGIN, SPELLING
 from finpod.data.universe import universe_info
@@ -162,6 +170,7 @@ def load_files(
     progress: Any = None,
     date_format: str | None = None,
     drop_bad_tickers: bool = False,
+    feature_columns: list[str] | str | None = None,
 ) -> LoadedSource:
     """Vendor bars from ``path`` (a directory of files or one file).
 
@@ -182,6 +191,9 @@ def load_files(
         drop_bad_tickers: build without the tickers whose file lacks a needed column or
             that lose most of their bars in cleaning (listed in ``tickers_dropped`` with
             their cause) instead of failing (see :mod:`finpod.data.ticker_rule`).
+        feature_columns: extra numeric columns to use as per-ticker features, each at its
+            own bar (see :mod:`finpod.data.user_features`); every file must hold them.
+            Other extra columns are listed as unused in the report and the notes.
 
     Every column of a file is used or refused (see :mod:`finpod.data.columns`): two
     columns read as one field, a split-ratio, adjustment-factor or dividend column that
@@ -222,6 +234,7 @@ def load_files(
         )
     name_rx = compile_ticker_pattern(ticker_pattern or FILE_NAME_PATTERN)
     tick = ticker_list(tickers)
+    wanted = feature_names(feature_columns)
     frames = []
     unused_columns: dict[str, dict[str, str]] = {}
     files_dropped: dict[str, str] = {}
@@ -233,6 +246,8 @@ def load_files(
         replaced = refuse_ambiguous_columns(df, columns, str(f))
         df = normalize_columns(df, columns)
         unused = {**replaced, **price_changing_columns(df, str(f))}
+        refuse_feature_columns(df, wanted, str(f))
+        unused.update(unnamed_columns(df, {*unused, *wanted, SPELLING}))
         if unused:
             unused_columns[f.name] = unused
         if "tic" not in df.columns:
@@ -306,6 +321,17 @@ def load_files(
         benchmark=benchmark,
         drop_bad_tickers=drop_bad_tickers,
     )
+    bars.extra.update(
+        place_feature_columns(
+            df,
+            wanted,
+            bars,
+            report,
+            timezone=timezone,
+            bar_label=bar_label,
+            date_format=date_format,
+        )
+    )
     if files_dropped:
         report["tickers_dropped"] = {**files_dropped, **report.get("tickers_dropped", {})}
     if unused_columns:
@@ -334,9 +360,11 @@ def load_files(
             "benchmark": None if benchmark is None else str(benchmark),
             "date_format": date_format,
             "drop_bad_tickers": drop_bad_tickers or None,
+            "feature_columns": wanted or None,
         },
         universe=f"{len(bars.tickers)} tickers from {root.name}",
         universe_info=universe_info(False, note),
         benchmark=bench,
         benchmark_info=bench_info,
+        notes=unused_note(unused_columns),
     )

@@ -71,6 +71,7 @@ def load_synthetic(
             "alpha_strength": alpha_strength,
             "signal_persistence": signal_persistence,
             "bar": bar,
+            "feature_columns": ["alpha_signal"],
         },
         universe=f"synthetic ({regime}), {n_tickers} tickers",
         universe_info=universe_info(
@@ -78,6 +79,7 @@ def load_synthetic(
             "synthetic market: tickers are generated, none chosen with hindsight (no survivorship bias)",
         ),
         notes=[
-            f"synthetic market, regime {regime}; feature alpha_signal predicts close[t+1]→close[t+2]"
+            f"synthetic market, regime {regime}; feature alpha_signal predicts close[t+1]→close[t+2]",
+            "alpha_signal is a user column: checked, placed and scaled as any --feature-column",
         ],
     )
