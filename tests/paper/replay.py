@@ -23,7 +23,7 @@ TZ = "America/New_York"
 
 class AlpacaPaper:
     def __init__(self, bars: dict[str, pd.DataFrame], cash: float) -> None:
-        self.bars = bars
+        self.bars = dict(bars)  # a test may change its own copy
         self.cash = float(cash)
         self.positions: dict[str, float] = {}
         self.orders: dict[str, dict] = {}
