@@ -17,12 +17,7 @@ import json
 import os
 from typing import Any
 
-from finpod.data.sources.alpaca_client import (
-    FREE_RATE_PER_MIN,
-    _backoff_s,
-    _paced_session,
-    need_keys,
-)
+from finpod.data.sources.alpaca_client import FREE_RATE_PER_MIN, make_client, need_keys
 from finpod.errors import FinpodError
 
 #: Environment variable of the trading server's base URL (default: Alpaca's paper server).
@@ -106,9 +101,10 @@ class Broker:
         url = os.environ.get(TRADING_URL_ENV, "").strip().rstrip("/") or None
         self.client = TradingClient(key, secret, paper=True, raw_data=True, url_override=url)
         self.counter: dict[str, float] = {"requests": 0, "retries": 0, "waited_s": 0.0}
-        # The paced session retries 429/5xx with exponential backoff; the SDK's own fixed
-        # retry is switched off so a request is never sent more often than the session says.
-        self.client._session = _paced_session(rate_per_min, _backoff_s(), self.counter)
+        # The data client's HTTP session: paced to the plan's rate, 429/5xx and dropped
+        # connections retried with exponential backoff (FINPOD_ALPACA_BACKOFF_S). The SDK's
+        # own fixed retry is switched off so the session alone decides when to try again.
+        self.client._session = make_client(rate_per_min, self.counter)._session
         self.client._retry_codes = [0]
 
     def _call(self, what: str, fn, *args) -> Any:

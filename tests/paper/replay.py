@@ -131,9 +131,7 @@ class AlpacaPaper:
                 "next_close": (self.now + pd.Timedelta(hours=20)).isoformat(),
             }
         if path == "/v2/account":
-            value = self.cash + sum(
-                q_ * self.last_close(s) for s, q_ in self.positions.items()
-            )
+            value = self.cash + sum(q_ * self.last_close(s) for s, q_ in self.positions.items())
             return 200, {
                 "id": "paper-account",
                 "status": "ACTIVE",

@@ -31,9 +31,7 @@ def test_a_restart_after_a_complete_decision_sends_nothing(trader, server):
     assert len(server.posts) == count
 
 
-def test_a_restart_that_lost_the_state_of_sent_orders_sends_nothing_twice(
-    trader, server, run_dir
-):
+def test_a_restart_that_lost_the_state_of_sent_orders_sends_nothing_twice(trader, server, run_dir):
     state = run_dir / "paper" / "state.json"
     first = trader()
     shutil.copy(state, run_dir / "before.json")

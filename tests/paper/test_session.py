@@ -32,7 +32,9 @@ def env_trades(run_dir, first: int, count: int) -> list[dict[str, float]]:
     out = []
     for _ in range(count):
         state, step = transition(state, policy(observe(state, tables, config)), tables, config)
-        out.append({s: float(q) for s, q in zip(market.tickers, step.trade[0]) if q != 0})
+        out.append(
+            {s: float(q) for s, q in zip(market.tickers, step.trade[0], strict=True) if q != 0}
+        )
     return out
 
 
