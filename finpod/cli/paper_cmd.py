@@ -64,3 +64,14 @@ def paper(
 
 def register(app: typer.Typer) -> None:
     app.command(no_args_is_help=True)(paper)
+
+
+def paper_report(run: str | Path, folder: Path, runs: Path = Path("runs")) -> Path | None:
+    """Write ``folder/paper.html`` from the paper record of ``run`` (a run directory, or a
+    run id under ``runs``); None when the run never traded on paper."""
+    from finpod.paper.record import write_paper_page
+
+    run_dir = Path(run) if (Path(run) / "paper").is_dir() else runs / Path(run).name
+    if not (run_dir / "paper").is_dir():
+        return None
+    return write_paper_page(run_dir, folder / "paper.html", f"paper trading of {run_dir.name}")

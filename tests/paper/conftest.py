@@ -121,7 +121,7 @@ def trained(tmp_path_factory):
 @pytest.fixture
 def run_dir(trained, tmp_path) -> Path:
     """A copy of the trained run (its ``paper/`` folder is this test's own)."""
-    return Path(shutil.copytree(trained[0], tmp_path / "run"))
+    return Path(shutil.copytree(trained[0], tmp_path / "runs" / trained[0].name))
 
 
 @pytest.fixture

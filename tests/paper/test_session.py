@@ -70,3 +70,25 @@ def test_the_session_leaves_a_journal_of_intended_and_filled_weights(trader, ser
         assert abs(fills["filled_weights"][sym] - first["intended_weights"][sym]) < 0.03
     state = json.loads((run_dir / "paper" / "state.json").read_text())
     assert state["last_decision"] == records[-1]["decision"]
+
+
+def test_finpod_report_draws_the_paper_record(trader, server, run_dir, trained, tmp_path, capsys):
+    from finpod.cli import main
+
+    t = trader()
+    for k in range(TRAIN_SESSIONS, TRAIN_SESSIONS + 3):
+        play(t, server, k)
+    reports = tmp_path / "reports"
+    for args in (
+        ["backtest", str(run_dir), "--data", str(trained[1]), "--out", str(reports)],
+        ["report", str(run_dir), "--out", str(reports)],
+    ):
+        try:
+            main(args)
+        except SystemExit as exit_:
+            assert exit_.code in (0, None), capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.count("paper trading:") == 1, out
+    page = (reports / run_dir.name / "paper.html").read_text()
+    assert "3 decisions" in page and "max |intended - filled| weight" in page
+    assert page.count("<tr>") == 4  # the header and one row per decision
