@@ -2,7 +2,7 @@
 documented shapes: GET /v2/clock, /v2/account, /v2/positions, POST /v2/orders (a repeated
 ``client_order_id`` is refused with 422, as Alpaca does), GET /v2/orders/{id},
 GET /v2/orders:by_client_order_id (404 when unknown), DELETE /v2/orders/{id}, and
-GET /v2/stocks/bars (``timeframe=1Day``, only the bars that exist at the server's clock).
+GET /v2/stocks/bars (one timeframe, only the bars that exist at the server's clock).
 
 The test moves the clock (:meth:`AlpacaPaper.set_clock`) and plays the market's open
 (:meth:`AlpacaPaper.fill_open_orders`: market orders fill at the session's open, or part of
@@ -22,8 +22,9 @@ TZ = "America/New_York"
 
 
 class AlpacaPaper:
-    def __init__(self, bars: dict[str, pd.DataFrame], cash: float) -> None:
+    def __init__(self, bars: dict[str, pd.DataFrame], cash: float, timeframe: str = "1Day"):
         self.bars = dict(bars)  # a test may change its own copy
+        self.timeframe = timeframe
         self.cash = float(cash)
         self.positions: dict[str, float] = {}
         self.orders: dict[str, dict] = {}
@@ -89,15 +90,15 @@ class AlpacaPaper:
         self.now = pd.Timestamp(when, tz=TZ).tz_convert("UTC")
         self.is_open = is_open
 
-    def open_price(self, symbol: str, day: pd.Timestamp) -> float:
+    def open_price(self, symbol: str, start: pd.Timestamp) -> float:
         df = self.bars[symbol]
-        row = df[pd.to_datetime(df["t"], utc=True).dt.tz_convert(TZ).dt.normalize() == day]
-        return float(row["o"].iloc[0])
+        return float(df[pd.to_datetime(df["t"], utc=True) == start]["o"].iloc[0])
 
-    def fill_open_orders(self, day: str, part: dict[str, float] | None = None) -> None:
-        """The open of ``day``: every open order fills at the day's open price (``part``:
-        the share of an order that fills, the rest stays open)."""
-        d = pd.Timestamp(day, tz=TZ)
+    def fill_open_orders(self, bar: str, part: dict[str, float] | None = None) -> None:
+        """The open of the bar starting at ``bar`` (New York; a day for daily bars): every
+        open order fills at its open price (``part``: the share of an order that fills,
+        the rest stays open)."""
+        d = pd.Timestamp(bar, tz=TZ)
         for o in self.orders.values():
             if o["status"] not in ("accepted", "new"):
                 continue
@@ -191,7 +192,7 @@ class AlpacaPaper:
         return float(df[t <= self.now]["c"].iloc[-1])
 
     def bar_page(self, q: dict) -> dict:
-        assert q["timeframe"] == "1Day", q
+        assert q["timeframe"] == self.timeframe, q
         lo, hi = pd.Timestamp(q["start"]), pd.Timestamp(q["end"])
         lo = lo.tz_localize("UTC") if lo.tzinfo is None else lo
         hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi

@@ -12,6 +12,7 @@ from conftest import DAYS, START_CASH, SYMBOLS, TRAIN_SESSIONS, long_frame, play
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
 from finpod.data.inmemory import from_frame
 from finpod.env.core import initial_state, observe, transition
+from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.env.tables import build_tables
 from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
 
@@ -50,6 +51,33 @@ def test_replayed_session_sends_the_envs_orders_for_the_same_bars(trader, server
     assert sent_per_day == expected, sent_per_day
     # every order id names the decision bar and the symbol
     assert all(cid.endswith(sym) for cid, sym, _ in server.sent())
+
+
+def test_an_ensemble_agent_sends_the_envs_ensemble_orders(trader, server, run_dir):
+    t = trader(agent="ensemble-1")
+    sent_per_day = []
+    for k in range(TRAIN_SESSIONS, TRAIN_SESSIONS + 4):
+        before = len(server.orders)
+        assert play(t, server, k) == "decided"
+        sent_per_day.append({sym: qty for _, sym, qty in server.sent()[before:]})
+    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
+    entry = board["entries"][0]
+    member_config, _ = recorded_env_config(run_dir, read_run_info(run_dir), entry)
+    agents = load_agents(run_dir, [entry], torch.device("cpu"))
+    market = from_frame(long_frame(TRAIN_SESSIONS + 5), "1d", min_coverage=0.0, min_bars=1)
+    policy = EnsemblePolicy([Member(ensemble_policy(agents), member_config)], market)
+    policy.bar = TRAIN_SESSIONS
+    config = replace(policy.config, initial_cash=START_CASH)
+    tables = build_tables(market, config, torch.device("cpu"))
+    state = initial_state(torch.tensor([TRAIN_SESSIONS]), tables, config, market.num_stocks)
+    expected = []
+    for _ in range(4):
+        state, step = transition(state, policy(observe(state, tables, config)), tables, config)
+        expected.append(
+            {s: float(q) for s, q in zip(market.tickers, step.trade[0], strict=True) if q != 0}
+        )
+    assert t.agent.ensemble and sum(len(d) for d in expected) >= 4, expected
+    assert sent_per_day == expected
 
 
 def test_the_session_leaves_a_journal_of_intended_and_filled_weights(trader, server, run_dir):
