@@ -116,3 +116,27 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def fills_record(
+    state: PaperState,
+    tickers: list[str],
+    held: dict[str, float],
+    cash: float,
+    close: list[float],
+) -> dict[str, Any]:
+    """The ``"fills"`` journal line of ``state``'s last decision: its orders as they ended
+    and the weights the account holds now (``held`` shares, ``cash`` dollars, marked at
+    ``close``, one price per ticker)."""
+    done = state.last_decision
+    pos = [held.get(s, 0.0) * c for s, c in zip(tickers, close, strict=True)]
+    value = cash + sum(pos)
+    return {
+        "kind": "fills",
+        "decision": done,
+        "account_value": value,
+        "filled_weights": {s: p / value for s, p in zip(tickers, pos, strict=True)},
+        "orders": [
+            dict(o, client_order_id=c) for c, o in state.orders.items() if o.get("decision") == done
+        ],
+    }

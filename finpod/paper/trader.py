@@ -42,6 +42,7 @@ from finpod.paper.state import (
     PaperState,
     append_journal,
     client_order_id,
+    fills_record,
     load_state,
     paper_dir,
     save_state,
@@ -82,6 +83,7 @@ class PaperTrader:
         self.state: PaperState = load_state(self.run_dir, self.agent.run_id, self.agent.name)
         self.stopping = False
         self.sent: list[str] = []  # client order ids this process submitted
+        self._said: str | None = None
 
     # ------------------------------------------------------------------------ logging
     def log(self, line: str) -> None:
@@ -92,6 +94,12 @@ class PaperTrader:
             stamp = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
             with path.open("a", encoding="utf-8") as fh:  # an append-only log, like train.log
                 fh.write(f"{stamp} {line}\n")
+
+    def say_once(self, line: str) -> None:
+        """Log ``line`` unless it is what the last poll said (a closed market is said once)."""
+        if line != self._said:
+            self.log(line)
+        self._said = line
 
     def _save(self) -> None:
         if not self.dry_run:
@@ -162,6 +170,8 @@ class PaperTrader:
                 self.log(f"filled: {what} at {rec['filled_avg_price']:g}")
             elif rec["status"] in ("canceled", "expired"):
                 self.log(f"{rec['status']}: {what}, {rec['filled_qty']:g} filled")
+            elif rec["status"] == "partially_filled" and new_decision and self.dry_run:
+                self.log(f"dry run: would cancel the rest of {what} ({rec['filled_qty']:g} filled)")
             elif rec["status"] == "partially_filled" and new_decision:
                 self.broker.cancel(str(rec["id"]))
                 rec["status"] = "canceled"
@@ -217,13 +227,14 @@ class PaperTrader:
         now = _ts(clock["timestamp"])
         daily = self.agent.bar == "1d"
         if not daily and not clock.get("is_open"):
-            self.log(f"market closed at {now:%Y-%m-%d %H:%M}Z; next open {clock.get('next_open')}")
+            self.say_once(f"market closed; next open {clock.get('next_open')}")
             return "closed"
         if daily and clock.get("is_open"):
-            self.log(
+            self.say_once(
                 f"market open: a daily agent decides after the close ({clock.get('next_close')})"
             )
             return "open"
+        self._said = None
         bars = fetch_window(
             self.agent.tickers,
             self.agent.bar,
@@ -299,31 +310,13 @@ class PaperTrader:
         append_journal(self.run_dir, record)
 
     def _journal_fills(self, market) -> None:
-        """The ``"fills"`` line of the last decision: its orders as they ended and the
-        weights the account holds now (filled), marked at the window's last close."""
-        done = self.state.last_decision
-        if done is None or self.dry_run:
+        """The ``"fills"`` line of the last decision (:func:`fills_record`)."""
+        if self.state.last_decision is None or self.dry_run:
             return
-        held = self.broker.positions()
         cash = float(self.broker.account()["cash"])
         close = market.close[-1].to(torch.float64).tolist()
-        pos = [held.get(s, 0.0) * c for s, c in zip(self.agent.tickers, close, strict=True)]
-        value = cash + sum(pos)
-        orders = [
-            dict(o, client_order_id=c)
-            for c, o in self.state.orders.items()
-            if o.get("decision") == done
-        ]
         self._journal(
-            {
-                "kind": "fills",
-                "decision": done,
-                "account_value": value,
-                "filled_weights": {
-                    s: p / value for s, p in zip(self.agent.tickers, pos, strict=True)
-                },
-                "orders": orders,
-            }
+            fills_record(self.state, self.agent.tickers, self.broker.positions(), cash, close)
         )
 
     # -------------------------------------------------------------------------- loop

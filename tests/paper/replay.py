@@ -128,8 +128,8 @@ class AlpacaPaper:
             return 200, {
                 "timestamp": self.now.isoformat(),
                 "is_open": self.is_open,
-                "next_open": (self.now + pd.Timedelta(hours=14)).isoformat(),
-                "next_close": (self.now + pd.Timedelta(hours=20)).isoformat(),
+                "next_open": self.next_at(9, 30).isoformat(),
+                "next_close": self.next_at(16, 0).isoformat(),
             }
         if path == "/v2/account":
             value = self.cash + sum(q_ * self.last_close(s) for s, q_ in self.positions.items())
@@ -158,6 +158,13 @@ class AlpacaPaper:
         if path == "/v2/stocks/bars":
             return 200, self.bar_page(q)
         return 404, {"code": 40410000, "message": "not found"}
+
+    def next_at(self, hour: int, minute: int) -> pd.Timestamp:
+        """The next time of day ``hour:minute`` in New York after the clock (weekends
+        and holidays are not skipped: the tests never reach them)."""
+        local = self.now.tz_convert(TZ)
+        when = local.normalize() + pd.Timedelta(hours=hour, minutes=minute)
+        return when if when > local else when + pd.Timedelta(days=1)
 
     def post(self, body: dict) -> tuple[int, object]:
         with self.lock:

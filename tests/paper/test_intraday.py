@@ -178,7 +178,9 @@ def test_an_intraday_agent_waits_while_the_market_is_closed(setup):
     trader, server, _ = setup
     server.set_clock(f"{DAYS[TRAIN_DAYS]:%Y-%m-%d} 08:00", is_open=False)
     assert trader.step() == "closed"
-    assert [x for x in trader.lines if "market closed" in x][0].endswith(
-        f"next open {server.get('/v2/clock', {})[1]['next_open']}"
-    )
+    server.set_clock(f"{DAYS[TRAIN_DAYS]:%Y-%m-%d} 08:01", is_open=False)
+    assert trader.step() == "closed"  # the next poll: said once, not every poll
+    closed = [x for x in trader.lines if "market closed" in x]
+    assert len(closed) == 1
+    assert closed[0].endswith(f"next open {server.get('/v2/clock', {})[1]['next_open']}")
     assert server.posts == []

@@ -78,6 +78,16 @@ def test_a_partial_fill_is_cancelled_before_the_next_decision(trader, server):
     assert again.get("AAA", 0) > 0
 
 
+def test_a_dry_run_cancels_nothing_of_a_partial_fill(trader, server):
+    play(trader(), server, K, part={"AAA": 0.5})
+    dry = trader(dry_run=True)
+    server.set_clock(after_close(K + 1))
+    assert dry.step() == "decided"
+    assert "dry run: would cancel the rest of buy" in _one(dry.lines, "would cancel")
+    assert not [r for r in server.requests if r[0] == "DELETE"]
+    assert len(server.posts) == 3
+
+
 def test_a_halted_symbol_is_one_line_and_not_traded(trader, server):
     bars = server.bars["CCC"]
     server.bars["CCC"] = bars.drop(index=K)  # no CCC bar on the decision day
