@@ -17,7 +17,13 @@ import json
 import os
 from typing import Any
 
-from finpod.data.sources.alpaca_client import FREE_RATE_PER_MIN, make_client, need_keys
+from finpod.data.sources.alpaca_client import (
+    FREE_RATE_PER_MIN,
+    KEY_ENV,
+    SECRET_ENV,
+    make_client,
+    need_keys,
+)
 from finpod.errors import FinpodError
 
 #: Environment variable of the trading server's base URL (default: Alpaca's paper server).
@@ -94,7 +100,15 @@ class Broker:
     """The paper account: clock, account, positions and orders, as dicts (module docstring)."""
 
     def __init__(self, rate_per_min: float = FREE_RATE_PER_MIN) -> None:
-        key, secret = need_keys()
+        try:
+            key, secret = need_keys()
+        except FinpodError as err:
+            raise FinpodError(
+                "finpod paper needs the paper account's API keys: "
+                + err.message.split(": ", 1)[-1],
+                f"alpaca.markets → Paper Trading → API keys, then export {KEY_ENV}=... "
+                f"{SECRET_ENV}=...",
+            ) from None
         # lazy: alpaca-py is heavy and only `finpod paper` and the alpaca source need it
         from alpaca.trading.client import TradingClient
 

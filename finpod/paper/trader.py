@@ -120,11 +120,12 @@ class PaperTrader:
         self.refresh_orders(new_decision=False)
         held = self.broker.positions()
         tickers = set(self.agent.tickers)
-        for sym in sorted(tickers & (set(held) | set(self.state.positions))):
-            have, known = held.get(sym, 0.0), self.state.positions.get(sym, 0.0)
+        expected = self.expected_positions()
+        for sym in sorted(tickers & (set(held) | set(expected))):
+            have, known = held.get(sym, 0.0), expected.get(sym, 0.0)
             if abs(have - known) > MIN_ORDER_SHARES:
                 self.log(
-                    f"reconcile: {sym}: the account holds {have:g} shares, the last record "
+                    f"reconcile: {sym}: the account holds {have:g} shares, finpod's record "
                     f"{known:g} (the account's are used)"
                 )
         others = sorted(set(held) - tickers)
@@ -132,8 +133,24 @@ class PaperTrader:
             self.log(
                 f"reconcile: the account also holds {', '.join(others)}: not this run's, left alone"
             )
-        self.state.positions = {s: q for s, q in held.items() if s in tickers}
+        self.positions_seen(held)
         self._save()
+
+    def expected_positions(self) -> dict[str, float]:
+        """Shares per symbol the record says the account holds: those seen last, plus
+        what the recorded orders filled since."""
+        out = dict(self.state.positions)
+        for o in self.state.orders.values():
+            extra = float(o.get("filled_qty") or 0.0) - float(o.get("counted_qty") or 0.0)
+            if extra:
+                out[o["symbol"]] = out.get(o["symbol"], 0.0) + (extra if o["qty"] > 0 else -extra)
+        return out
+
+    def positions_seen(self, held: dict[str, float]) -> None:
+        """Record ``held`` as the account's shares: every recorded fill is in them."""
+        self.state.positions = {s: q for s, q in held.items() if s in set(self.agent.tickers)}
+        for o in self.state.orders.values():
+            o["counted_qty"] = float(o.get("filled_qty") or 0.0)
 
     # ------------------------------------------------------------------------ orders
     def _record(self, cid: str, order: dict[str, Any]) -> dict[str, Any]:
@@ -260,6 +277,8 @@ class PaperTrader:
         account = self.broker.account()
         held = self.broker.positions()
         shares = torch.tensor([held.get(s, 0.0) for s in self.agent.tickers], dtype=torch.float64)
+        if not self.dry_run:
+            self.positions_seen(held)
         made = decide(self.agent, market, float(account["cash"]), shares, self.state.start_value)
         orders = []
         for i, sym in enumerate(self.agent.tickers):
@@ -301,7 +320,6 @@ class PaperTrader:
                     ],
                 }
             )
-        self.state.positions = {s: q for s, q in held.items() if s in set(self.agent.tickers)}
         self.state.last_decision = str(last)
         self._save()
         return "decided"

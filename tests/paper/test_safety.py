@@ -46,6 +46,17 @@ def test_a_restart_that_lost_the_state_of_sent_orders_sends_nothing_twice(trader
     assert sum("already in the account: not sent again" in x for x in again.lines) == 3
 
 
+def test_start_reconciles_positions_one_line_per_difference(trader, server):
+    play(trader(), server, K)  # three orders, all filled at the next open
+    assert not [x for x in trader().lines if "reconcile" in x]  # the fills are in the record
+    server.positions["BBB"] -= 7  # someone else traded the account
+    server.positions["ZZZ"] = 3.0
+    lines = [x for x in trader().lines if x.startswith("reconcile")]
+    assert len(lines) == 2, lines
+    assert "BBB: the account holds" in lines[0] and "(the account's are used)" in lines[0]
+    assert "ZZZ: not this run's, left alone" in lines[1]
+
+
 def test_a_rejected_order_is_one_line_recorded_and_not_retried(trader, server, run_dir):
     server.reject["BBB"] = "insufficient buying power"
     t = trader()
