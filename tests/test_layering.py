@@ -27,6 +27,7 @@ FLOORS = {
     "finpod.strategy": 4,
     "finpod.backtest": 4,
     "finpod.tournament": 5,
+    "finpod.paper": 5,
     "finpod.agent_run": 6,
     "finpod.pipeline": 7,
     "finpod.walkforward": 7,

@@ -1,4 +1,4 @@
-"""The ``finpod`` command line: ``download``, ``info``, ``train``, ``backtest``, ``report``, ``run``.
+"""The ``finpod`` command line: ``download``, ``info``, ``train``, ``backtest``, ``report``, ``run``, ``paper``.
 
 Each verb lives in its own module and registers itself on :data:`app`. User errors
 (:class:`finpod.errors.FinpodError`), usage errors (an unknown command or flag, a
@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 
 from finpod import __version__
-from finpod.cli import backtest_cmd, data_cmd, run_cmd, train_cmd, walkforward_cmd
+from finpod.cli import backtest_cmd, data_cmd, paper_cmd, run_cmd, train_cmd, walkforward_cmd
 
 # note_run_dir stays importable from finpod.cli (its own module is finpod.cli.interrupted).
 from finpod.cli.interrupted import interrupted_line, noted_run_dir
@@ -57,7 +57,7 @@ def _root(
 
 
 def _register() -> None:
-    for module in (data_cmd, train_cmd, backtest_cmd, run_cmd, walkforward_cmd):
+    for module in (data_cmd, train_cmd, backtest_cmd, run_cmd, walkforward_cmd, paper_cmd):
         module.register(app)
 
 

@@ -144,6 +144,11 @@ def report(
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
     console.print(f"tearsheet: {html}")
+    from finpod.cli.paper_cmd import paper_report
+
+    paper = paper_report(run, folder)
+    if paper is not None:
+        console.print(f"paper trading: {paper}")
 
 
 def saved_report_folder(

@@ -1,0 +1,210 @@
+"""One decision of a run's agent on a live window: observation, action, orders.
+
+The agent is the one ``finpod backtest`` trades (:mod:`finpod.backtest.agents`: ``selected``,
+``best``, ``top-N``, ``ensemble-N``) with the env settings it was trained and scored with.
+The observation is the env's own (:func:`finpod.env.core.observe` over the tables of the
+window, :func:`finpod.env.tables.build_tables`) with the account's cash and shares in place
+of a simulated account. The orders are the env's own (:func:`finpod.env.core.transition`:
+target weights or shares, no-trade band, partial adjustment, active budget, flat-at-close,
+sells before buys, buys scaled to the cash): the step is taken on the window's tables with
+one more bar, whose fill price is the decision bar's close (the only price known when the
+order is sent; the env fills at the next bar's open or close), tradable where the decision
+bar is. The account's value at the first start takes the place of the strategy's initial
+cash (the observation's ``log(V / initial_cash)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from finpod.backtest.agents import (
+    ensemble_policy,
+    is_ensemble,
+    load_agents,
+    parse_agent,
+    recorded_env_config,
+    resolve_agent,
+)
+from finpod.backtest.run_record import dataset_dir
+from finpod.data.features import FEATURES
+from finpod.data.manifest import load_manifest
+from finpod.data.market import MarketData
+from finpod.env.config import EnvConfig
+from finpod.env.core import State, observe, transition
+from finpod.env.ensemble import EnsemblePolicy, Member
+from finpod.env.tables import Tables, build_tables
+from finpod.errors import FinpodError
+from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+
+
+@dataclass
+class RunAgent:
+    """A run's agent as the paper trader uses it."""
+
+    run_id: str
+    name: str
+    """Canonical agent name (``best``, ``top-3``, ``ensemble-3``)."""
+    pod_ids: list[str]
+    config: EnvConfig
+    """The env settings its orders go through (an ensemble's: :func:`ensemble_config`)."""
+    tickers: list[str]
+    bar: str
+    calendar: str
+    policy: Any
+    """obs → action; for an ensemble, the members (built on each window)."""
+    ensemble: bool = False
+
+
+def load_run_agent(
+    run_dir: Path, agent: str = "selected", data_dir: str | Path | None = None
+) -> RunAgent:
+    """The run's agent, its recorded settings and its dataset's bar, tickers and calendar."""
+    run_dir = Path(run_dir)
+    name = resolve_agent(run_dir, agent)
+    k = parse_agent(name)
+    meta = read_run_info(run_dir)
+    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
+    chosen = (board.get("entries") or [])[:k]
+    if not chosen:
+        raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
+    manifest = load_manifest(dataset_dir(run_dir, meta, data_dir))
+    extra = [f for f in manifest.get("features", FEATURES) if f not in FEATURES]
+    if extra:
+        raise FinpodError(
+            f"the run's dataset has source features that live bars cannot give: {', '.join(extra)}",
+            "paper trading needs a run trained on market bars (alpaca, yfinance, files, sample)",
+        )
+    device = torch.device("cpu")
+    agents = load_agents(run_dir, chosen, device)
+    config, _ = recorded_env_config(run_dir, meta, chosen[0])
+    ensemble = is_ensemble(name)
+    policy: Any = ensemble_policy(agents)
+    if ensemble:
+        policy = [
+            Member(ensemble_policy([a]), recorded_env_config(run_dir, meta, e)[0], str(e["pod_id"]))
+            for e, a in zip(chosen, agents, strict=True)
+        ]
+        config = replace(
+            config, action_mode="weights", allow_short=False, allow_negative_cash=False
+        )
+    return RunAgent(
+        run_id=str(meta.get("run_id") or run_dir.name),
+        name=name,
+        pod_ids=[str(e.get("pod_id")) for e in chosen],
+        config=config,
+        tickers=[str(t) for t in manifest["tickers"]],
+        bar=str(manifest["bar"]),
+        calendar=str(manifest.get("calendar") or "XNYS"),
+        policy=policy,
+        ensemble=ensemble,
+    )
+
+
+@dataclass
+class Decision:
+    """What the agent orders at the window's last bar (all (N,) over the run's tickers)."""
+
+    observation: torch.Tensor
+    """(obs_dim,) float32, the env's layout."""
+    trade: torch.Tensor
+    """Signed shares to trade (+ buy, − sell), after every execution control."""
+    intended: torch.Tensor
+    """Weights the account holds after the orders, at the decision bar's close."""
+    held: torch.Tensor
+    """Weights the account holds now."""
+    value: float
+    """Account value at the decision bar's close: cash + Σ shares · close, dollars."""
+
+
+def next_bar_tables(tables: Tables, n: int) -> Tables:
+    """``tables`` with one bar more after the last, filled at the last bar's close."""
+    t = tables.step.shape[0] - 1
+    row = tables.step[t]
+    mark = row[n : 2 * n]
+    tradable = (row[:n] > 0).to(row.dtype)
+    decides = 1.0 if tables.schedule is None else float(tables.schedule[t, 0])
+    nxt = torch.cat([mark * tradable, mark, tradable * (mark > 0).to(row.dtype) * decides])
+
+    def more(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else torch.cat([x, x[-1:]])
+
+    return tables._replace(
+        step=torch.cat([tables.step, nxt.unsqueeze(0)]),
+        buy_block=more(tables.buy_block),
+        delist=more(tables.delist),
+    )
+
+
+def account_state(tables: Tables, config: EnvConfig, cash: float, shares: torch.Tensor) -> State:
+    """The env's :class:`State` of an account with ``cash`` and ``shares`` (N,) at the
+    tables' last bar (one env)."""
+    n = shares.shape[0]
+    dtype = config.torch_dtype
+    t = tables.step.shape[0] - 1
+    mark = tables.step[t : t + 1, n : 2 * n]
+    holdings = shares.to(dtype).reshape(1, n)
+    position = holdings * mark
+    cash_t = torch.tensor([cash], dtype=dtype)
+    value = cash_t + position.sum(1)
+    zero = torch.zeros(1, dtype=dtype)
+    return State(
+        t=torch.tensor([t]),
+        steps=torch.zeros(1, dtype=torch.int64),
+        cash=cash_t,
+        holdings=holdings,
+        mark=mark,
+        position=position,
+        value=value,
+        sharpe_a=zero,
+        sharpe_b=zero,
+        peak=value.clone(),
+        ref_cash=cash_t.clone(),
+        ref_holdings=holdings.clone(),
+        ref_value=value.clone(),
+    )
+
+
+def is_decision_bar(agent: RunAgent, market: MarketData) -> bool:
+    """Whether an order given at the window's last bar is executed (the strategy's
+    decision schedule; always true without one)."""
+    if not agent.config.has_schedule:
+        return True
+    tables = build_tables(market, agent.config, torch.device("cpu"))
+    return bool(tables.schedule[-1, 0] > 0)
+
+
+@torch.no_grad()
+def decide(
+    agent: RunAgent, market: MarketData, cash: float, shares: torch.Tensor, start_value: float
+) -> Decision:
+    """The agent's orders at ``market``'s last bar for an account of ``cash`` dollars and
+    ``shares`` (N,) of the run's tickers (module docstring)."""
+    config = replace(agent.config, initial_cash=float(start_value))
+    n = market.num_stocks
+    tables = build_tables(market, config, torch.device("cpu"))
+    state = account_state(tables, config, cash, shares)
+    obs = observe(state, tables, config)
+    policy = agent.policy
+    if agent.ensemble:
+        members = [
+            replace(m, config=replace(m.config, initial_cash=float(start_value))) for m in policy
+        ]
+        policy = EnsemblePolicy(members, market, device="cpu")
+        policy.bar = market.num_bars - 1
+    action = policy(obs)
+    if not isinstance(action, torch.Tensor):
+        action = torch.as_tensor(action)
+    after, out = transition(state, action.reshape(1, n), next_bar_tables(tables, n), config)
+    value = float(state.value[0])
+    inv = 1.0 / max(value, 1e-12)
+    return Decision(
+        observation=obs[0],
+        trade=out.trade[0].to(torch.float64),
+        intended=(after.position[0] / after.value.clamp(min=1e-12)[0]).to(torch.float64),
+        held=(state.position[0] * inv).to(torch.float64),
+        value=value,
+    )

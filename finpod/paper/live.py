@@ -1,0 +1,123 @@
+"""Live bars → a small :class:`~finpod.data.market.MarketData` window, through the code that
+built the run's dataset.
+
+The bars come from Alpaca's data API through the alpaca source's own fetcher
+(:func:`finpod.data.sources.alpaca.fetch_bars`: paced, retried, past days cached in
+``RUN/paper/cache``); the long table goes through :func:`finpod.data.inmemory.from_frame`,
+the cleaner and feature code of every dataset. Features at bar t use bars ≤ t only, so the
+window's last bar has the features the dataset would give it; the exponential averages
+(MACD, RSI, DX) start at the window's first bar, which moves them by less than
+exp(−window / 30) of their value (≈ 5e-5 for the default 300 sessions of daily bars).
+A bar still forming (its end after the clock's time) is left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from finpod.data.calendar import TZ, bar_minutes, sessions
+from finpod.data.inmemory import from_frame
+from finpod.data.market import MarketData
+from finpod.errors import FinpodError
+
+#: Sessions of history in the window by default: daily bars need 60 bars for the slowest
+#: moving average and 253 sessions for turbulence; intraday bars 60 bars and 253 sessions
+#: of session closes for turbulence. Past sessions are fetched once and cached.
+DEFAULT_LOOKBACK_SESSIONS = 300
+#: Session close in minutes after midnight, New York: a daily bar is complete after it.
+DAILY_CLOSE_MIN = 16 * 60
+
+
+def bar_end(start: pd.DatetimeIndex, bar: str) -> pd.DatetimeIndex:
+    """When each bar (labelled by its start, New York) is complete."""
+    minutes = bar_minutes(bar)
+    if minutes is None:
+        return start.normalize() + pd.Timedelta(minutes=DAILY_CLOSE_MIN)
+    return start + pd.Timedelta(minutes=minutes)
+
+
+def window_sessions(now: pd.Timestamp, count: int, calendar: str) -> pd.DatetimeIndex:
+    """The last ``count`` sessions up to ``now``'s date (naive dates)."""
+    now = pd.Timestamp(now).tz_convert(TZ)
+    first = now.tz_localize(None).normalize() - pd.Timedelta(days=int(count * 1.6) + 10)
+    days = sessions(first, now.tz_localize(None), calendar)
+    return days[-count:]
+
+
+def fetch_window(
+    tickers: list[str],
+    bar: str,
+    now: pd.Timestamp,
+    *,
+    feed: str,
+    lookback_sessions: int,
+    calendar: str,
+    cache_dir: Path,
+) -> pd.DataFrame:
+    """The long table of the tickers' complete bars over the window ending at ``now``."""
+    from finpod.data.sources.alpaca import fetch_bars
+
+    now = pd.Timestamp(now).tz_convert(TZ)
+    days = window_sessions(now, lookback_sessions, calendar)
+    df = fetch_bars(
+        list(tickers),
+        days,
+        bar,
+        feed=feed,
+        cache_dir=cache_dir,
+        today=now.tz_localize(None).normalize(),
+    )
+    if df.empty:
+        return df
+    stamps = pd.DatetimeIndex(df["timestamp"])
+    return df[bar_end(stamps, bar) <= now].reset_index(drop=True)
+
+
+def window_market(
+    bars: pd.DataFrame, tickers: list[str], bar: str, calendar: str, device: torch.device
+) -> MarketData:
+    """The window as a :class:`MarketData` whose ticker axis is the run's ``tickers``.
+
+    No ticker is dropped for sparse coverage (a thin name keeps its holes, not tradable, as
+    in the dataset); a ticker with no bar at all in the window is an error.
+    """
+    if bars.empty:
+        raise FinpodError(
+            "Alpaca returned no bars for the window", "check the symbols, the feed and the keys"
+        )
+    missing = sorted(set(tickers) - set(bars["tic"].astype(str)))
+    if missing:
+        raise FinpodError(
+            f"no live bars for {', '.join(missing)} in the window",
+            "a symbol the run trades is not served by this feed (renamed or delisted?)",
+        )
+    bars = bars[bars["tic"].isin(tickers)]
+    market = from_frame(bars, bar, device=device, calendar=calendar, min_coverage=0.0, min_bars=1)
+    order = [market.tickers.index(t) for t in tickers]
+    if order == list(range(len(tickers))):
+        return market
+    idx = torch.tensor(order, device=market.device)
+
+    def pick(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else x.index_select(1, idx)
+
+    return replace(
+        market,
+        tickers=list(tickers),
+        open=pick(market.open),
+        close=pick(market.close),
+        features=pick(market.features),
+        tradable=pick(market.tradable),
+        buyable=pick(market.buyable),
+        delisted=pick(market.delisted),
+    )
+
+
+def stale_tickers(market: MarketData) -> list[str]:
+    """Tickers without a real bar at the window's last bar (halted, or no trade in it)."""
+    last = market.tradable[-1].cpu()
+    return [t for t, ok in zip(market.tickers, last.tolist(), strict=True) if not ok]

@@ -1,0 +1,387 @@
+"""``PaperTrader``: a run's agent trading an Alpaca paper account, one poll at a time.
+
+A poll (:meth:`PaperTrader.step`): read the clock; update the orders still open (fills,
+rejections; a partial fill still open when a new decision comes is cancelled); if a new
+complete bar is a decision bar of the strategy, fetch the live window, read the account,
+decide (:func:`finpod.paper.decide.decide`) and send the orders, sells first. Daily agents
+decide after the session close (their market orders fill at the next open, as the env's
+do); intraday agents while the market is open, after each bar.
+
+Nothing is sent twice: each order's client order id is derived from (run, decision bar,
+symbol); before sending, the trader looks in its state and then in the account for that
+id, and the state is written after each confirmed submission. A request lost with the
+connection leaves the order ``"unknown"`` until a later lookup says whether it arrived.
+
+Each of these gives one line in the log and a safe state (nothing half-known, the poll
+ends, the next poll starts from the account): market closed, a symbol without a bar at the
+decision bar (halted), an order rejected, a partial fill, a rate limit (HTTP 429 after the
+retries), a lost connection.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from finpod.errors import FinpodError
+from finpod.paper.broker import Broker, BrokerError
+from finpod.paper.decide import RunAgent, decide, is_decision_bar, load_run_agent
+from finpod.paper.live import (
+    DEFAULT_LOOKBACK_SESSIONS,
+    fetch_window,
+    stale_tickers,
+    window_market,
+)
+from finpod.paper.state import (
+    PaperState,
+    append_journal,
+    client_order_id,
+    fills_record,
+    load_state,
+    paper_dir,
+    save_state,
+)
+
+#: Shares below this are not sent (fractional orders: Alpaca's smallest is 1e-9 share).
+MIN_ORDER_SHARES = 1e-6
+#: Decimals of a fractional order's quantity.
+QTY_DECIMALS = 6
+
+
+def _ts(text: Any) -> pd.Timestamp:
+    ts = pd.Timestamp(text)
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts
+
+
+class PaperTrader:
+    """A run's agent on the paper account (module docstring). ``log`` receives every line."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        agent: str = "selected",
+        *,
+        data_dir: str | Path | None = None,
+        dry_run: bool = False,
+        feed: str = "iex",
+        lookback_sessions: int = DEFAULT_LOOKBACK_SESSIONS,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir)
+        self.dry_run = dry_run
+        self.feed = feed
+        self.lookback = int(lookback_sessions)
+        self._log = log
+        self.broker = Broker()
+        self.state: PaperState = load_state(self.run_dir, self.agent.run_id, self.agent.name)
+        self.stopping = False
+        self.sent: list[str] = []  # client order ids this process submitted
+        self._said: str | None = None
+
+    # ------------------------------------------------------------------------ logging
+    def log(self, line: str) -> None:
+        self._log(line)
+        if not self.dry_run:
+            path = paper_dir(self.run_dir) / "paper.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            stamp = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+            with path.open("a", encoding="utf-8") as fh:  # an append-only log, like train.log
+                fh.write(f"{stamp} {line}\n")
+
+    def say_once(self, line: str) -> None:
+        """Log ``line`` unless it is what the last poll said (a closed market is said once)."""
+        if line != self._said:
+            self.log(line)
+        self._said = line
+
+    def _save(self) -> None:
+        if not self.dry_run:
+            save_state(self.run_dir, self.state)
+
+    # ------------------------------------------------------------------------- start
+    def start(self) -> None:
+        """Read the account, set the starting value on a first start, settle orders left
+        unknown, and reconcile the positions with the last record (one line per difference)."""
+        account = self.broker.account()
+        if not self.state.start_value:
+            self.state.start_value = float(account.get("equity") or account.get("cash"))
+        self.log(
+            f"paper trading run {self.agent.run_id}, agent {self.agent.name} "
+            f"({', '.join(self.agent.pod_ids)}), {self.agent.bar} bars, "
+            f"{len(self.agent.tickers)} tickers{', dry run: nothing is sent' if self.dry_run else ''}"
+        )
+        self.refresh_orders(new_decision=False)
+        held = self.broker.positions()
+        tickers = set(self.agent.tickers)
+        expected = self.expected_positions()
+        for sym in sorted(tickers & (set(held) | set(expected))):
+            have, known = held.get(sym, 0.0), expected.get(sym, 0.0)
+            if abs(have - known) > MIN_ORDER_SHARES:
+                self.log(
+                    f"reconcile: {sym}: the account holds {have:g} shares, finpod's record "
+                    f"{known:g} (the account's are used)"
+                )
+        others = sorted(set(held) - tickers)
+        if others:
+            self.log(
+                f"reconcile: the account also holds {', '.join(others)}: not this run's, left alone"
+            )
+        self.positions_seen(held)
+        self._save()
+
+    def expected_positions(self) -> dict[str, float]:
+        """Shares per symbol the record says the account holds: those seen last, plus
+        what the recorded orders filled since."""
+        out = dict(self.state.positions)
+        for o in self.state.orders.values():
+            extra = float(o.get("filled_qty") or 0.0) - float(o.get("counted_qty") or 0.0)
+            if extra:
+                out[o["symbol"]] = out.get(o["symbol"], 0.0) + (extra if o["qty"] > 0 else -extra)
+        return out
+
+    def positions_seen(self, held: dict[str, float]) -> None:
+        """Record ``held`` as the account's shares: every recorded fill is in them."""
+        self.state.positions = {s: q for s, q in held.items() if s in set(self.agent.tickers)}
+        for o in self.state.orders.values():
+            o["counted_qty"] = float(o.get("filled_qty") or 0.0)
+
+    # ------------------------------------------------------------------------ orders
+    def _record(self, cid: str, order: dict[str, Any]) -> dict[str, Any]:
+        rec = self.state.orders.setdefault(cid, {})
+        rec.update(
+            id=order.get("id"),
+            status=str(order.get("status")),
+            filled_qty=float(order.get("filled_qty") or 0.0),
+            filled_avg_price=float(order.get("filled_avg_price") or 0.0),
+        )
+        return rec
+
+    def refresh_orders(self, new_decision: bool) -> None:
+        """Update every order that may still change; with ``new_decision``, cancel what is
+        left of a partially filled one (the new decision starts from what was filled)."""
+        for cid in self.state.open_orders():
+            rec = self.state.orders[cid]
+            if rec.get("status") == "unknown":
+                found = self.broker.order_by_client_id(cid)
+                if found is None:
+                    self.log(f"order {cid} never reached the account: it may be sent again")
+                    del self.state.orders[cid]
+                    self._save()
+                    continue
+                self.log(f"order {cid} reached the account before the connection was lost")
+                rec = self._record(cid, found)
+            else:
+                rec = self._record(cid, self.broker.order(str(rec["id"])))
+            side, qty = ("buy" if rec["qty"] > 0 else "sell"), abs(rec["qty"])
+            what = f"{side} {qty:g} {rec['symbol']}"
+            if rec["status"] == "rejected":
+                self.log(f"order rejected by the account: {what} ({cid})")
+            elif rec["status"] == "filled":
+                self.log(f"filled: {what} at {rec['filled_avg_price']:g}")
+            elif rec["status"] in ("canceled", "expired"):
+                self.log(f"{rec['status']}: {what}, {rec['filled_qty']:g} filled")
+            elif rec["status"] == "partially_filled" and new_decision and self.dry_run:
+                self.log(f"dry run: would cancel the rest of {what} ({rec['filled_qty']:g} filled)")
+            elif rec["status"] == "partially_filled" and new_decision:
+                self.broker.cancel(str(rec["id"]))
+                rec["status"] = "canceled"
+                self.log(
+                    f"partial fill: {what}: {rec['filled_qty']:g} filled at "
+                    f"{rec['filled_avg_price']:g}; the rest is cancelled before the next decision"
+                )
+            self._save()
+
+    def send(self, cid: str, symbol: str, qty: float, decision: pd.Timestamp) -> None:
+        """Send one order unless the state or the account already knows its id."""
+        side = "buy" if qty > 0 else "sell"
+        what = f"{side} {abs(qty):g} {symbol}"
+        known = self.state.orders.get(cid)
+        if known is not None and known.get("status") != "unknown":
+            return
+        if self.dry_run:
+            self.log(f"dry run: would {what} ({cid})")
+            return
+        found = self.broker.order_by_client_id(cid)
+        if found is not None:
+            self.state.orders[cid] = {"decision": str(decision), "symbol": symbol, "qty": qty}
+            self._record(cid, found)
+            self._save()
+            self.log(f"order {cid} ({what}) is already in the account: not sent again")
+            return
+        self.state.orders[cid] = {
+            "decision": str(decision),
+            "symbol": symbol,
+            "qty": qty,
+            "status": "unknown",
+        }
+        try:
+            order = self.broker.submit(symbol, qty, cid)
+        except BrokerError as err:
+            if err.kind == "rejected":
+                self.state.orders[cid].update(status="rejected", reason=err.message)
+                self._save()
+                self.log(f"order rejected: {what}: {err.message}")
+                return
+            self._save()  # "unknown": the next poll looks it up before anything is sent
+            raise
+        self._record(cid, order)
+        self._save()
+        self.sent.append(cid)
+        self.log(f"sent: {what} ({cid}, {self.state.orders[cid]['status']})")
+
+    # ------------------------------------------------------------------------- steps
+    def step(self) -> str:
+        """One poll; returns what happened: ``"closed"``, ``"open"`` (a daily agent waits
+        for the close), ``"waiting"`` (no new decision bar), ``"decided"`` or ``"stopped"``."""
+        clock = self.broker.clock()
+        now = _ts(clock["timestamp"])
+        daily = self.agent.bar == "1d"
+        if not daily and not clock.get("is_open"):
+            self.say_once(f"market closed; next open {clock.get('next_open')}")
+            return "closed"
+        if daily and clock.get("is_open"):
+            self.say_once(
+                f"market open: a daily agent decides after the close ({clock.get('next_close')})"
+            )
+            return "open"
+        self._said = None
+        bars = fetch_window(
+            self.agent.tickers,
+            self.agent.bar,
+            now,
+            feed=self.feed,
+            lookback_sessions=self.lookback,
+            calendar=self.agent.calendar,
+            cache_dir=paper_dir(self.run_dir) / "cache",
+        )
+        market = window_market(
+            bars, self.agent.tickers, self.agent.bar, self.agent.calendar, torch.device("cpu")
+        )
+        last = market.timestamps[-1]
+        done = self.state.last_decision
+        if done is not None and last <= pd.Timestamp(done):
+            return "waiting"
+        if not is_decision_bar(self.agent, market):
+            return "waiting"
+        self.refresh_orders(new_decision=True)
+        self._journal_fills(market)
+        for sym in stale_tickers(market):
+            self.log(f"{sym}: no bar at {last} (halted or no trade): not traded at this bar")
+        account = self.broker.account()
+        held = self.broker.positions()
+        shares = torch.tensor([held.get(s, 0.0) for s in self.agent.tickers], dtype=torch.float64)
+        if not self.dry_run:
+            self.positions_seen(held)
+        made = decide(self.agent, market, float(account["cash"]), shares, self.state.start_value)
+        orders = []
+        for i, sym in enumerate(self.agent.tickers):
+            qty = round(float(made.trade[i]), QTY_DECIMALS)
+            if abs(qty) >= MIN_ORDER_SHARES:
+                orders.append((qty, sym))
+        orders.sort(key=lambda o: o[0] > 0)  # sells first: their proceeds fund the buys
+        self.log(
+            f"decision at {last}: value {made.value:,.2f}, {len(orders)} order(s); intended "
+            + ", ".join(
+                f"{s} {w:.3f}"
+                for s, w in zip(self.agent.tickers, made.intended.tolist(), strict=True)
+            )
+        )
+        for qty, sym in orders:
+            if self.stopping:
+                self.log("stopping: the orders not yet sent are left for the next start")
+                return "stopped"
+            self.send(client_order_id(self.agent.run_id, last, sym), sym, qty, last)
+        if not self.dry_run:
+            self._journal(
+                {
+                    "kind": "decision",
+                    "decision": str(last),
+                    "time": str(now),
+                    "account_value": made.value,
+                    "cash": float(account["cash"]),
+                    "held_weights": dict(zip(self.agent.tickers, made.held.tolist(), strict=True)),
+                    "intended_weights": dict(
+                        zip(self.agent.tickers, made.intended.tolist(), strict=True)
+                    ),
+                    "orders": [
+                        {
+                            "symbol": s,
+                            "qty": q,
+                            "client_order_id": client_order_id(self.agent.run_id, last, s),
+                        }
+                        for q, s in orders
+                    ],
+                }
+            )
+        self.state.last_decision = str(last)
+        self._save()
+        return "decided"
+
+    def _journal(self, record: dict[str, Any]) -> None:
+        append_journal(self.run_dir, record)
+
+    def _journal_fills(self, market) -> None:
+        """The ``"fills"`` line of the last decision (:func:`fills_record`)."""
+        if self.state.last_decision is None or self.dry_run:
+            return
+        cash = float(self.broker.account()["cash"])
+        close = market.close[-1].to(torch.float64).tolist()
+        self._journal(
+            fills_record(self.state, self.agent.tickers, self.broker.positions(), cash, close)
+        )
+
+    # -------------------------------------------------------------------------- loop
+    def run(self, poll_s: float, max_decisions: int | None = None, once: bool = False) -> int:
+        """Poll until Ctrl-C (or ``max_decisions`` decisions, or one poll with ``once``).
+
+        Ctrl-C lets the request in flight finish and its answer be recorded, then stops:
+        returns 0. A lost connection or a rate limit ends the poll with one line and the
+        next poll tries again (``once``: the error is raised)."""
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum, frame) -> None:
+            self.stopping = True
+
+        signal.signal(signal.SIGINT, on_sigint)
+        decisions = 0
+        try:
+            self.start()
+            while not self.stopping:
+                try:
+                    what = self.step()
+                except FinpodError as err:
+                    if once or not _transient(err):
+                        raise
+                    self.log(f"{err}; trying again in {poll_s:g} s")
+                    what = "error"
+                decisions += what == "decided"
+                if once or (max_decisions is not None and decisions >= max_decisions):
+                    break
+                end = time.monotonic() + poll_s
+                while not self.stopping and time.monotonic() < end:
+                    time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if self.stopping:
+            self._save()
+            self.log(
+                f"stopped on Ctrl-C: every order sent is recorded in "
+                f"{paper_dir(self.run_dir) / 'state.json'}; start again to continue"
+            )
+        return 0
+
+
+def _transient(err: Exception) -> bool:
+    """Whether a poll's error is worth another poll: a lost connection or a rate limit of
+    the trading or the data API."""
+    if isinstance(err, BrokerError):
+        return err.kind in ("connection", "rate_limit")
+    text = str(err)
+    return "cannot reach Alpaca" in text or "kept answering HTTP" in text

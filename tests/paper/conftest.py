@@ -1,0 +1,165 @@
+"""Fixtures of the paper-trading tests: seeded daily bars of three tickers, a tiny run
+trained on the first 300 sessions (files source, PPO, active tilts around equal weight with a no-trade
+band), and a loopback Alpaca server that replays the later sessions."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from replay import TZ, AlpacaPaper  # noqa: E402
+
+from finpod.data.calendar import sessions  # noqa: E402
+
+SYMBOLS = ("AAA", "BBB", "CCC")
+DAYS = sessions("2021-01-04", "2022-06-30")[:330]
+#: Sessions the run is trained on (the dataset); the later ones are only served live.
+TRAIN_SESSIONS = 300
+START_CASH = 1_000_000.0
+STRATEGY = """
+[agent]
+algorithm = "ppo"
+[agent.hparams]
+horizon = 8
+minibatch_size = 64
+update_epochs = 1
+actor_hidden = [16]
+critic_hidden = [16]
+[env]
+action_mode = "active"
+episode_length = 40
+cost_rate = 0.0
+no_trade_band = 0.01
+dtype = "float64"
+[train]
+num_envs = 8
+total_steps = 256
+eval_every = 128
+seed = 3
+device = "cpu"
+"""
+
+
+def make_bars(seed: int = 11) -> dict[str, pd.DataFrame]:
+    """Alpaca's daily bar fields (``t`` at midnight New York, in UTC). Each open is the
+    previous close, so a market order sent after a close fills at that close: the env's
+    fill price (the next open) and the price the trader sizes its orders with are one."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    stamps = pd.DatetimeIndex(DAYS).tz_localize(TZ).tz_convert("UTC")
+    for k, sym in enumerate(SYMBOLS):
+        r = 0.0003 * (k - 1) + 0.015 * rng.standard_normal(len(DAYS))
+        close = np.round((40.0 + 30 * k) * np.exp(np.cumsum(r)), 2)
+        open_ = np.r_[close[0], close[:-1]]
+        out[sym] = pd.DataFrame(
+            {
+                "t": stamps.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "o": open_,
+                "h": np.round(np.maximum(open_, close) * 1.004, 2),
+                "l": np.round(np.minimum(open_, close) * 0.996, 2),
+                "c": close,
+                "v": rng.integers(100_000, 900_000, len(DAYS)).astype(float),
+                "n": rng.integers(100, 900, len(DAYS)).astype(float),
+                "vw": close,
+            }
+        )
+    return out
+
+
+BARS = make_bars()
+
+
+def long_frame(upto: int) -> pd.DataFrame:
+    """The bars of the first ``upto`` sessions as the long table the files source reads."""
+    rows = []
+    for sym, df in BARS.items():
+        rows.append(
+            pd.DataFrame(
+                {
+                    "timestamp": pd.to_datetime(df["t"], utc=True).dt.tz_convert(TZ),
+                    "tic": sym,
+                    "open": df["o"],
+                    "high": df["h"],
+                    "low": df["l"],
+                    "close": df["c"],
+                    "volume": df["v"],
+                }
+            ).iloc[:upto]
+        )
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """(run directory, dataset directory) of a tiny run trained on the first 300 sessions."""
+    from finpod.data import build_dataset
+    from finpod.pipeline import train_agent
+
+    root = tmp_path_factory.mktemp("paper-run")
+    frame = long_frame(TRAIN_SESSIONS)
+    frame["timestamp"] = frame["timestamp"].dt.strftime("%Y-%m-%d")
+    frame.to_csv(root / "bars.csv", index=False)
+    dataset = build_dataset("files", root / "data", path=root / "bars.csv", bar="1d")
+    (root / "s.toml").write_text(STRATEGY)
+    run = train_agent(root / "s.toml", dataset, root / "runs", progress=False, run_id="r1")
+    return Path(run), Path(dataset)
+
+
+@pytest.fixture
+def run_dir(trained, tmp_path) -> Path:
+    """A copy of the trained run (its ``paper/`` folder is this test's own)."""
+    return Path(shutil.copytree(trained[0], tmp_path / "runs" / trained[0].name))
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """The replay server with the account's cash, and the environment that points at it."""
+    srv = AlpacaPaper(BARS, cash=START_CASH)
+    monkeypatch.setenv("APCA_API_KEY_ID", "test-key")
+    monkeypatch.setenv("APCA_API_SECRET_KEY", "test-secret")
+    monkeypatch.setenv("FINPOD_ALPACA_BACKOFF_S", "0.01")
+    monkeypatch.setenv("FINPOD_ALPACA_DATA_URL", srv.url)
+    monkeypatch.setenv("FINPOD_ALPACA_TRADING_URL", srv.url)
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def trader(run_dir, trained, server):
+    """``make(**kw)`` → a started PaperTrader on the copied run; its log lines in ``.lines``."""
+    from finpod.paper.trader import PaperTrader
+
+    def make(**kw):
+        lines: list[str] = []
+        t = PaperTrader(run_dir, data_dir=trained[1], lookback_sessions=400, log=lines.append, **kw)
+        t.lines = lines
+        t.start()
+        return t
+
+    return make
+
+
+def after_close(k: int) -> str:
+    """16:30 New York on session ``k``: its daily bar is complete, the market closed."""
+    return f"{DAYS[k]:%Y-%m-%d} 16:30"
+
+
+def play(trader, server, k: int, part: dict[str, float] | None = None) -> str:
+    """Decide after the close of session ``k``, then fill the orders at session k+1's open."""
+    server.set_clock(after_close(k))
+    what = trader.step()
+    server.fill_open_orders(f"{DAYS[k + 1]:%Y-%m-%d}", part)
+    return what
