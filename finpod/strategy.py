@@ -26,7 +26,7 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from finpod.agents import ALGORITHMS
 from finpod.agents.hparams import build_hparams
@@ -34,9 +34,6 @@ from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs.toml_writer import toml_dumps
 from finpod.scores import SCORES
-
-if TYPE_CHECKING:
-    from finpod.env import EnvConfig
 
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
@@ -91,8 +88,8 @@ class Strategy:
     Attributes:
         algorithm: registry name of the agent.
         hparams: the agent's full hyperparameters (defaults filled in), as a plain dict.
-        env: the full env settings (``EnvConfig`` fields) as the plain table the run
-            records; :meth:`env_config` is the typed form the layers below take.
+        config: the env settings, typed and validated when the file is read (the one
+            form of them; :attr:`env` is the same as the plain table a run records).
         train: budget and execution settings.
         tournament, search: raw tables for the tournament layer.
         name, description: free text.
@@ -101,7 +98,7 @@ class Strategy:
 
     algorithm: str
     hparams: dict[str, Any]
-    env: dict[str, Any]
+    config: EnvConfig
     train: TrainSpec
     tournament: dict[str, Any] = field(default_factory=dict)
     search: dict[str, Any] = field(default_factory=dict)
@@ -109,11 +106,15 @@ class Strategy:
     description: str = ""
     path: Path | None = None
 
+    @property
+    def env(self) -> dict[str, Any]:
+        """The env settings as the plain table a run records (every field resolved)."""
+        return self.config.to_dict()
+
     def env_config(self, **overrides: Any) -> EnvConfig:
         """The ``EnvConfig`` of this strategy (with ``overrides``): what training, the
         tournament's pods and the backtest are given."""
-
-        return EnvConfig.from_dict(self.env).with_options(**overrides)
+        return self.config.with_options(**overrides)
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved strategy as plain data (what ``run.json`` records)."""
@@ -158,9 +159,7 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
         raise FinpodError(f"agent.hparams{where} must be a table", "write [agent.hparams]")
     hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
 
-    env = _table(raw, "env", where)
-
-    env_resolved = EnvConfig.from_dict(env).to_dict()
+    config = EnvConfig.from_dict(_table(raw, "env", where))
 
     train_table = _table(raw, "train", where)
     known = [f.name for f in dataclasses.fields(TrainSpec)]
@@ -172,7 +171,7 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     return Strategy(
         algorithm=algorithm,
         hparams=dataclasses.asdict(hparams),
-        env=env_resolved,
+        config=config,
         train=train,
         tournament=_table(raw, "tournament", where),
         search=_table(raw, "search", where),
