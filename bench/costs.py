@@ -8,7 +8,7 @@ tournament of the case's strategy under ``--budget``), backtests with ``finpod b
 
 - ``agent`` and the benchmarks of ``backtest.json`` / ``metrics.csv`` (``equal_weight_daily``,
   ``equal_weight_buy_hold``, ``momentum``), all traded through the same env and costs;
-- on ``alpha`` markets, ``reference``: :func:`finpod.data.synthetic.cost_aware_reference`
+- on ``alpha`` markets, ``reference``: :func:`finpod.data.synthetic_market.cost_aware_reference`
   (the signal's target weights behind a no-trade band, with the agent's costs and fills),
   rolled over the same backtest split;
 
@@ -198,7 +198,7 @@ def build_persistent(download: list[str], persistence: float, out: Path) -> None
     (which the synthetic source does not take yet) set on the generator."""
     import functools
 
-    import finpod.data.synthetic as synthetic
+    import finpod.data.synthetic_market as synthetic
     from finpod.data import build_dataset
 
     opts = dict(zip(download[::2], download[1::2], strict=True))
@@ -286,7 +286,7 @@ def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
     """The cost-aware reference on the backtest split, with the agent's cost model."""
     from finpod.data import load_manifest
     from finpod.data.dataset import load_split
-    from finpod.data.synthetic import REFERENCE_BAND, cost_aware_reference
+    from finpod.data.synthetic_market import REFERENCE_BAND, cost_aware_reference
     from finpod.env import EnvConfig, rollout, score
 
     manifest = load_manifest(data_dir)

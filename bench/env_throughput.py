@@ -120,7 +120,7 @@ def env_config(args: argparse.Namespace, market: MarketData) -> EnvConfig:
 
 
 def synthetic_market(num_stocks: int, bar: str, device: torch.device) -> MarketData:
-    from finpod.data.synthetic import make_synthetic
+    from finpod.data.synthetic_market import make_synthetic
 
     return make_synthetic(num_stocks, 2500, bar=bar, regime="null", seed=0, device=device)
 
@@ -357,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.synthetic:
             t0 = time.perf_counter()
             market = synthetic_market(num_stocks, args.synthetic, device)
-            load_s, source = time.perf_counter() - t0, f"finpod.data.synthetic {args.synthetic}"
+            load_s, source = (
+                time.perf_counter() - t0,
+                f"finpod.data.synthetic_market {args.synthetic}",
+            )
             csv = Path(f"synthetic_{args.synthetic}_n{num_stocks}")
         elif not csv.exists():
             emit({"system": "finpod", "num_stocks": num_stocks, "error": f"no data file {csv}"})

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Known answer with costs: Sharpe of the cost-free oracle and of the cost-aware reference.
 
-On a synthetic ``alpha`` market (:mod:`finpod.data.synthetic`) it rolls, through the env's
+On a synthetic ``alpha`` market (:mod:`finpod.data.synthetic_market`) it rolls, through the env's
 own accounting (next-bar fills, whole shares, ``--cost`` proportional costs):
 
 - ``oracle_no_cost``: the oracle's target weights every bar, costs 0 (an upper bound);
 - ``oracle``: the same with costs (what ignoring costs earns);
-- ``reference``: :func:`finpod.data.synthetic.cost_aware_reference` (signal hysteresis plus
+- ``reference``: :func:`finpod.data.synthetic_market.cost_aware_reference` (signal hysteresis plus
   the env's no-trade band), with costs: the after-cost Sharpe an agent is measured against;
 - ``oracle_band_<b>``: the oracle's target behind the env's no-trade band of width b
   (weight units, trading to the band's edge), with costs (a simpler, weaker rule).
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from finpod.data.calendar import bar_minutes  # noqa: E402
-from finpod.data.synthetic import (  # noqa: E402
+from finpod.data.synthetic_market import (  # noqa: E402
     REFERENCE_BAND,
     REFERENCE_ENTER,
     REFERENCE_EXIT,

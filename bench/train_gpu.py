@@ -1,7 +1,7 @@
 """Training throughput of finpod's own agents on one device (e.g. a GPU), no peers.
 
 For each algorithm and ``--num-envs`` it trains on a synthetic market of ``--num-stocks``
-tickers (``finpod.data.synthetic``, ``null`` regime) and prints one JSON line:
+tickers (``finpod.data.synthetic_market``, ``null`` regime) and prints one JSON line:
 ``train_steps_per_s`` (env steps collected and trained on per wall second, after one
 untimed warm-up call), ``grad_updates_per_env_step`` (how much learning each env step
 buys, so rows with different settings can be compared honestly), widths and settings.
@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from finpod.agents import make_agent  # noqa: E402
-from finpod.data.synthetic import make_synthetic  # noqa: E402
+from finpod.data.synthetic_market import make_synthetic  # noqa: E402
 from finpod.env import EnvConfig, VecTradingEnv  # noqa: E402
 
 #: PPO settings: a rollout of ``horizon`` steps per env, ``update_epochs`` epochs of

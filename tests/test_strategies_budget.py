@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from finpod.data.synthetic import make_synthetic
+from finpod.data.synthetic_market import make_synthetic
 from finpod.env import EnvConfig, VecTradingEnv, rollout
 from finpod.errors import FinpodError
 from finpod.strategy import load_strategy
-from finpod.tournament.run import resolve
+from finpod.tournament.launch import resolve
 from finpod.tournament.search import parse_search, pod_env
 
 STRATEGIES = Path(__file__).resolve().parents[1] / "strategies"

@@ -65,7 +65,7 @@ def test_a_fraction_for_an_integer_field_suggests_an_integer(tmp_path):
 
 
 def test_tournament_ensemble_fraction_suggests_an_integer_ensemble():
-    from finpod.tournament.config import parse_tournament
+    from finpod.tournament.settings import parse_tournament
 
     with pytest.raises(FinpodError) as err:
         parse_tournament({"ensemble": 2.5})

@@ -11,7 +11,7 @@ are too tight" (the rule reaches little) from "my agent learned nothing" (the ru
 much, the agent does not). It reads the signal from the observation at bar t only, so it
 is causal by construction.
 
-The cost-aware reference of :func:`finpod.data.synthetic.cost_aware_reference` stays the
+The cost-aware reference of :func:`finpod.data.synthetic_market.cost_aware_reference` stays the
 unconstrained line (weights mode, no tilt bounds).
 """
 
@@ -32,7 +32,7 @@ SIGNAL_SCALE = 1.0
 #: The planted signal of the synthetic ``alpha`` regime (a per-ticker feature).
 SIGNAL_FEATURE = "alpha_signal"
 #: Benchmark-column names: the scripted ceiling under the agent's bounds, and the
-#: unconstrained cost-aware reference of :mod:`finpod.data.synthetic`.
+#: unconstrained cost-aware reference of :mod:`finpod.data.synthetic_market`.
 SIGNAL_RULE = "signal_rule"
 COST_AWARE = "cost_aware_reference"
 

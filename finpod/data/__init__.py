@@ -11,10 +11,10 @@ formats) beside them.
 Entry points: :func:`build_dataset` (source → dataset directory), :func:`load_split`
 (dataset directory → :class:`MarketData` on a device), :func:`load_manifest` (or the typed :class:`Manifest`),
 :func:`from_frame` (a long table of bars → :class:`MarketData`) and
-:mod:`finpod.data.synthetic` (markets with a known answer).
+:mod:`finpod.data.synthetic_market` (markets with a known answer).
 """
 
-from finpod.data import synthetic
+from finpod.data import synthetic_market
 from finpod.data.benchmark import align_benchmark
 from finpod.data.calendar import bars_per_year
 from finpod.data.clean import Bars, clean_long
@@ -30,7 +30,7 @@ from finpod.data.features import FEATURES
 from finpod.data.inmemory import bars_to_market, from_frame
 from finpod.data.manifest import Manifest
 from finpod.data.market import MarketData, periods_per_year
-from finpod.data.synthetic import make_synthetic, oracle_weights
+from finpod.data.synthetic_market import make_synthetic, oracle_weights
 
 __all__ = [
     "FEATURES",
@@ -50,6 +50,6 @@ __all__ = [
     "oracle_weights",
     "periods_per_year",
     "plan_splits",
-    "synthetic",
+    "synthetic_market",
     "verify_dataset",
 ]

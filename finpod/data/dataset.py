@@ -80,7 +80,7 @@ from finpod.errors import FinpodError
 SOURCES = tuple(sources.LOADERS)
 # The splits, the manifest and the dataset's files live in finpod.data.splits/.manifest/
 # .store, align_benchmark, bars_to_market and from_frame in finpod.data.benchmark/.inmemory;
-# they stay importable from here (finpod.data.synthetic imports bars_to_market here).
+# they stay importable from here (finpod.data.synthetic_market imports bars_to_market here).
 __all__ = [
     "DEFAULT_EMBARGO_SESSIONS",
     "DEFAULT_FRACTIONS",

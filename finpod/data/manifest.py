@@ -25,7 +25,7 @@ from finpod.data.disclosure import benchmark_name, universe_disclosure
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
-    from finpod.data.sources.base import LoadedSource
+    from finpod.data.sources.loaded import LoadedSource
 
 #: Manifest format. 2: ``universe`` and ``benchmark`` are dicts, ``bars_per_year``, and
 #: optional ``buyable``/``delisted`` mask columns (listed under ``masks``). Format-1

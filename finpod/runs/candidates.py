@@ -41,7 +41,7 @@ _MAGIC = b"FPCR"
 _PREFIX = struct.Struct("<4sII")  # magic, body length, crc32 of body
 _HEADER_LEN = struct.Struct("<H")
 #: Kinds of candidate: a tournament pod, one validation checkpoint of a single agent, or
-#: the leaderboard ensemble of a tournament (:mod:`finpod.tournament.ensemble`).
+#: the leaderboard ensemble of a tournament (:mod:`finpod.tournament.ensemble_candidate`).
 KINDS = ("pod", "checkpoint", "ensemble")
 
 

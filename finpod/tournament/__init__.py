@@ -10,15 +10,15 @@ quarantine, when a run stops).
 """
 
 from finpod.runs.leaderboard import Entry, Leaderboard
-from finpod.tournament.config import Budget, TournamentConfig, parse_budget, parse_tournament
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.fusion import fuse_state_dicts
 from finpod.tournament.generator import Generator, PodSpec
+from finpod.tournament.launch import TournamentRun, run_tournament
 from finpod.tournament.orchestrator import Orchestrator, Setup, Summary
 from finpod.tournament.pod import Pod, PodResult, PodWorker
-from finpod.tournament.run import TournamentRun, run_tournament
 from finpod.tournament.search import SearchSpace, parse_search
+from finpod.tournament.settings import Budget, TournamentConfig, parse_budget, parse_tournament
 
 __all__ = [
     "Budget",

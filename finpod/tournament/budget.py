@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 from finpod.runs.leaderboard import Leaderboard
-from finpod.tournament.config import Budget
 from finpod.tournament.generator import PodSpec
+from finpod.tournament.settings import Budget
 
 #: Seconds a time budget keeps for a pod's first epoch and evaluation.
 TIME_SLIVER_S = 0.5

@@ -25,7 +25,7 @@ import torch
 from finpod.agents import make_agent
 from finpod.errors import FinpodError
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.results import state_from_checkpoint_bytes
+from finpod.tournament.pod_results import state_from_checkpoint_bytes
 
 
 def learner_devices(

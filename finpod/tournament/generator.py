@@ -19,8 +19,8 @@ import numpy as np
 
 from finpod.agents.hparams import build_hparams
 from finpod.runs.leaderboard import Entry, Leaderboard
-from finpod.tournament.config import TournamentConfig
 from finpod.tournament.search import SearchSpace, is_off_policy
+from finpod.tournament.settings import TournamentConfig
 
 
 @dataclass
@@ -64,7 +64,7 @@ class PodSpec:
     export_buffer: bool | str = False
     """Send the replay buffer back with the result (``OffPolicyAgent.export_buffer``), for
     this pod's children: ``True``, ``False`` or ``"auto"`` (only when
-    :func:`~finpod.tournament.config.inherit_buffer_fits` for the agent's
+    :func:`~finpod.tournament.settings.inherit_buffer_fits` for the agent's
     ``buffer_nbytes()`` and the run's ``top_k``). Set for off-policy pods."""
 
     def out_of_time(self, wall_s: float, epochs_done: int) -> bool:

@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 from finpod.tournament.generator import PodSpec, population_class
-from finpod.tournament.results import (
+from finpod.tournament.pod_results import (
     NON_FINITE,
     NonFiniteError,
     PodResult,

@@ -6,7 +6,7 @@ Its parts live in their own modules, each owning its state; this one wires them:
 - **Data plane** (:mod:`~finpod.tournament.dataplane`) — at start the driver verifies the
   dataset's hash and puts the train and validation splits in the object store; pod actors
   get the refs, never a path.
-- **Pool** (:mod:`~finpod.tournament.actors`, :mod:`~finpod.tournament.pool`,
+- **Pool** (:mod:`~finpod.tournament.actor_pool`, :mod:`~finpod.tournament.placement`,
   :mod:`~finpod.tournament.slots`) — each slot
   is a :class:`~finpod.tournament.pod.PodWorker` actor placed on a chosen node (hard node
   affinity) with ``cpus_per_pod`` CPUs, ``gpus_per_pod`` GPUs and the memory its tables
@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from finpod.runs import Leaderboard, RunDir
-from finpod.tournament.actors import ActorPool
+from finpod.tournament.actor_pool import ActorPool
 from finpod.tournament.budget import BudgetClock, eta_seconds
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.outcomes import Outcomes
-from finpod.tournament.pool import inherit_buffers
+from finpod.tournament.placement import inherit_buffers
 from finpod.tournament.progress import ProgressPoller
 from finpod.tournament.schedulers import group_key, make_scheduler
 from finpod.tournament.setup import Event, Setup

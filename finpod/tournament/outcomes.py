@@ -18,12 +18,12 @@ from typing import Any
 
 from finpod.runs import Leaderboard, RunDir
 from finpod.tournament import failures as fp
-from finpod.tournament.actors import ActorPool, short_error
+from finpod.tournament.actor_pool import ActorPool, short_error
 from finpod.tournament.budget import BudgetClock
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import PodSpec
+from finpod.tournament.pod_results import PodResult
 from finpod.tournament.progress import ProgressPoller
-from finpod.tournament.results import PodResult
 from finpod.tournament.schedulers import Scheduler
 from finpod.tournament.setup import Event
 from finpod.tournament.slots import Death, Inflight, Slot

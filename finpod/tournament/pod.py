@@ -41,7 +41,7 @@ from finpod.tournament.fusion import (
 )
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.members import PopulationTrainer, fit_spec_to_env
-from finpod.tournament.results import (
+from finpod.tournament.pod_results import (
     NON_FINITE,
     NonFiniteError,
     PodResult,

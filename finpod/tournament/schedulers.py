@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from finpod.runs.leaderboard import Entry, Leaderboard
-from finpod.tournament.config import TournamentConfig
 from finpod.tournament.generator import Generator, PodSpec, pod_id
 from finpod.tournament.pod import PodResult
+from finpod.tournament.settings import TournamentConfig
 from finpod.tournament.updater import entry_of
 
 

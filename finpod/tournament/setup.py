@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from finpod.tournament.config import SearchSpace, TournamentConfig
+from finpod.tournament.settings import SearchSpace, TournamentConfig
 
 if TYPE_CHECKING:
     from finpod.env import EnvConfig

@@ -4,7 +4,7 @@ Each fold is train → validation → backtest over new boundaries on the same b
 (:mod:`~finpod.walkforward.folds`); each fold × seed trains one agent, selects its
 checkpoint on validation and backtests it (:mod:`~finpod.walkforward.job`); folds run as
 Ray tasks and persist as they finish, so a killed walk-forward resumes
-(:mod:`~finpod.walkforward.store`); the fold winners' backtests are stitched and the
+(:mod:`~finpod.walkforward.directory`); the fold winners' backtests are stitched and the
 active return is tested with a HAC t-statistic (:mod:`~finpod.walkforward.stats`); one
 HTML page shows it all (:mod:`~finpod.walkforward.report`).
 

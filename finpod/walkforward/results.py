@@ -19,7 +19,7 @@ from finpod.backtest.selection import selection_statistics
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.errors import FinpodError
 from finpod.runs.candidates import CandidateSet
-from finpod.walkforward import store
+from finpod.walkforward import directory
 from finpod.walkforward.folds import Fold, default_embargo, folds_frame
 from finpod.walkforward.stats import hac_mean_test
 
@@ -106,7 +106,7 @@ def _annualised(per_bar: float | None, annualization: float) -> float | None:
 
 def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float) -> dict[str, Any]:
     """The fold's winner among its seeds and the DSR/PBO of that choice (``fold.json``)."""
-    recs = [store.load_seed(out, fold.index, s) for s in seeds]
+    recs = [directory.load_seed(out, fold.index, s) for s in seeds]
     scored = [r for r in recs if r.get("best_score") is not None]
     if not scored:
         raise FinpodError(
@@ -133,7 +133,7 @@ def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float
         selected_id=winner["selected_id"],
         annualization=annualization,
     )
-    rec = store.json_safe(
+    rec = directory.json_safe(
         {
             "fold": fold.index,
             "splits": fold.splits,
@@ -147,7 +147,7 @@ def aggregate_fold(out: Path, fold: Fold, seeds: list[int], annualization: float
             "validation window; N counts every checkpoint of every seed",
         }
     )
-    atomic_write_json(store.fold_dir(out, fold.index) / "fold.json", rec)
+    atomic_write_json(directory.fold_dir(out, fold.index) / "fold.json", rec)
     rec["_records"] = recs
     return rec
 
@@ -333,7 +333,7 @@ def summarize(
             if r.get("env_steps") is not None
         }
     )
-    summary = store.json_safe(
+    summary = directory.json_safe(
         {
             "settings": {k: v for k, v in settings.items() if k != "folds"},
             "embargo": {

@@ -35,7 +35,7 @@ from finpod.data import Manifest, load_split
 from finpod.errors import FinpodError
 from finpod.pipeline import resolve_strategy
 from finpod.strategy import load_strategy
-from finpod.walkforward import store
+from finpod.walkforward import directory
 from finpod.walkforward.folds import Fold, FoldSpec, plan_folds
 from finpod.walkforward.job import SeedJob, SeedResult, market_payload
 from finpod.walkforward.report import plural, render_report, steps_text
@@ -95,7 +95,7 @@ def run_walkforward(
         data: dataset directory (``finpod download``); every bar of it is re-split.
         strategy: strategy TOML file (its algorithm, env and train settings).
         out: the walk-forward directory (created; an existing one with the same settings
-            resumes, see :mod:`finpod.walkforward.store`).
+            resumes, see :mod:`finpod.walkforward.directory`).
         spec: the fold windows (default: rolling, 3y train, 1y validation, 1y backtest,
             as many folds as fit).
         seeds: a count or a list of seeds, trained per fold.
@@ -136,9 +136,9 @@ def run_walkforward(
         "equal_weight": EQUAL_WEIGHT,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    resumed = store.check_settings(out, settings, restart=restart)
-    say = store.Log(out, echo=log)
-    todo = [(f, s) for f in folds for s in seeds if not store.is_done(out, f.index, s)]
+    resumed = directory.check_settings(out, settings, restart=restart)
+    say = directory.Log(out, echo=log)
+    todo = [(f, s) for f in folds for s in seeds if not directory.is_done(out, f.index, s)]
     total = len(folds) * len(seeds)
     say(
         f"{'resuming' if resumed else 'starting'} walk-forward: {plural(len(folds), 'fold')} × "
@@ -151,7 +151,7 @@ def run_walkforward(
 
     def finished(res: SeedResult) -> None:
         nonlocal done
-        store.save_seed(out, res)
+        directory.save_seed(out, res)
         done += 1
         say(
             f"fold {res.fold} seed {res.seed}: validation {res.score_name} "
@@ -185,11 +185,11 @@ def run_walkforward(
         if warm_start:
             warm = None
             for f in folds:
-                pending = [job(f, s, warm) for s in seeds if not store.is_done(out, f.index, s)]
+                pending = [job(f, s, warm) for s in seeds if not directory.is_done(out, f.index, s)]
                 runner.run(pending, finished)
                 winner = aggregate_fold(out, f, seeds, market.annualization)["winner_seed"]
                 warm = (
-                    store.read_checkpoint_bytes(out, f.index, winner),
+                    directory.read_checkpoint_bytes(out, f.index, winner),
                     f"fold {f.index} seed {winner}",
                 )
         else:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from finpod.errors import FinpodError
-from finpod.tournament.run import connect_ray
+from finpod.tournament.launch import connect_ray
 from finpod.walkforward.job import SeedJob, SeedResult, run_seed_job
 
 

@@ -3,7 +3,7 @@
 Each check picks its checkpoint on one set of data and scores it on another, so the
 score is not inflated by the selection:
 
-- planted-alpha synthetic market (:mod:`finpod.data.synthetic`, 3 tickers, strong signal,
+- planted-alpha synthetic market (:mod:`finpod.data.synthetic_market`, 3 tickers, strong signal,
   no market factor): PPO and SAC, checkpoint picked on the validation split, scored on the
   backtest split against the oracle policy (:func:`finpod.data.oracle_weights`);
 - null market (same generator, no signal): the picked agent shows no significant edge in

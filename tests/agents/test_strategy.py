@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from finpod.agents import ALGORITHMS, make_agent
 from finpod.agents.cross_section import hparams_for_env
-from finpod.data.synthetic import make_synthetic
+from finpod.data.synthetic_market import make_synthetic
 from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
 from finpod.strategy import load_strategy, strategy_from_dict

@@ -6,7 +6,7 @@ import pytest
 
 from finpod.backtest.ceiling import ceiling_shares, signal_tilt_policy
 from finpod.backtest.runner import backtest_market
-from finpod.data.synthetic import make_synthetic
+from finpod.data.synthetic_market import make_synthetic
 from finpod.env import EnvConfig, rollout, score
 from finpod.errors import FinpodError
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from finpod.data import FEATURES, from_frame, load_split
 from finpod.data.calendar import session_of
 from finpod.data.features import compute_features, turbulence_daily
-from finpod.data.synthetic import synthetic_bars
+from finpod.data.synthetic_market import synthetic_bars
 
 from .conftest import make_daily
 

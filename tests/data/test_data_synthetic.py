@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from finpod.data import build_dataset, load_manifest, load_split
-from finpod.data.synthetic import (
+from finpod.data.synthetic_market import (
     expected_bar_return,
     make_synthetic,
     oracle_weights,

@@ -7,7 +7,7 @@ import torch
 
 from finpod.env import EnvConfig, ObsLayout, rollout, score
 
-synthetic = pytest.importorskip("finpod.data.synthetic")
+synthetic = pytest.importorskip("finpod.data.synthetic_market")
 
 
 def signal_policy(market):

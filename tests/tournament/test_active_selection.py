@@ -97,7 +97,7 @@ def test_pod_workers_run_at_the_drivers_priority(ray_tmp):
     not be starved by every other process on the machine."""
     import ray
 
-    from finpod.tournament.run import connect_ray
+    from finpod.tournament.launch import connect_ray
 
     if ray.is_initialized():
         ray.shutdown()
@@ -117,7 +117,7 @@ def test_pod_workers_run_at_the_drivers_priority(ray_tmp):
 
 def test_the_eta_counts_running_epochs_and_stays_inside_the_cap():
     from finpod.tournament.budget import eta_seconds
-    from finpod.tournament.config import Budget
+    from finpod.tournament.settings import Budget
 
     steps = Budget("steps", 1000.0)
     running = [{"epoch": 2, "epochs": 4, "steps": 200}]  # half of a 200-step pod done

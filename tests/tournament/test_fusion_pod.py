@@ -109,7 +109,7 @@ def test_a_child_starts_from_its_parents_weights_and_moments_with_its_own_hparam
     spec = _spec(pod_id="p00001", hparams=child_hp, seed=99, num_learners=1, parent="p00000")
     envs = pod.make_envs(spec)
     (agent,) = pod.make_learners(spec, envs[0].obs_dim, envs[0].action_dim, parent.checkpoint)
-    from finpod.tournament.results import (
+    from finpod.tournament.pod_results import (
         state_from_checkpoint_bytes as _state_from_checkpoint_bytes,
     )
 

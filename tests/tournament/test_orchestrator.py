@@ -78,7 +78,7 @@ def assert_reproducible_run_dir(run_dir, dataset, config) -> None:
 
     from finpod.data import load_manifest
     from finpod.strategy import load_strategy
-    from finpod.tournament.run import resolve
+    from finpod.tournament.launch import resolve
 
     info = json.loads((run_dir / "run.json").read_text())
     assert {"run_id", "created", "strategy", "dataset", "seed", "versions"} <= set(info)

@@ -56,7 +56,7 @@ def test_members_of_a_population_share_algorithm_architecture_and_controls():
 
     from finpod.strategy import load_strategy
     from finpod.tournament.generator import Generator
-    from finpod.tournament.run import resolve
+    from finpod.tournament.launch import resolve
 
     with tempfile.TemporaryDirectory() as tmp:
         path = write_strategy(

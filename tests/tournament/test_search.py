@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from finpod.errors import FinpodError
 from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
-from finpod.tournament.config import Budget, TournamentConfig, parse_budget, parse_tournament
 from finpod.tournament.generator import Generator
 from finpod.tournament.search import parse_search
+from finpod.tournament.settings import Budget, TournamentConfig, parse_budget, parse_tournament
 
 
 @dataclass
@@ -223,7 +223,7 @@ def test_the_example_tournament_strategy_resolves_with_several_algorithms():
     from pathlib import Path
 
     from finpod.strategy import load_strategy
-    from finpod.tournament.run import resolve
+    from finpod.tournament.launch import resolve
 
     path = Path(__file__).resolve().parents[2] / "strategies" / "tournament.toml"
     config, space, _ = resolve(load_strategy(path), pods="3", budget="2 pods")
@@ -389,7 +389,7 @@ def test_inherit_buffer_is_parsed_and_validated():
 
 
 def test_auto_inheritance_follows_the_memory_rule():
-    from finpod.tournament.config import INHERIT_BUFFER_MEMORY_SHARE, inherit_buffer_fits
+    from finpod.tournament.settings import INHERIT_BUFFER_MEMORY_SHARE, inherit_buffer_fits
 
     mem = 64 * 2**30
     limit = int(INHERIT_BUFFER_MEMORY_SHARE * mem / 10)
@@ -440,7 +440,7 @@ def test_a_strategy_with_search_env_resolves_and_its_written_form_reads_back(tmp
     import tomllib
 
     from finpod.strategy import strategy_from_dict
-    from finpod.tournament.run import resolve
+    from finpod.tournament.launch import resolve
 
     raw = tomllib.loads(
         """

@@ -48,8 +48,8 @@ class _FakeActorClass:
 def test_the_setup_and_every_pod_actor_get_the_strategys_env_config(
     tmp_path, tiny_dataset, monkeypatch
 ):
-    import finpod.tournament.run as run_module
-    from finpod.tournament.actors import ActorPool
+    import finpod.tournament.launch as run_module
+    from finpod.tournament.actor_pool import ActorPool
 
     seen = {}
 

@@ -13,7 +13,7 @@ is one, an index benchmark) to the dataset builder:
 - :mod:`~finpod.data.sources.files`: a directory (or one file) of vendor CSV/Parquet bars,
   with an optional ``--benchmark`` file of index levels.
 - :mod:`~finpod.data.sources.synthetic`: the seeded generator of
-  :mod:`finpod.data.synthetic`.
+  :mod:`finpod.data.synthetic_market`.
 
 The data layer reads sources → cleaning (:mod:`finpod.data.clean`) → features
 (:mod:`finpod.data.features`) → dataset (:mod:`finpod.data.dataset`); no source imports
@@ -26,8 +26,8 @@ import inspect
 from typing import Any
 
 from finpod.data.sources.alpaca import load_alpaca
-from finpod.data.sources.base import LoadedSource
 from finpod.data.sources.files import load_files
+from finpod.data.sources.loaded import LoadedSource
 from finpod.data.sources.sample import (
     SAMPLE_DAILY,
     SAMPLE_INDEX,

@@ -41,8 +41,8 @@ from finpod.data.calendar import TZ, normalize_bar, sessions
 from finpod.data.sources.alpaca_client import FREE_RATE_PER_MIN, need_keys
 from finpod.data.sources.alpaca_fetch import ALPACA_BARS, fetch_bars
 from finpod.data.sources.alpaca_plan import RequestPlan, request_plan
-from finpod.data.sources.base import LoadedSource, ticker_list, vendor_universe
 from finpod.data.sources.files import clean_vendor_bars
+from finpod.data.sources.loaded import LoadedSource, ticker_list, vendor_universe
 from finpod.data.universe import nasdaq100_members
 from finpod.errors import FinpodError
 

@@ -43,7 +43,7 @@ from finpod.data.columns import (
     unnamed_columns,
     unused_note,
 )
-from finpod.data.sources.base import LoadedSource, check_known, ticker_list
+from finpod.data.sources.loaded import LoadedSource, check_known, ticker_list
 from finpod.data.ticker_rule import ORIGIN, SPELLING
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (

@@ -11,7 +11,7 @@ import pandas as pd
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import normalize_bar
 from finpod.data.clean import clean_long
-from finpod.data.sources.base import LoadedSource, check_known, ticker_list
+from finpod.data.sources.loaded import LoadedSource, check_known, ticker_list
 from finpod.data.universe import SAMPLE_DIR, apply_membership, universe_info
 from finpod.errors import FinpodError
 

@@ -1,12 +1,12 @@
-"""``synthetic``: the seeded generator of :mod:`finpod.data.synthetic` as a source."""
+"""``synthetic``: the seeded generator of :mod:`finpod.data.synthetic_market` as a source."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from finpod.data.calendar import normalize_bar
-from finpod.data.sources.base import LoadedSource, progress_advance
-from finpod.data.synthetic import synthetic_bars
+from finpod.data.sources.loaded import LoadedSource, progress_advance
+from finpod.data.synthetic_market import synthetic_bars
 from finpod.data.universe import universe_info
 from finpod.errors import FinpodError
 
@@ -28,7 +28,7 @@ def load_synthetic(
     calendar: str = "XNYS",
     progress: Any = None,
 ) -> LoadedSource:
-    """A seeded synthetic market (see :mod:`finpod.data.synthetic`); default 1 year."""
+    """A seeded synthetic market (see :mod:`finpod.data.synthetic_market`); default 1 year."""
     if tickers is not None:
         raise FinpodError(
             "the synthetic source makes its own tickers", "use --n-tickers instead of --tickers"

@@ -15,7 +15,7 @@ from finpod.atomic import atomic_write
 from finpod.data.benchmark import BENCHMARK_KIND, align_benchmark
 from finpod.data.calendar import normalize_bar
 from finpod.data.clean import clean_long
-from finpod.data.sources.base import LoadedSource, ticker_list, vendor_universe
+from finpod.data.sources.loaded import LoadedSource, ticker_list, vendor_universe
 from finpod.data.universe import SAMPLE_DIR, nasdaq100_members
 from finpod.errors import FinpodError
 

@@ -1,0 +1,266 @@
+"""``run_tournament``: a whole tournament as one library call (new run or ``resume``).
+
+It resolves the strategy's ``[tournament]`` and ``[search]`` tables (with command-line
+overrides), connects to Ray (a private local instance when no address is given, or a
+cluster), creates or reopens the run directory and hands the loop to the
+:class:`~finpod.tournament.orchestrator.Orchestrator`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from finpod.agents import read_checkpoint
+from finpod.data import Manifest
+from finpod.errors import FinpodError
+from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
+from finpod.strategy import load_strategy
+from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
+from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
+from finpod.tournament.search import SearchSpace, parse_search
+from finpod.tournament.settings import TournamentConfig, parse_budget, parse_pods, parse_tournament
+
+
+@dataclass
+class TournamentRun:
+    """The outcome of :func:`run_tournament`."""
+
+    run_dir: Path
+    """The run directory (``runs/<run-id>``)."""
+    leaderboard: Leaderboard
+    """Final leaderboard (best first)."""
+    summary: Summary
+    """Pods trained and failed, pool sizes, nodes used, timings of this session."""
+    config: TournamentConfig
+    """The resolved tournament settings."""
+
+
+def resolve(
+    strategy: Any,
+    pods: str | int | None = None,
+    budget: str | None = None,
+    seed: int | None = None,
+) -> tuple[TournamentConfig, SearchSpace, int]:
+    """Tournament config, search space and seed of a loaded strategy with overrides."""
+    raw = dict(strategy.tournament)
+    # Without its own score the tournament ranks by the strategy's validation score.
+    raw.setdefault("score", getattr(strategy.train, "score", "sharpe"))
+    config = parse_tournament(raw)
+    if pods is not None:
+        config = replace(config, pods=parse_pods(pods))
+    if budget is not None:
+        config = replace(config, budget=parse_budget(budget))
+    space = parse_search(
+        strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.env_config()
+    )
+    return config.validate(), space, int(strategy.train.seed if seed is None else seed)
+
+
+def run_tournament(
+    strategy_path: str | Path | None,
+    data_dir: str | Path | None,
+    *,
+    pods: str | int | None = None,
+    budget: str | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+    out: str | Path = "runs",
+    device: str | None = None,
+    seed: int | None = None,
+    run_id: str | None = None,
+    num_cpus: int | None = None,
+    on_event: Event | None = None,
+    display: Any = None,
+    stop: Any = None,
+) -> TournamentRun:
+    """Train a tournament and write its run directory (see :mod:`finpod.runs`).
+
+    Args:
+        strategy_path: strategy TOML (optional with ``resume``: the run's copy is used).
+        data_dir: dataset directory on the driver's machine; the driver checks its hash and
+            ships the train and validation splits to the pods through Ray's object store
+            (optional with ``resume``: the run's dataset is used; its hash must match).
+        pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``).
+        budget: ``"30m"``, ``"1e6 steps"``, ``"40 pods"`` (overrides ``tournament.budget``;
+            counted over the whole run, so a resumed run finishes the same budget).
+        address: Ray cluster (``"auto"`` or ``HOST:PORT``); ``None`` starts Ray in-process.
+            An already initialised Ray connection is used as is.
+        resume: a run directory (or its id under ``out``) to continue.
+        out: where new run directories are created.
+        device: ``auto``, ``cpu`` or ``cuda`` inside the pods (overrides ``train.device``).
+        seed: run seed (overrides ``train.seed``).
+        run_id: name of a new run directory (default: time-stamped).
+        num_cpus: CPUs of the in-process Ray instance (default: all).
+        on_event: ``f(kind, payload)`` called once with the run directory (``"run"``), then
+            on pool changes, pod starts, finishes, failures.
+        display: ``f(snapshot)`` called as the run goes (the CLI's live table).
+        stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
+            when the running ones finish (e.g. a target score was reached).
+    """
+
+    if resume is not None:
+        run_path = find_run(resume, out)
+        run = RunDir.open(run_path)
+        info = run.info()
+        strategy = load_strategy(run_path / STRATEGY_FILE)
+        dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
+        manifest = Manifest.load(dataset)
+        if manifest.hash != info["dataset"]["hash"]:
+            raise FinpodError(
+                f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
+                "resume with the original dataset (--data)",
+            )
+        config, space, run_seed = resolve(strategy, pods, budget, int(info.get("seed", 0)))
+        board = Leaderboard.load(run_path)
+        problems = board.drop_missing_checkpoints(verify=_verify_checkpoint)
+        for problem in problems:
+            run.log(f"dropped leaderboard entry {problem}", logging.WARNING)
+        board.remove_orphan_checkpoints()
+        run.log(
+            f"resumed with {len(board)} leaderboard entries, {board.candidates_evaluated} candidates, "
+            f"{board.progress.wall_s:.0f}s trained"
+        )
+    else:
+        if strategy_path is None or data_dir is None:
+            raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
+        strategy = load_strategy(strategy_path)
+        dataset = Path(data_dir)
+        manifest = Manifest.load(dataset)
+        config, space, run_seed = resolve(strategy, pods, budget, seed)
+        resolved = strategy.to_dict()
+        resolved["tournament"] = config.to_dict()
+        resolved["search"] = space.to_dict()
+        resolved["train"]["seed"] = run_seed
+        if device is not None:
+            resolved["train"]["device"] = device
+        run_path = Path(out) / (run_id or new_run_id())
+        run = RunDir.create(
+            run_path,
+            strategy=resolved,
+            dataset_path=dataset,
+            dataset_hash=manifest.hash,
+            seed=run_seed,
+        )
+        board = Leaderboard(run_path, config.top_k, config.score)
+        board.save()
+        run.log(f"new tournament run {run_path.name} on {dataset} ({manifest.hash[:12]})")
+
+    if on_event is not None:
+        on_event("run", {"run_dir": run_path})
+    started = connect_ray(address, num_cpus)
+    try:
+        pod_device, gpus = _resolve_device(
+            device or strategy.train.device, config, autoscaling=address is not None
+        )
+        setup = Setup(
+            config=config,
+            space=space,
+            dataset_dir=dataset.resolve(),
+            env_config=strategy.env_config(),
+            num_envs=int(config.num_envs or strategy.train.num_envs),
+            seed=run_seed,
+            device=pod_device,
+            gpus_per_pod=gpus,
+            request_resources=address is not None,
+            dataset_hash=manifest.hash,
+        )
+        orchestrator = Orchestrator(
+            setup, board, run, on_event=on_event, display=display, stop=stop
+        )
+        summary = orchestrator.run()
+        if config.ensemble >= 2 and len(board) >= 2:
+            if on_event is not None:
+                on_event("ensemble_start", {"members": min(config.ensemble, len(board))})
+            record = score_leaderboard_ensemble(
+                run, board, config.ensemble, dataset.resolve(), device="cpu"
+            )
+            summary.ensemble = record
+            if on_event is not None and record is not None:
+                on_event("ensemble", {"record": record})
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+        close_logger(run)
+    return TournamentRun(run_path, board, summary, config)
+
+
+def _verify_checkpoint(path: Path) -> None:
+
+    read_checkpoint(path)
+
+
+def connect_ray(
+    address: str | None,
+    num_cpus: int | None,
+    hint: str = "check --address and that Ray is running",
+) -> bool:
+    """Connect to Ray (in-process local Ray when ``address`` is None); returns whether this
+    call started it (and so must shut it down). A failure is one :class:`FinpodError` line
+    ending with ``hint``."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Ray starts its workers at nice 15, so any other process on the machine starves the
+    # pods (a quick start on a busy laptop ran 15× slower). A local Ray started here runs
+    # them at the user's own priority; a cluster's nodes keep what `ray start` gave them.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    common: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.WARNING,
+    }
+    # A new local cluster turns on Ray's token authentication (unless RAY_AUTH_MODE says
+    # otherwise) and logs a warning about it on every run; authentication stays on, the
+    # notice is noise for a local run.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(
+        logging.ERROR
+    )
+    try:
+        if address is None:
+            # "local" never attaches to someone else's cluster found on this machine.
+            ray.init(address="local", num_cpus=num_cpus, **common)
+        else:
+            ray.init(address=address, **common)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        where = "a local Ray instance" if address is None else f"the Ray cluster at {address}"
+        raise FinpodError(f"cannot start or reach {where}: {err}", hint) from err
+    return True
+
+
+def _resolve_device(
+    device: str, config: TournamentConfig, autoscaling: bool = False
+) -> tuple[str, float]:
+    """(torch device inside the pods, GPUs per pod) from the device setting and the cluster.
+
+    On a cluster (``autoscaling``: ``--address``) that has no GPU now, a strategy that asks
+    for GPUs (``device = "cuda"`` or ``gpus_per_pod > 0``) is kept: the orchestrator asks
+    the autoscaler for them (a GPU worker group that scales from zero). A local Ray
+    instance cannot grow, so there it is one error line.
+    """
+    import ray
+
+    cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
+    gpus = config.gpus_per_pod
+    if gpus is None:
+        wants_cuda = device.startswith("cuda") or (device == "auto" and cluster_gpus > 0)
+        gpus = 1.0 if wants_cuda else 0.0
+    if device.startswith("cuda") and gpus <= 0:
+        raise FinpodError(
+            "device cuda needs tournament.gpus_per_pod > 0",
+            "set gpus_per_pod (e.g. 0.25) or use --device cpu",
+        )
+    if device == "cpu":
+        gpus = 0.0
+    if gpus > 0 and cluster_gpus <= 0 and not autoscaling:
+        raise FinpodError(
+            "pods ask for GPUs but the Ray cluster has none", "use --device cpu or add GPU nodes"
+        )
+    return ("cuda" if gpus > 0 else "cpu"), float(gpus)

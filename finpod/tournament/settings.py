@@ -1,0 +1,370 @@
+"""Tournament knobs, validated from a strategy's raw ``[tournament]`` table::
+
+    [tournament]
+    pods = "auto"            # concurrent pods: "auto" (as many as the cluster fits) or N
+    budget = "30m"           # "90s" / "30m" / "2h", "2e6 steps", or "40 pods"
+    mode = "async"           # "async" or "generational"
+    pod_steps = 50_000       # env steps one pod trains for (all its learners together)
+    epochs = 4               # validation checkpoints (and learner fusions) per pod
+    num_learners = 1         # L: learners per pod, fused (averaged) after every epoch
+    cpus_per_pod = 1.0       # ≥ num_learners: each learner is a thread with ≥ 1 core
+    gpus_per_pod = 0.25      # fractional GPUs share one device between pods (L = 1);
+                             # with L > 1, gpus_per_pod = L puts each learner on its own GPU
+    inherit_buffer = "auto"  # off-policy children start from their parent's replay buffer:
+                             # true, false, or "auto" (when top_k buffers fit in memory)
+
+The ``[search]`` table (hyperparameters and execution controls pods draw and perturb) is
+validated in :mod:`finpod.tournament.search`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from finpod.errors import FinpodError
+from finpod.scores import SCORES
+from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
+    SearchSpace,
+    pod_env,
+)
+
+MODES = ("async", "generational")
+INHERIT_BUFFER = (True, False, "auto")
+#: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
+#: leaderboard's, kept in the object store for children) may take.
+INHERIT_BUFFER_MEMORY_SHARE = 0.25
+BUDGET_KINDS = ("time", "steps", "pods")
+
+_TIME_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_BUDGET_RE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:([kMG])\s+)?([a-zA-Z]*)\s*$"
+)
+#: Multipliers of a count budget ("16M steps", "500k steps"); "m" alone means minutes.
+_COUNT_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long the whole tournament runs."""
+
+    kind: str
+    """``"time"`` (wall seconds), ``"steps"`` (env steps summed over pods) or ``"pods"``
+    (pods trained and evaluated)."""
+    amount: float
+    """Seconds, env steps or pods, by ``kind``."""
+
+    def __str__(self) -> str:
+        if self.kind == "time":
+            return f"{self.amount:g}s"
+        return f"{int(self.amount)} {self.kind}"
+
+
+def parse_budget(text: str | int | float) -> Budget:
+    """``"90s"``, ``"30m"``, ``"2h"`` → wall time; ``"2e6 steps"``, ``"16M steps"``,
+    ``"500k steps"`` → env steps; ``"40 pods"``.
+
+    A bare number is seconds.
+    """
+    if isinstance(text, bool):
+        raise FinpodError(f"budget {text!r} is not a duration or count", 'use e.g. "30m"')
+    if isinstance(text, (int, float)):
+        text = f"{text}s"
+    match = _BUDGET_RE.match(str(text))
+    if match is None:
+        raise FinpodError(
+            f"budget {text!r} is not understood", 'use e.g. "30m", "2h", "1e6 steps" or "40 pods"'
+        )
+    amount, scale, unit = float(match.group(1)), match.group(2), match.group(3).lower()
+    if scale is not None:
+        if unit not in ("step", "steps", "pod", "pods"):
+            raise FinpodError(
+                f"budget {text!r}: {scale} scales counts only", 'use e.g. "16M steps" or "30m"'
+            )
+        amount *= _COUNT_SCALE[scale]
+    if unit in ("", *_TIME_UNITS):
+        budget = Budget("time", amount * _TIME_UNITS.get(unit, 1.0))
+    elif unit in ("step", "steps"):
+        budget = Budget("steps", float(int(amount)))
+    elif unit in ("pod", "pods"):
+        budget = Budget("pods", float(int(amount)))
+    else:
+        raise FinpodError(
+            f"budget unit {unit!r} in {text!r} is not known",
+            "use s, m, h (wall time), steps or pods",
+        )
+    if budget.amount <= 0:
+        raise FinpodError(f"budget {text!r} must be positive", 'use e.g. "30m"')
+    return budget
+
+
+@dataclass
+class TournamentConfig:
+    """Everything that shapes a tournament run (the strategy's ``[tournament]`` table)."""
+
+    pods: int | None = None
+    """Most pods training at once; ``None`` ("auto") = as many as the cluster's resources fit,
+    re-checked as pods finish and nodes come and go."""
+    budget: Budget = field(default_factory=lambda: Budget("time", 600.0))
+    """When the run stops (wall time, env steps or pods trained)."""
+    time_cap: float | None = None
+    """Optional wall-time cap of the whole run in seconds, beside a step or pod budget
+    (written as a duration, e.g. ``"6m"``): no pod starts after it and running pods stop at
+    their next epoch end, so a busy machine ends the run on time with fewer steps."""
+    mode: str = "async"
+    """``"async"``: the pool refills as each pod finishes; ``"generational"``: synchronous
+    generations, the top ``keep_fraction`` continues and the rest are perturbed copies."""
+    top_k: int = 10
+    """Leaderboard size."""
+    ensemble: int = 3
+    """Size of the leaderboard ensemble (the mean target weights of the top ``ensemble``
+    entries) scored on validation at the end of the run: a candidate like any pod, counted
+    in N for the Deflated Sharpe and PBO, and selected when it beats the best entry
+    (:mod:`finpod.tournament.ensemble_candidate`). 0 = no ensemble; otherwise ≥ 2 (at most the
+    ``top_k`` entries on the board are used)."""
+    score: str = "sharpe"
+    """Validation score ranking the leaderboard: sharpe | sortino | calmar | return."""
+    pod_steps: int = 50_000
+    """Env steps one pod trains for, summed over its learners."""
+    pod_seconds: float | None = None
+    """Optional wall-time cap of one pod in seconds (checked at epoch ends)."""
+    epochs: int = 4
+    """Epochs per pod: after each, learners are fused and the pod scored on validation."""
+    num_envs: int | None = None
+    """W: vectorized envs per learner; ``None`` = the strategy's ``[train] num_envs``."""
+    num_learners: int = 1
+    """L: learners per pod, each on its own shard of env seeds and start windows."""
+    population: int = 1
+    """K: pods (members) one pod actor trains at once as one batched model: their networks
+    stacked on a member axis, one env of K × W envs, per-member hyperparameters and Adam.
+    The K members of a population share the algorithm, the network architecture and the
+    execution controls; each is still a pod (own id, score, checkpoint, leaderboard entry).
+    1 = one pod per actor."""
+    cpus_per_pod: float = 1.0
+    """Ray CPUs reserved by one pod (fractional allowed)."""
+    gpus_per_pod: float | None = None
+    """Ray GPUs reserved by one pod (fractions share a GPU); ``None`` = 1 when training on
+    CUDA, else 0."""
+    epsilon: float = 0.2
+    """Probability that a new pod starts from scratch once the leaderboard is warm."""
+    fresh_pods: int = 4
+    """New pods start from scratch until the leaderboard holds this many entries."""
+    perturb: float = 0.25
+    """Children multiply each numeric ranged hyperparameter by a log-uniform factor in
+    [1 / (1 + perturb), 1 + perturb], clipped to its range."""
+    keep_fraction: float = 0.25
+    """Generational mode: share of a generation that survives into the next."""
+    generation_size: int | None = None
+    """Generational mode: pods per generation; ``None`` = the pool size."""
+    max_failures: int = 8
+    """Consecutive pod failures (crashes, errors) after which the run stops with an error."""
+    inherit_buffer: bool | str = "auto"
+    """Whether a child of an off-policy parent (SAC, TD3, DDPG) starts from a copy of its
+    parent's replay buffer, passed through the Ray object store: ``true``, ``false``, or
+    ``"auto"`` = only when :func:`inherit_buffer_fits` (``top_k`` buffers at capacity take
+    at most :data:`INHERIT_BUFFER_MEMORY_SHARE` of a node's memory)."""
+
+    def validate(self) -> TournamentConfig:
+        """Raise :class:`FinpodError` naming the first bad field; return ``self``."""
+
+        def bad(name: str, why: str, hint: str) -> FinpodError:
+            return FinpodError(f"tournament.{name} {why}", hint)
+
+        if self.pods is not None and self.pods < 1:
+            raise bad("pods", f'must be ≥ 1 or "auto", got {self.pods}', 'e.g. pods = "auto"')
+        if self.mode not in MODES:
+            raise bad(
+                "mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}", 'e.g. "async"'
+            )
+        if self.score not in SCORES:
+            raise bad(
+                "score", f"must be one of {', '.join(SCORES)}, got {self.score!r}", "e.g. sharpe"
+            )
+        for name in (
+            "top_k",
+            "pod_steps",
+            "epochs",
+            "num_learners",
+            "population",
+            "fresh_pods",
+            "max_failures",
+        ):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < (0 if name == "fresh_pods" else 1)
+            ):
+                raise bad(name, f"must be a positive integer, got {value!r}", "fix the value")
+        if (
+            not isinstance(self.ensemble, int)
+            or isinstance(self.ensemble, bool)
+            or self.ensemble == 1
+            or self.ensemble < 0
+        ):
+            raise bad(
+                "ensemble",
+                f"must be 0 (none) or ≥ 2 members, got {self.ensemble!r}",
+                "e.g. ensemble = 3",
+            )
+        if self.num_envs is not None and self.num_envs < 1:
+            raise bad("num_envs", f"must be ≥ 1, got {self.num_envs}", "e.g. num_envs = 16")
+        if self.generation_size is not None and self.generation_size < 1:
+            raise bad("generation_size", f"must be ≥ 1, got {self.generation_size}", "e.g. 8")
+        if not self.cpus_per_pod > 0:
+            raise bad("cpus_per_pod", f"must be > 0, got {self.cpus_per_pod}", "e.g. 1.0")
+        if self.gpus_per_pod is not None and self.gpus_per_pod < 0:
+            raise bad("gpus_per_pod", f"must be ≥ 0, got {self.gpus_per_pod}", "e.g. 0.25")
+        if self.gpus_per_pod is not None and self.gpus_per_pod > 1 and self.gpus_per_pod % 1:
+            raise bad("gpus_per_pod", "above 1 must be a whole number", "e.g. 2 or 0.5")
+        if self.population > 1 and self.num_learners > 1:
+            raise bad(
+                "population",
+                f"({self.population}) > 1 needs num_learners = 1 (got {self.num_learners}): "
+                "a population is one batched learner",
+                "set num_learners = 1, or population = 1 for fused learners",
+            )
+        if self.cpus_per_pod < self.num_learners:
+            raise bad(
+                "cpus_per_pod",
+                f"({self.cpus_per_pod:g}) must be ≥ num_learners ({self.num_learners}): "
+                "each learner trains in its own thread",
+                f"set cpus_per_pod = {self.num_learners} or lower num_learners",
+            )
+        gpus = self.gpus_per_pod
+        if gpus is not None and self.num_learners > 1 and 1 < gpus < self.num_learners:
+            raise bad(
+                "gpus_per_pod",
+                f"({gpus:g}) must be ≤ 1 (learners share one GPU) or ≥ num_learners "
+                f"({self.num_learners}, one GPU per learner)",
+                f"set gpus_per_pod = {self.num_learners}",
+            )
+        if self.inherit_buffer not in INHERIT_BUFFER or (
+            isinstance(self.inherit_buffer, int) and not isinstance(self.inherit_buffer, bool)
+        ):
+            raise bad(
+                "inherit_buffer",
+                f'must be true, false or "auto", got {self.inherit_buffer!r}',
+                'e.g. inherit_buffer = "auto"',
+            )
+        if self.pod_seconds is not None and not self.pod_seconds > 0:
+            raise bad("pod_seconds", f"must be > 0, got {self.pod_seconds}", "e.g. 120")
+        for name in ("epsilon", "keep_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise bad(name, f"must be in [0, 1], got {value}", "e.g. 0.2")
+        if not 0.0 <= self.perturb <= 10.0:
+            raise bad("perturb", f"must be in [0, 10], got {self.perturb}", "e.g. 0.25")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain TOML/JSON-ready values (``None`` fields left out, budget as text)."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out["budget"] = str(self.budget)
+        if self.time_cap is not None:
+            out["time_cap"] = str(Budget("time", self.time_cap))
+        out["pods"] = "auto" if self.pods is None else self.pods
+        return out
+
+
+def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
+    """Validate a strategy's raw ``[tournament]`` table (unknown key → FinpodError)."""
+    raw = dict(raw or {})
+    names = {f.name for f in dataclasses.fields(TournamentConfig)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        raise FinpodError(
+            f"unknown key tournament.{unknown[0]!r} in the strategy",
+            f"valid keys: {', '.join(sorted(names))}",
+        )
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "budget":
+            values[key] = parse_budget(value)
+        elif key == "time_cap":
+            cap = parse_budget(value)
+            if cap.kind != "time":
+                raise FinpodError(
+                    f"tournament.time_cap must be a duration, got {value!r}", 'e.g. "6m"'
+                )
+            values[key] = cap.amount
+        elif key == "pods":
+            values[key] = parse_pods(value)
+        elif key in (
+            "cpus_per_pod",
+            "gpus_per_pod",
+            "epsilon",
+            "perturb",
+            "keep_fraction",
+            "pod_seconds",
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FinpodError(
+                    f"tournament.{key} must be a number, got {value!r}", _example(key)
+                )
+            values[key] = float(value)
+        elif key == "inherit_buffer":
+            values[key] = value
+        elif key in ("mode", "score"):
+            if not isinstance(value, str):
+                raise FinpodError(
+                    f"tournament.{key} must be a string, got {value!r}", 'e.g. "async"'
+                )
+            values[key] = value
+        else:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise FinpodError(
+                    f"tournament.{key} must be an integer, got {value!r}", _example(key)
+                )
+            values[key] = value
+    return TournamentConfig(**values).validate()
+
+
+#: Examples for the hint of a field whose default (``None``) is no example.
+_EXAMPLES = {"num_envs": 16, "generation_size": 8, "pod_seconds": 600.0, "gpus_per_pod": 0.25}
+
+
+def _example(key: str) -> str:
+    """Hint with a valid value of ``[tournament]`` key ``key``, of its type (an integer
+    field's example is an integer): its default, or an example where the default is None."""
+    field_ = next(f for f in dataclasses.fields(TournamentConfig) if f.name == key)
+    value = _EXAMPLES.get(key, field_.default)
+    return f"e.g. {key} = {value}"
+
+
+def inherit_buffer_fits(
+    setting: bool | str, buffer_bytes: int, top_k: int, memory_bytes: int | None = None
+) -> bool:
+    """Whether pods pass their replay buffers to their children under ``setting``.
+
+    ``True``/``False`` decide; ``"auto"`` inherits when the leaderboard's ``top_k`` buffers
+    of ``buffer_bytes`` each (what the driver keeps in the object store for children)
+    take at most :data:`INHERIT_BUFFER_MEMORY_SHARE` of ``memory_bytes`` (default: this
+    node's total RAM).
+    """
+    if isinstance(setting, bool):
+        return setting
+    if memory_bytes is None:
+        import psutil
+
+        memory_bytes = int(psutil.virtual_memory().total)
+    return top_k * int(buffer_bytes) <= INHERIT_BUFFER_MEMORY_SHARE * memory_bytes
+
+
+def parse_pods(value: str | int | None) -> int | None:
+    """``"auto"``/``None`` → ``None``; a positive integer (or its text) → that integer."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+        return None
+    try:
+        pods = int(value)
+    except (TypeError, ValueError) as err:
+        raise FinpodError(
+            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
+        ) from err
+    if isinstance(value, bool) or pods < 1 or (isinstance(value, float) and value != pods):
+        raise FinpodError(
+            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
+        )
+    return pods
