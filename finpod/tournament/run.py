@@ -19,6 +19,7 @@ from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_r
 from finpod.tournament.config import TournamentConfig, parse_budget, parse_pods, parse_tournament
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
+from finpod.tournament.setup import check_inputs
 
 
 @dataclass
@@ -97,7 +98,6 @@ def run_tournament(
         stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
             when the running ones finish (e.g. a target score was reached).
     """
-    from finpod.data import Manifest
     from finpod.strategy import load_strategy
 
     if resume is not None:
@@ -106,7 +106,7 @@ def run_tournament(
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
         dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
-        manifest = Manifest.load(dataset)
+        manifest = check_inputs(strategy.env_config(), dataset)
         if manifest.hash != info["dataset"]["hash"]:
             raise FinpodError(
                 f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
@@ -127,7 +127,7 @@ def run_tournament(
             raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
         strategy = load_strategy(strategy_path)
         dataset = Path(data_dir)
-        manifest = Manifest.load(dataset)
+        manifest = check_inputs(strategy.env_config(), dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
         resolved["tournament"] = config.to_dict()
