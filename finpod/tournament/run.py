@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
 from finpod.tournament.config import TournamentConfig, parse_budget, parse_pods, parse_tournament
@@ -130,6 +131,7 @@ def run_tournament(
         manifest = check_inputs(strategy.env_config(), dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
+        reference = strategy.env_config().reference
         resolved["tournament"] = config.to_dict()
         resolved["search"] = space.to_dict()
         resolved["train"]["seed"] = run_seed
@@ -142,6 +144,11 @@ def run_tournament(
             dataset_path=dataset,
             dataset_hash=manifest.hash,
             seed=run_seed,
+            inputs={  # files read outside the run directory: kept with a copy and a hash
+                "strategy": strategy_path,
+                "reference": None if reference == EQUAL_WEIGHT else reference,
+                "benchmark": dataset / bench if (bench := manifest.file("benchmark")) else None,
+            },
         )
         board = Leaderboard(run_path, config.top_k, config.score)
         board.save()
