@@ -109,3 +109,21 @@ def test_a_pod_failure_prints_no_traceback_and_logs_the_full_text(
     assert "Traceback" not in err and 'File "' not in err, err
     log = (run_dirs[0] / "train.log").read_text(encoding="utf-8")
     assert 'File "' in log and "not found" in log
+
+
+def test_a_lying_dataset_manifest_is_refused_before_the_run_directory(tmp_path, tiny_dataset):
+    import json
+    import shutil
+
+    from finpod.tournament import run_tournament
+
+    data = tmp_path / "ds"
+    shutil.copytree(tiny_dataset, data)
+    manifest = json.loads((data / "manifest.json").read_text(encoding="utf-8"))
+    manifest["bars"] -= 40
+    (data / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    strategy = write_strategy(tmp_path / "s.toml", pod_steps=128, epochs=1)
+    runs = tmp_path / "runs"
+    with pytest.raises(FinpodError, match="disagrees with bars.parquet"):
+        run_tournament(strategy, data, budget="2 pods", out=runs)
+    assert not runs.exists()
