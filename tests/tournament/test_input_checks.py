@@ -85,28 +85,39 @@ def test_a_reference_file_naming_unknown_tickers_is_refused_before_the_run_direc
     assert not runs.exists()
 
 
-def test_a_pod_failure_prints_no_traceback_and_logs_the_full_text(
+def test_a_pod_failure_is_one_console_line_and_its_full_text_goes_to_the_log(
     tmp_path, tiny_dataset, local_ray, capfd
 ):
+    import gc
+    import io
+
+    from rich.console import Console
+
+    from finpod.cli.tournament_cmd import TournamentView
     from finpod.tournament import run_tournament
 
     weights = _equal_weights(tmp_path / "w.csv", tiny_dataset)
     strategy = _strategy_with_reference(tmp_path / "s.toml", weights)
-    runs = tmp_path / "runs"
+    shown = io.StringIO()
+    view = TournamentView(Console(file=shown, width=300))
     run_dirs: list[Path] = []
 
     def on_event(kind: str, payload: dict) -> None:
         if kind == "run":  # the driver has checked the file: the pods will not find it
             run_dirs.append(Path(payload["run_dir"]))
             weights.unlink()
+        view.on_event(kind, payload)
 
     with pytest.raises(FinpodError, match="failed"):
-        run_tournament(strategy, tiny_dataset, budget="4 pods", out=runs, on_event=on_event)
-    import gc
-
+        run_tournament(
+            strategy, tiny_dataset, budget="4 pods", out=tmp_path / "runs", on_event=on_event
+        )
     gc.collect()  # drop every reference the run held: Ray prints unfetched errors then
     err = capfd.readouterr().err
     assert "Traceback" not in err and 'File "' not in err, err
+    failed = [line for line in shown.getvalue().splitlines() if " failed: " in line]
+    assert failed and 'File "' not in shown.getvalue()
+    assert all("not found" in line and "train.log" in line for line in failed), failed
     log = (run_dirs[0] / "train.log").read_text(encoding="utf-8")
     assert 'File "' in log and "not found" in log
 
