@@ -137,3 +137,15 @@ def test_a_changed_benchmark_file_is_refused_and_its_copy_read_on_request(tmp_pa
     # Another dataset (another content hash) has its own levels: not checked.
     other = {**manifest, "hash": "other"}
     assert RunInputs.check(run, meta, data, other).benchmark is None
+
+
+def test_a_run_whose_input_file_is_missing_leaves_no_directory(tmp_path):
+    from finpod.runs import RunDir
+
+    run = tmp_path / "run"
+    with pytest.raises(FinpodError, match="reference file"):
+        RunDir.create(
+            run, strategy={}, dataset_path=tmp_path, dataset_hash="h", seed=0, kind="agent",
+            inputs={"reference": tmp_path / "gone.csv"},
+        )  # fmt: skip
+    assert not run.exists()

@@ -43,6 +43,13 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def check_inputs_exist(files: Mapping[str, str | Path | None]) -> None:
+    """Raise one :class:`FinpodError` line for the first of ``files`` that is not a file."""
+    for role, given in files.items():
+        if given is not None and not Path(given).is_file():
+            raise FinpodError(f"the run's {role} file {given} is not a file", "check its path")
+
+
 def record_inputs(
     run_dir: Path, files: Mapping[str, str | Path | None]
 ) -> dict[str, dict[str, str]]:
@@ -53,9 +60,8 @@ def record_inputs(
     for role, given in files.items():
         if given is None:
             continue
+        check_inputs_exist({role: given})
         source = Path(given)
-        if not source.is_file():
-            raise FinpodError(f"the run's {role} file {source} is not a file", "check its path")
         copy = Path(INPUTS_DIR) / f"{role}{source.suffix}"
         target = run_dir / copy
         target.parent.mkdir(parents=True, exist_ok=True)

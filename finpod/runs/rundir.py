@@ -40,7 +40,7 @@ from typing import Any
 
 from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
-from finpod.runs.inputs import INPUTS_KEY, record_inputs
+from finpod.runs.inputs import INPUTS_KEY, check_inputs_exist, record_inputs
 from finpod.runs.leaderboard import Entry
 from finpod.runs.metrics import (
     CURVES_FILE,
@@ -174,6 +174,7 @@ class RunDir:
         path = Path(path)
         if path.exists() and any(path.iterdir()):
             raise FinpodError(f"run directory {path} already exists", "use --resume to continue it")
+        check_inputs_exist(inputs or {})  # before the directory exists: nothing left behind
         path.mkdir(parents=True, exist_ok=True)
         (path / CHECKPOINTS_DIR).mkdir(exist_ok=True)
         info = {
