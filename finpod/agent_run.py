@@ -25,6 +25,7 @@ from finpod.agents.train import make_trading_eval, train
 from finpod.data import Manifest, load_split
 from finpod.device import pick_device
 from finpod.env import VecTradingEnv
+from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.runs import (
     STRATEGY_FILE,
@@ -132,6 +133,11 @@ def train_single_agent(
         dataset_hash=manifest.hash,
         seed=spec.seed,
         extra={"device": str(dev)},
+        inputs={  # files read outside the run directory: the run keeps a copy and a hash
+            "strategy": strategy_path,
+            "reference": None if env_config.reference == EQUAL_WEIGHT else env_config.reference,
+            "benchmark": Path(data) / bench if (bench := manifest.file("benchmark")) else None,
+        },
     )
     if on_run is not None:
         on_run(run_dir, total_steps=spec.total_steps)

@@ -151,6 +151,7 @@ def backtest_and_report(
     *,
     runs: str | Path = "runs",
     on_event: Event | None = None,
+    use_recorded_inputs: bool = False,
 ) -> tuple[Any, Path]:
     """Backtest a run's agent, save its outputs and tearsheet in :func:`report_folder`
     (``reports/<run>`` for the best agent, ``reports/<run>/<agent>`` for another).
@@ -161,7 +162,8 @@ def backtest_and_report(
     ``run_dir`` is a run directory or a run id under ``runs``. Events: ``"rollout"``
     after each of the agent's and the benchmarks' rollouts, ``"report"`` when the
     tearsheet is written. Returns the :class:`finpod.backtest.BacktestResult` and the
-    tearsheet path.
+    tearsheet path. ``use_recorded_inputs`` reads the run's copies of the files it read
+    (reference weights, benchmark levels); otherwise a changed one is refused.
     """
     from finpod.backtest import run_backtest
     from finpod.backtest.agents import resolve_agent
@@ -176,6 +178,7 @@ def backtest_and_report(
         data_dir=data_dir,
         device=pick_device(device),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
+        use_recorded_inputs=use_recorded_inputs,
     )
     report_dir = report_folder(reports, result.run_id, name)
     result.save(report_dir)

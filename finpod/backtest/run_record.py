@@ -2,19 +2,28 @@
 
 The leaderboard as a table, the learning curves, the validation Sharpe ratios of the
 candidates and how many validation evaluations a single-agent run made (the selection
-statistics' inputs), and where the run's dataset is. The agents and their recorded env
-settings: :mod:`finpod.backtest.agents`.
+statistics' inputs), where the run's dataset is, and the files the run read outside its
+directory, checked against their recorded hashes (:class:`RunInputs`). The agents and
+their recorded env settings: :mod:`finpod.backtest.agents`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
+from finpod.data.market import MarketData
+from finpod.env.config import EQUAL_WEIGHT, EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs import METRICS_FILE, metrics_frame
+from finpod.runs.inputs import changed, copy_of, recorded
+
+#: The option that backtests a run on its own copies of the files it read.
+USE_RECORDED = "--use-recorded-inputs"
 
 
 def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
@@ -131,3 +140,91 @@ def checkpoint_evaluations(curves: pd.DataFrame | None, score_name: str) -> int:
         return 0
     rows = curves[(curves["split"] == "validation") & (curves["metric"] == score_name)]
     return int(len(rows))
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """The reference weights file and the benchmark levels a backtest reads, as the run
+    read them: the file on disk when its hash is the recorded one, the run's copy when
+    asked (``use_recorded``). Build it with :meth:`check`."""
+
+    reference: Path | None
+    """The reference file to read (None: the run recorded none; the config's is read)."""
+    benchmark: Path | None
+    """The run's copy of the benchmark levels to read instead of the dataset's (None: the
+    dataset's)."""
+    backtest_rows: tuple[int, int]
+    """The backtest split's rows on the dataset's time line."""
+    note: str | None
+    """One line for a run that recorded no input files (written before runs kept them)."""
+
+    @classmethod
+    def check(
+        cls,
+        run_dir: Path,
+        run_meta: dict[str, Any],
+        dataset: Path,
+        manifest: dict[str, Any],
+        *,
+        use_recorded: bool = False,
+    ) -> RunInputs:
+        """Compare each file the run read with its recorded SHA-256; a changed or missing
+        one is one :class:`FinpodError` line naming it and what to do, unless
+        ``use_recorded`` (then the run's copy is read). The benchmark is checked when the
+        dataset is the run's own (same content hash): another dataset has its own levels."""
+        split = (manifest.get("splits") or {}).get("backtest") or {}
+        rows = (int(split.get("start_index", 0)), int(split.get("stop_index", 0)))
+        inputs = recorded(run_meta)
+        if inputs is None:
+            note = (
+                f"run {run_dir.name} recorded no copy of the files it read (it predates "
+                "input records): its reference file and benchmark are read as they are now"
+            )
+            return cls(None, None, rows, note)
+        reference = _checked(run_dir, "reference", inputs.get("reference"), None, use_recorded)
+        benchmark = None
+        bench_file = (manifest.get("files") or {}).get("benchmark")
+        same_data = manifest.get("hash") == (run_meta.get("dataset") or {}).get("hash")
+        if inputs.get("benchmark") and bench_file and same_data:
+            current = Path(dataset) / str(bench_file)
+            path = _checked(run_dir, "benchmark", inputs["benchmark"], current, use_recorded)
+            benchmark = path if path != current else None
+        return cls(reference, benchmark, rows, None)
+
+    def env(self, config: EnvConfig) -> EnvConfig:
+        """``config`` reading the checked reference file (or the run's copy)."""
+        if self.reference is None or config.reference == EQUAL_WEIGHT:
+            return config
+        return replace(config, reference=str(self.reference))
+
+    def market(self, market: MarketData) -> MarketData:
+        """``market`` with the run's copy of the benchmark levels, when that is read."""
+        if self.benchmark is None or market.benchmark is None:
+            return market
+        r0, r1 = self.backtest_rows
+        levels = pq.read_table(self.benchmark).column("close").to_numpy()[r0:r1]
+        bench = pd.Series(levels, index=market.benchmark.index, name=market.benchmark.name)
+        return replace(market, benchmark=bench)
+
+
+def _checked(
+    run_dir: Path,
+    role: str,
+    entry: dict[str, str] | None,
+    current: Path | None,
+    use_recorded: bool,
+) -> Path | None:
+    """The file to read for ``role``: the run's copy (``use_recorded``), else the file on
+    disk once its hash is the recorded one."""
+    if entry is None:
+        return None
+    if use_recorded:
+        return copy_of(run_dir, role, entry)
+    path = current if current is not None else Path(entry["path"])
+    problem = changed(entry, path)
+    if problem:
+        raise FinpodError(
+            f"the {role} file {path} {problem}; the backtest would not be the run's",
+            f"restore it, or pass {USE_RECORDED} to read the run's copy, {entry['copy']}",
+        )
+    return path

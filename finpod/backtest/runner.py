@@ -43,6 +43,7 @@ from finpod.backtest.disclosures import dataset_disclosure, largest_tilts, start
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.backtest.run_record import (
+    RunInputs,
     checkpoint_evaluations,
     dataset_dir,
     leaderboard_frame,
@@ -205,6 +206,7 @@ def run_backtest(
     data_dir: str | Path | None = None,
     device: torch.device | str = "cpu",
     on_rollout: Callable[[str], None] | None = None,
+    use_recorded_inputs: bool = False,
 ) -> BacktestResult:
     """Backtest a run's selected agent on its dataset's backtest split.
 
@@ -223,6 +225,9 @@ def run_backtest(
         device: where the rollout runs.
         on_rollout: called with a name after each of the ``len(ROLLOUTS)`` rollouts
             (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
+        use_recorded_inputs: read the run's copies of the reference file and the
+            benchmark levels; otherwise a file that changed since the run is refused
+            (:class:`~finpod.backtest.run_record.RunInputs`).
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
@@ -251,7 +256,9 @@ def run_backtest(
             "(content hash differs)",
             "rebuild the same dataset or pass --data to backtest on another one",
         )
-    market = load_split(dataset, "backtest", device=device)
+    inputs = RunInputs.check(run_dir, run_meta, dataset, manifest, use_recorded=use_recorded_inputs)
+    config = inputs.env(config)
+    market = inputs.market(load_split(dataset, "backtest", device=device))
 
     agents = load_agents(run_dir, chosen, device)
     for a in agents:
@@ -282,7 +289,7 @@ def run_backtest(
     if ensemble:
         members = []
         for entry, member_agent in zip(chosen, agents, strict=True):
-            member_config, _ = recorded_env_config(run_dir, run_meta, entry)
+            member_config = inputs.env(recorded_env_config(run_dir, run_meta, entry)[0])
             members.append(
                 Member(ensemble_policy([member_agent]), member_config, str(entry.get("pod_id")))
             )
@@ -336,6 +343,8 @@ def run_backtest(
     user_columns = feature_disclosure(manifest)
     if user_columns:
         disclosures["features"] = user_columns
+    if inputs.note:
+        disclosures["inputs"] = inputs.note
     selection = {
         "candidates": candidates,
         "num_trials": fallback_n,

@@ -72,9 +72,19 @@ def backtest(
     ] = None,
     out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:K.")] = "auto",
+    use_recorded_inputs: Annotated[
+        bool,
+        typer.Option(
+            "--use-recorded-inputs",
+            help="Read the run's own copies of the files it read (reference weights, "
+            "benchmark levels) instead of refusing ones that changed since.",
+        ),
+    ] = False,
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules."""
-    show_backtest(run, agent=agent, data=data, out=out, device=device)
+    show_backtest(
+        run, agent=agent, data=data, out=out, device=device, use_recorded_inputs=use_recorded_inputs
+    )
 
 
 def show_backtest(
@@ -84,6 +94,7 @@ def show_backtest(
     out: Path = Path("reports"),
     device: str = "auto",
     runs: Path = Path("runs"),
+    use_recorded_inputs: bool = False,
 ) -> None:
     """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
     metrics, the selection statistics, the disclosures and where the tearsheet is."""
@@ -114,6 +125,7 @@ def show_backtest(
             device=device,
             runs=runs,
             on_event=on_event,
+            use_recorded_inputs=use_recorded_inputs,
         )
     print_result(result, html)
 
@@ -122,7 +134,7 @@ def print_result(result, html: Path) -> None:
     """The metrics table, the selection statistics, the disclosures, the tearsheet's path."""
     _print_metrics(result)
     _print_statistics(result)
-    for topic in ("dataset", "universe"):
+    for topic in ("dataset", "universe", "inputs"):
         if result.disclosures.get(topic):
             text = escape(str(result.disclosures[topic]))
             console.print(f"[yellow]note:[/] {text}", highlight=False)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from finpod.cli.interrupted import note_run_dir
 from finpod.cli.tables import print_table
+from finpod.runs import LOG_FILE
 
 
 class TournamentView:
@@ -91,9 +94,11 @@ class _EventLines:
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self.run_dir: Any = None
 
     def __call__(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "run":
+            self.run_dir = payload["run_dir"]
             note_run_dir(payload["run_dir"])
             self.console.print(
                 f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
@@ -110,6 +115,14 @@ class _EventLines:
                 self.console.print(
                     f"finish {result.pod_id}: score {result.score:.4g}{where}", highlight=False
                 )
+        elif kind == "failed":
+            # One line per failed pod; its traceback is in the run's log, never here.
+            log = f" (full text in {Path(self.run_dir) / LOG_FILE})" if self.run_dir else ""
+            self.console.print(
+                f"[yellow]{escape(str(payload['message']))}{log}[/]",
+                highlight=False,
+                soft_wrap=True,
+            )
         elif kind == "ensemble_start":
             self.console.print(
                 f"scoring the ensemble of the top {payload['members']} on the validation split",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from finpod.data.benchmark import BENCHMARK_KIND
 from finpod.data.calendar import bars_per_year
 from finpod.data.disclosure import benchmark_name, universe_disclosure
+from finpod.data.manifest_files import check_manifest_files
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
@@ -224,9 +225,12 @@ class Manifest:
 
     @classmethod
     def load(cls, dataset_dir: str | Path) -> Manifest:
-        """The manifest of the dataset directory ``dataset_dir``, typed and checked."""
+        """The manifest of the dataset directory ``dataset_dir``, typed and checked, also
+        against its Parquet files' footers (:mod:`finpod.data.manifest_files`)."""
         path, raw = _read(dataset_dir)
-        return cls.from_dict(raw, str(path))
+        manifest = cls.from_dict(raw, str(path))
+        check_manifest_files(dataset_dir, manifest)
+        return manifest
 
     @property
     def benchmark_name(self) -> str | None:
@@ -301,7 +305,7 @@ def load_manifest(dataset_dir: str | Path) -> dict:
     :func:`universe_disclosure` / :func:`benchmark_name`). Checked as :meth:`Manifest.load`
     checks it; :class:`Manifest` is the typed form."""
     path, raw = _read(dataset_dir)
-    Manifest.from_dict(raw, str(path))
+    check_manifest_files(dataset_dir, Manifest.from_dict(raw, str(path)))
     return raw
 
 

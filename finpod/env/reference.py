@@ -113,6 +113,7 @@ def _load(path: str, _mtime: int) -> pd.DataFrame:
             f"cannot read reference file {path}: {str(err).splitlines()[0]}",
             "write a CSV/Parquet file with a timestamp column and one column per ticker",
         ) from err
+    _refuse_repeated_columns(path, frame)
     key = next((c for c in frame.columns if str(c).lower() in ("timestamp", "date")), None)
     if key is None:
         raise FinpodError(
@@ -159,3 +160,19 @@ def _load(path: str, _mtime: int) -> pd.DataFrame:
             "weights are fractions of the account; the rest is cash",
         )
     return frame.astype(np.float64)
+
+
+def _refuse_repeated_columns(path: str, frame: pd.DataFrame) -> None:
+    """A ticker given two columns is one line: pandas' CSV reader would rename the second
+    (``AAA.1``), and the message would then name a ticker the file does not hold."""
+    if path.lower().endswith(".csv"):
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].fillna("")
+        names = [str(c) for c in header]
+    else:
+        names = [str(c) for c in frame.columns]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise FinpodError(
+            f"reference file {path} gives ticker {twice[0]!r} more than one column",
+            "keep one column per ticker",
+        )

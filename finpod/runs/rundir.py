@@ -7,6 +7,9 @@ One format for a single agent (``kind = "agent"``) and a tournament
       run.json           run id, kind, creation time, resolved strategy, dataset path and
                          hash, seed, package versions (and each Ray node's)
       strategy.toml      the resolved strategy
+      inputs/            a copy of each file the run read outside its directory (strategy
+                         file, reference weights, benchmark levels); run.json's ``inputs``
+                         holds their paths and SHA-256 (see :mod:`finpod.runs.inputs`)
       leaderboard.json   see :mod:`finpod.runs.leaderboard`
       candidates.bin     see :mod:`finpod.runs.candidates`
       checkpoints/<pod_id>.safetensors (a single agent also keeps last.safetensors)
@@ -38,6 +41,7 @@ from typing import Any
 
 from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
+from finpod.runs.inputs import INPUTS_KEY, check_inputs_exist, record_inputs
 from finpod.runs.leaderboard import Entry
 from finpod.runs.metrics import (
     CURVES_FILE,
@@ -155,17 +159,22 @@ class RunDir:
         seed: int,
         kind: str = "tournament",
         extra: dict[str, Any] | None = None,
+        inputs: dict[str, str | Path | None] | None = None,
     ) -> RunDir:
         """Make ``path`` (must not exist) and write ``run.json`` and ``strategy.toml``.
 
         ``strategy`` is the resolved strategy as a dict; ``strategy_toml`` its TOML text
         (default: written from ``strategy`` by :func:`~finpod.runs.toml_writer.toml_dumps`).
+        ``inputs`` (role → file, None: not read) are the files the run reads outside its
+        directory: each is copied under ``inputs/`` and hashed in ``run.json``
+        (:func:`~finpod.runs.inputs.record_inputs`).
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
         path = Path(path)
         if path.exists() and any(path.iterdir()):
             raise FinpodError(f"run directory {path} already exists", "use --resume to continue it")
+        check_inputs_exist(inputs or {})  # before the directory exists: nothing left behind
         path.mkdir(parents=True, exist_ok=True)
         (path / CHECKPOINTS_DIR).mkdir(exist_ok=True)
         info = {
@@ -176,6 +185,7 @@ class RunDir:
             "dataset": {"path": str(Path(dataset_path).resolve()), "hash": dataset_hash},
             "seed": int(seed),
             "versions": package_versions(),
+            INPUTS_KEY: record_inputs(path, inputs or {}),
             **(extra or {}),
         }
         atomic_write_json(path / RUN_FILE, info)

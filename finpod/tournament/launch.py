@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from finpod.agents import read_checkpoint
-from finpod.data import Manifest
+from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
 from finpod.strategy import load_strategy
@@ -23,6 +23,7 @@ from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
 from finpod.tournament.settings import TournamentConfig, parse_budget, parse_pods, parse_tournament
+from finpod.tournament.setup import check_inputs
 
 
 @dataclass
@@ -108,7 +109,7 @@ def run_tournament(
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
         dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
-        manifest = Manifest.load(dataset)
+        manifest = check_inputs(strategy.env_config(), dataset)
         if manifest.hash != info["dataset"]["hash"]:
             raise FinpodError(
                 f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
@@ -129,9 +130,10 @@ def run_tournament(
             raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
         strategy = load_strategy(strategy_path)
         dataset = Path(data_dir)
-        manifest = Manifest.load(dataset)
+        manifest = check_inputs(strategy.env_config(), dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
+        reference = strategy.env_config().reference
         resolved["tournament"] = config.to_dict()
         resolved["search"] = space.to_dict()
         resolved["train"]["seed"] = run_seed
@@ -144,6 +146,11 @@ def run_tournament(
             dataset_path=dataset,
             dataset_hash=manifest.hash,
             seed=run_seed,
+            inputs={  # files read outside the run directory: kept with a copy and a hash
+                "strategy": strategy_path,
+                "reference": None if reference == EQUAL_WEIGHT else reference,
+                "benchmark": dataset / bench if (bench := manifest.file("benchmark")) else None,
+            },
         )
         board = Leaderboard(run_path, config.top_k, config.score)
         board.save()

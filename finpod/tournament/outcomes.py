@@ -11,6 +11,7 @@ gone (:attr:`Outcomes.deaths`) before its pods count as failed
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -106,6 +107,8 @@ class Outcomes:
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
             slot.busy, slot.idle_since = None, now
+            self.settle_buffer(job)
+            self.run_dir.log(f"pod {job.ids} raised:\n{err}", logging.WARNING)
             self.pod_failed(job, f"pod {job.ids} failed: {short_error(err)}")
             return
         slot.busy, slot.idle_since = None, now
@@ -160,6 +163,16 @@ class Outcomes:
         elif ids:
             self.run_dir.log(f"requeued {ids} (lost with node {node[:8]})")
         self.actors.replan = True  # re-plan the pool
+
+    def settle_buffer(self, job: Inflight) -> None:
+        """Fetch the failed pod's second return (its replay buffer holds the same error):
+        an error never fetched is printed by Ray on the console, traceback and all, when
+        its reference is dropped. The full text is in ``train.log`` instead."""
+        if job.buffer_ref is None:
+            return
+        with contextlib.suppress(Exception):  # the pod's own error, logged by the caller
+            self.ray.get(job.buffer_ref, timeout=0)
+        job.buffer_ref = None
 
     def pod_failed(self, job: Inflight, message: str) -> None:
         self.scheduler.failed(job.specs)

@@ -1,17 +1,21 @@
 """What a tournament run hands its orchestrator besides the leaderboard and the run
-directory (:class:`Setup`), and the shape of its event callback (:data:`Event`)."""
+directory (:class:`Setup`), the shape of its event callback (:data:`Event`), and the
+driver's check of the files every pod will read (:func:`check_inputs`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pandas as pd
+
+from finpod.data.manifest import Manifest
+from finpod.env.config import EQUAL_WEIGHT, EnvConfig
+from finpod.env.reference import load_reference_file
+from finpod.errors import FinpodError
 from finpod.tournament.settings import SearchSpace, TournamentConfig
-
-if TYPE_CHECKING:
-    from finpod.env import EnvConfig
 
 
 @dataclass
@@ -44,3 +48,35 @@ class Setup:
 
 #: ``f(kind, payload)``: the run's events (pool changes, pod starts, finishes, failures…).
 Event = Callable[[str, dict[str, Any]], None]
+
+
+def check_inputs(env_config: EnvConfig, dataset_dir: Path) -> Manifest:
+    """Check on the driver what every pod will read, before a run directory or an actor
+    exists: the dataset (its manifest against its Parquet files, benchmark included, see
+    :meth:`~finpod.data.manifest.Manifest.load`) and the reference weights file (readable,
+    naming only the dataset's tickers, starting at or before the train split). A problem is
+    one :class:`FinpodError` line. Returns the dataset's manifest."""
+    manifest = Manifest.load(dataset_dir)
+    if env_config.reference == EQUAL_WEIGHT:
+        return manifest
+    path = env_config.reference
+    frame = load_reference_file(path)
+    unknown = [c for c in frame.columns if c not in set(manifest.tickers)]
+    if unknown:
+        raise FinpodError(
+            f"reference file {path} names tickers not in the dataset: {', '.join(unknown[:5])}",
+            "drop those columns or rebuild the dataset with them",
+        )
+    train = manifest.splits.get("train")
+    if train is not None and frame.index[0] > _as_time(train.start, frame.index.tz):
+        raise FinpodError(
+            f"reference file {path} starts at {frame.index[0]}, after the train split's first "
+            f"bar {train.start}",
+            "add a row at or before the split's first bar",
+        )
+    return manifest
+
+
+def _as_time(text: str, tz: Any) -> pd.Timestamp:
+    stamp = pd.Timestamp(text)
+    return stamp.tz_localize(tz) if stamp.tz is None else stamp.tz_convert(tz)

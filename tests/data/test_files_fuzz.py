@@ -9,7 +9,13 @@ impossible values, lengths and file layouts. The property, for every table:
 - or it writes a dataset that passes the dataset checks, read back from its Parquet file:
   finite, positive prices on every listed bar; timestamps strictly increasing and inside
   the exchange's sessions; masks consistent (a bar is real or filled, never both; nothing
-  before a ticker's first bar; finite, non-negative volume).
+  before a ticker's first bar; finite, non-negative volume);
+- and the ticker rule's oracle: every ticker of the generated input is in that dataset
+  with its true closes (each real bar's close is one the input gave that ticker at that
+  time), or the manifest lists it as dropped with its cause. A ticker never vanishes.
+
+The benchmark and reference weights readers get the same kind of oracle: a file is one
+error line, or every level (weight) of the input is read at its own date (ticker).
 
 The cleaner's own safety net (``check_bars`` at build time) does not count as a clean
 error: a table that reaches it is a cleaning bug the fuzzer must report.
@@ -20,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
+import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -30,6 +38,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from finpod.data.calendar import TZ, sessions
+from finpod.data.sources.files import FILE_NAME_PATTERN
 
 #: Examples per run of the default suite (deterministic: ``derandomize``), kept under a
 #: minute on a laptop; raise it locally with FINPOD_FUZZ_EXAMPLES for a longer search.
@@ -51,12 +60,20 @@ ALIASES = {
 }
 
 
-def _stamps(kind: str, bar: str, start: pd.Timestamp, n: int) -> list[object]:
+#: Hidden columns of a drawn table (never written): each row's New York wall time and the
+#: close a correct reader reads from its close cell (NaN: none).
+WHEN, TRUE_CLOSE = "_when", "_true_close"
+
+
+def _wall_times(bar: str, start: pd.Timestamp, n: int) -> pd.DatetimeIndex:
     if bar == "1d":
-        t = pd.bdate_range(start, periods=n)  # holidays included: the cleaner drops them
-    else:
-        step = {"1min": "1min", "5min": "5min"}[bar]
-        t = pd.date_range(start + pd.Timedelta("9h30min"), periods=n, freq=step)
+        return pd.bdate_range(start, periods=n)  # holidays included: the cleaner drops them
+    step = {"1min": "1min", "5min": "5min"}[bar]
+    return pd.date_range(start + pd.Timedelta("9h30min"), periods=n, freq=step)
+
+
+def _stamps(kind: str, bar: str, start: pd.Timestamp, n: int) -> list[object]:
+    t = _wall_times(bar, start, n)
     if kind == "iso":
         return list(t.strftime("%Y-%m-%d"))
     if kind == "iso_time":
@@ -103,6 +120,8 @@ def tables(draw) -> dict:
         open_ = close * np.exp(0.005 * rng.standard_normal(n))
         frame = pd.DataFrame(
             {
+                WHEN: _wall_times(bar, start, n),
+                TRUE_CLOSE: close,
                 "timestamp": _stamps(kind, bar, start, n),
                 "tic": tic,
                 "open": open_,
@@ -114,6 +133,13 @@ def tables(draw) -> dict:
         )
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True).astype({c: object for c in PRICE})
+    if len(df) and draw(st.integers(0, 4)) == 4:  # one ticker's every close unreadable
+        ruined = df["tic"] == draw(st.sampled_from(tickers))
+        how = draw(st.sampled_from(["text", "decimal_comma"]))
+        if how == "text":
+            df.loc[ruined, "close"], df.loc[ruined, TRUE_CLOSE] = "n/a", np.nan
+        else:  # the true value, written with a decimal comma
+            df.loc[ruined, "close"] = [f"{x:.4f}".replace(".", ",") for x in df[TRUE_CLOSE][ruined]]
     for _ in range(draw(st.integers(0, 6)) if len(df) else 0):
         row = draw(st.integers(0, len(df) - 1))
         how = draw(st.sampled_from(CORRUPT))
@@ -133,10 +159,13 @@ def tables(draw) -> dict:
         else:
             df[col] = df[col].astype(object)
             df.loc[row, col] = value
+            if col == "close":
+                df.loc[row, TRUE_CLOSE] = pd.to_numeric(pd.Series([value]), errors="coerce")[0]
     if len(df) and draw(st.booleans()):  # duplicates: exact copies or conflicting rows
         dup = df.sample(n=min(len(df), draw(st.integers(1, 5))), random_state=0)
         if draw(st.booleans()):
             dup = dup.assign(close=pd.to_numeric(dup["close"], errors="coerce") * 1.1)
+            dup[TRUE_CLOSE] = dup["close"]
         df = pd.concat([df, dup], ignore_index=True)
     if draw(st.booleans()):
         df = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
@@ -145,6 +174,8 @@ def tables(draw) -> dict:
         df = df.drop(columns=[draw(st.sampled_from(list(ALIASES)))])
     if draw(st.booleans()):
         df["extra"] = draw(st.sampled_from(["x", 1.5, None]))
+    truth = df.pop(WHEN).to_frame().assign(close=df.pop(TRUE_CLOSE).astype(float))
+    truth["spelling"] = df["tic"] if "tic" in df.columns else None
     df = df.rename(columns=rename)
     per_file = draw(st.booleans()) and rename["tic"] in df.columns
     if per_file:
@@ -159,6 +190,10 @@ def tables(draw) -> dict:
         "sep": draw(st.sampled_from([*[","] * 8, ";", "\t"])),
         "encoding": draw(st.sampled_from([*["utf-8"] * 8, "utf-8-sig", "utf-16", "latin-1"])),
         "parquet": draw(st.integers(0, 5)) == 5,
+        "daily": bar == "1d",
+        "per_file": per_file,
+        "truth": truth if "tic" in rename and rename["tic"] in df.columns or per_file else None,
+        "drop_bad_tickers": draw(st.integers(0, 3)) == 3,
     }
 
 
@@ -174,13 +209,14 @@ def _write(case: dict, folder: Path) -> None:
             )
 
 
-def _download(source: Path, out: Path) -> tuple[int, str]:
+def _download(source: Path, out: Path, drop: bool = False) -> tuple[int, str]:
     from finpod.cli import main
 
     err, sink = io.StringIO(), io.StringIO()
+    args = ["download", "--source", "files", "--path", str(source), "--out", str(out)]
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(sink):
         try:
-            main(["download", "--source", "files", "--path", str(source), "--out", str(out)])
+            main(args + (["--drop-bad-tickers"] if drop else []))
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
@@ -218,6 +254,56 @@ def dataset_problems(out: Path) -> list[str]:
     return problems
 
 
+def _written_ticker(spelling: object, case: dict) -> str:
+    """The ticker finpod should read from a row's spelling, as the file holds it."""
+    text = "" if spelling is None or spelling is pd.NA else str(spelling)
+    if case["per_file"]:  # the ticker is the file's name
+        match = re.match(FILE_NAME_PATTERN, text)
+        return match.group(1).upper() if match else ""
+    if not case["parquet"]:
+        text = text.encode(case["encoding"], errors="replace").decode(case["encoding"])
+    return text.strip().upper()
+
+
+def ticker_problems(case: dict, out: Path) -> list[str]:
+    """The ticker rule's oracle: every ticker of the input is in the dataset with its
+    true closes, or listed in the manifest as dropped with a cause."""
+    truth = case["truth"]
+    if truth is None:  # no ticker column: the tickers are not the drawn ones
+        return []
+    truth = truth.assign(tic=[_written_ticker(s, case) for s in truth["spelling"]])
+    truth = truth[truth["tic"] != ""]
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    dropped = (manifest.get("cleaning") or {}).get("tickers_dropped") or {}
+    df = pq.read_table(out / "bars.parquet").to_pandas()
+    df = df[df["tradable"].to_numpy(bool) & ~df["filled"].to_numpy(bool)]
+    wall = pd.DatetimeIndex(df["timestamp"]).tz_convert(TZ).tz_localize(None)
+    truth_key = pd.DatetimeIndex(truth[WHEN])
+    if case["daily"]:
+        wall, truth_key = wall.normalize(), truth_key.normalize()
+    closes: dict[tuple[str, pd.Timestamp], list[float]] = {}
+    for tic, key, close in zip(truth["tic"], truth_key, truth["close"], strict=True):
+        closes.setdefault((tic, key), []).append(close)
+    problems = []
+    for tic in sorted(set(truth["tic"])):
+        if tic in dropped:
+            if not str(dropped[tic]).strip():
+                problems.append(f"{tic} dropped without a cause")
+            continue
+        if tic not in manifest["tickers"]:
+            problems.append(f"{tic} vanished: not in the dataset, not listed as dropped")
+            continue
+        mine = (df["tic"] == tic).to_numpy()
+        for key, close in zip(wall[mine], df["close"].to_numpy(np.float64)[mine], strict=True):
+            given = closes.get((tic, key), [])
+            if not np.isclose(close, given, rtol=1e-5).any():
+                problems.append(f"{tic} at {key}: close {close} where the input gave {given}")
+                break
+    for tic in set(manifest["tickers"]) - set(truth["tic"]):
+        problems.append(f"{tic} is in the dataset but not in the input")
+    return problems
+
+
 @settings(
     max_examples=FUZZ_EXAMPLES,
     deadline=None,
@@ -230,13 +316,14 @@ def test_a_malformed_table_is_one_clean_line_or_a_dataset_that_passes_the_checks
         root = Path(tmp)
         _write(case, root / "in")
         out = root / "ds"
-        code, err = _download(root / "in", out)
+        code, err = _download(root / "in", out, case["drop_bad_tickers"])
         lines = [line for line in err.splitlines() if line.strip()]
         # what the examples covered (pytest --hypothesis-show-statistics)
         event("dataset" if code == 0 else " ".join(lines[:1]).replace(tmp, "")[:60])
         if code == 0:
             assert out.is_dir()
             assert dataset_problems(out) == []
+            assert ticker_problems(case, out) == []
         else:
             assert code == 1, err
             assert len(lines) == 1 and lines[0].startswith("error: "), err
