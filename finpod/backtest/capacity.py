@@ -82,3 +82,24 @@ def capacity_line(
             if on_rollout is not None:
                 on_rollout(f"{name} at ${size:,.0f}")
     return pd.DataFrame(rows, columns=list(CAPACITY_COLUMNS))
+
+
+def capacity_text(records: list[dict]) -> pd.DataFrame:
+    """The capacity line (``info["capacity"]`` records) as text for a reader: account size
+    in dollars, returns and costs in % (fees and impact: of the initial capital, over the
+    backtest), turnover in × capital per year."""
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.2f} %" if x == x else "–"
+
+    return pd.DataFrame(
+        {
+            "strategy": r["strategy"],
+            "account": f"${r['account_size']:,.0f}",
+            "annual return": pct(r["annual_return"]),
+            "fees / capital": pct(r["fees_pct_capital"]),
+            "impact / capital": pct(r["impact_pct_capital"]),
+            "turnover / year": f"{r['annual_turnover']:.2f}",
+        }
+        for r in records
+    )
