@@ -17,7 +17,8 @@ return, fees and impact (over the split, / initial capital) and annual turnover
 action in the run settings' mode (in ``active`` mode: holding the reference).
 
 ``thin``: two PPO learners with the same seed and budget on a synthetic 5-minute ``alpha``
-market of 20 tickers whose prices (so dollar volumes) differ tenfold, one trained with
+market of 20 tickers whose share volumes are spread ``--adv-spread``× (100 by default,
+on top of prices that differ tenfold) from the most to the least traded, one trained with
 linear costs and one with square-root impact at ``--cash``; each is rolled over the last
 third of the market (not trained on) with the costs it trained under, and its turnover is
 split by quintile of average daily traded value (lowest first). A budget this small says
@@ -108,12 +109,20 @@ def quintile_turnover(result, market) -> list[float]:
 
 def thin(args) -> None:
     from finpod.agents import make_agent
+    from finpod.data.liquidity import daily_liquidity
     from finpod.data.synthetic import make_synthetic
 
     torch.set_num_threads(1)
     market = make_synthetic(
         20, args.bars, bar="5min", regime="alpha", seed=args.seed, signal_persistence=0.95
     )
+    if args.adv_spread > 1:
+        # Volumes spread over ``adv_spread``× from the most to the least traded ticker (a
+        # real universe spans more than the synthetic prices alone give).
+        scale = args.adv_spread ** -torch.linspace(0.0, 1.0, market.num_stocks)
+        volume = market.volume * scale.float()
+        sigma, adv = daily_liquidity(market.close, volume, market.bar)
+        market = replace(market, volume=volume, liquidity=torch.stack([sigma, adv], dim=2).float())
     cut = (2 * market.num_bars) // 3
     train_m, test_m = market.slice(0, cut), market.slice(cut, market.num_bars)
     hp = {
@@ -171,6 +180,9 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=32, help="envs per learner (thin)")
     parser.add_argument("--cash", type=float, default=1e8, help="account size (thin)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--adv-spread", type=float, default=100.0, help="most / least traded volume (thin)"
+    )
     parser.add_argument("--start", choices=("cash", "reference"), help="override (capacity)")
     args = parser.parse_args()
     if args.case == "capacity":
