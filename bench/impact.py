@@ -8,6 +8,7 @@ Cases (all short; run by hand)::
     python bench/impact.py capacity --data DATASET             # scripted: zero tilt (= reference)
     python bench/impact.py capacity --run RUN --data DATASET --start cash   # pay the first purchase
     python bench/impact.py thin [--steps 60000]                # sqrt vs linear training, 5-min
+    python bench/impact.py quintiles --data DATASET --report REPORT_DIR ...   # saved backtests
 
 ``capacity``: the run's best leaderboard entry (its own recorded env settings) and the
 equal-weight benchmarks on the dataset's backtest split at $1M, $100M and $1B, under the
@@ -24,6 +25,9 @@ third of the market (not trained on) with the costs it trained under, and its tu
 split by quintile of average daily traded value (lowest first). A budget this small says
 whether the direction shows, not how large it is: the line says ``"conclusive": false``
 unless both learners beat a zero-action Sharpe.
+
+``quintiles``: the same turnover-by-quintile split of saved backtests (e.g. tournaments
+trained with ``cost_model = "linear"`` and ``"sqrt"`` on one dataset), on its backtest split.
 """
 
 from __future__ import annotations
@@ -94,17 +98,37 @@ def capacity(args) -> None:
             )
 
 
-def quintile_turnover(result, market) -> list[float]:
-    """Annual turnover of the rollout's fills in each quintile of the tickers' average
-    daily traded value over the rolled split (lowest first), × initial cash per year."""
-    tx = result.transactions
+def quintile_turnover(tx, market, cash: float) -> list[float]:
+    """Annual turnover of the fills ``tx`` (a transactions table) in each quintile of the
+    tickers' average daily traded value over ``market`` (lowest first), × ``cash``/year."""
     traded = (tx["shares"].abs() * tx["price"]).groupby(tx["ticker"]).sum()
     traded = traded.reindex(market.tickers, fill_value=0.0).to_numpy()
     adv = market.liquidity[:, :, 1].double().mean(0).numpy()
     order = np.argsort(adv)
     years = market.num_bars / market.annualization
-    cash = float(result.config.initial_cash)
     return [float(traded[q].sum() / cash / years) for q in np.array_split(order, 5)]
+
+
+def quintiles(args) -> None:
+    """Turnover by ADV quintile of saved backtests (``finpod backtest`` report folders)."""
+    from finpod.backtest import BacktestResult
+    from finpod.data import load_split
+
+    market = load_split(args.data, "backtest")
+    for folder in args.report:
+        result = BacktestResult.load(folder)
+        q = quintile_turnover(result.transactions, market, result.initial_capital)
+        emit(
+            case="quintiles",
+            report=str(folder),
+            cost_model=result.env_config.cost_model,
+            account=result.initial_capital,
+            turnover_by_adv_quintile=q,
+            lowest_quintile_share=q[0] / max(sum(q), 1e-12),
+            information_ratio=float(result.metrics.loc["information_ratio", "agent"]),
+            fees_paid=float(result.metrics.loc["fees_paid", "agent"]),
+            impact_paid=float(result.metrics.loc["impact_paid", "agent"]),
+        )
 
 
 def thin(args) -> None:
@@ -151,7 +175,7 @@ def thin(args) -> None:
         wall = time.perf_counter() - t0
         # Rolled with the costs each learner trained under, on bars it never saw.
         res = rollout(lambda o, a=agent: a.act(o, deterministic=True), test_m, config)
-        q = quintile_turnover(res, test_m)
+        q = quintile_turnover(res.transactions, test_m, args.cash)
         emit(
             case="thin",
             trained_with=model,
@@ -171,9 +195,10 @@ def thin(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("case", choices=("capacity", "thin"))
+    parser.add_argument("case", choices=("capacity", "thin", "quintiles"))
     parser.add_argument("--run", help="run directory (capacity)")
-    parser.add_argument("--data", help="dataset directory (capacity)")
+    parser.add_argument("--data", help="dataset directory (capacity, quintiles)")
+    parser.add_argument("--report", nargs="*", default=[], help="backtest folders (quintiles)")
     parser.add_argument("--coefficient", type=float, default=1.0, help="Y of the square-root law")
     parser.add_argument("--steps", type=int, default=60_000, help="env steps per learner (thin)")
     parser.add_argument("--bars", type=int, default=78 * 60, help="5-minute bars (thin)")
@@ -185,12 +210,9 @@ def main() -> None:
     )
     parser.add_argument("--start", choices=("cash", "reference"), help="override (capacity)")
     args = parser.parse_args()
-    if args.case == "capacity":
-        if not args.data:
-            parser.error("capacity needs --data")
-        capacity(args)
-    else:
-        thin(args)
+    if args.case in ("capacity", "quintiles") and not args.data:
+        parser.error(f"{args.case} needs --data")
+    {"capacity": capacity, "thin": thin, "quintiles": quintiles}[args.case](args)
 
 
 if __name__ == "__main__":
