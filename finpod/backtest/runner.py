@@ -115,9 +115,8 @@ def backtest_market(
     dataset). ``on_rollout(name)`` is called after
     each rollout (the agent, the reference, then each benchmark), e.g. to advance a
     progress bar over ``len(ROLLOUTS)`` steps (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
-    ``capacity`` (account sizes, dollars) adds the capacity line
-    (:func:`~finpod.backtest.capacity.capacity_line`) to ``info["capacity"]``: the
-    equal-weight benchmarks and, given ``capacity_policy`` (makes a fresh policy), the agent.
+    ``capacity`` (account sizes, $) adds :func:`~finpod.backtest.capacity.capacity_line` to
+    ``info["capacity"]``, the agent's too given ``capacity_policy`` (a fresh policy each call).
     """
     from finpod.env import rollout
 
@@ -365,9 +364,10 @@ def run_backtest(
         selection=selection,
         disclosures=disclosures,
         ceiling_config=ceiling_config,
-        # Costs that grow with size: the same policy at several account sizes.
         capacity=ACCOUNT_SIZES if config.cost_model == "sqrt" else None,
-        capacity_policy=None if ensemble else (lambda: policy),
+        capacity_policy=lambda: (
+            EnsemblePolicy(members, market, device=device) if ensemble else policy
+        ),
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
     whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)
