@@ -19,7 +19,7 @@ PERCENT = frozenset(
     }
 )
 #: Metrics in dollars.
-DOLLARS = frozenset({"costs_paid"})
+DOLLARS = frozenset({"costs_paid", "fees_paid", "impact_paid"})
 #: A reader's name of each metric of :data:`finpod.backtest.metrics.METRIC_NAMES`.
 METRIC_LABELS = {
     "cumulative_return": "Cumulative return",
@@ -34,6 +34,8 @@ METRIC_LABELS = {
     "annual_turnover": "Turnover (× capital / year)",
     "costs_paid": "Costs paid ($)",
     "costs_pct_capital": "Costs / initial capital",
+    "fees_paid": "Fees paid ($, of the costs)",
+    "impact_paid": "Market impact paid ($, of the costs)",
     "psr": "PSR (P[true Sharpe > 0] on this backtest)",
     "annual_turnover_ex_initial": "Turnover ex initial purchase (× capital / year)",
     "mean_exposure": "Mean exposure (stocks / account value)",

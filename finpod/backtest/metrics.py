@@ -5,7 +5,8 @@ the annualization: either the number of bars per year (a float, e.g.
 :attr:`finpod.data.market.MarketData.annualization`, counted from the dataset's own
 calendar) or a bar size (``"1d"``, ``"1min"``, ...), which falls back to
 :func:`finpod.data.market.periods_per_year`. The standard ratios come from
-empyrical-reloaded; finpod adds trading activity (turnover, costs) and active metrics
+empyrical-reloaded; finpod adds trading activity (turnover, costs split into fees and
+market impact) and active metrics
 against the reference portfolio. The selection statistics (PSR, DSR, PBO) live in
 :mod:`finpod.backtest.selection` (re-exported here).
 """
@@ -48,6 +49,8 @@ METRIC_NAMES = (
     "annual_turnover",
     "costs_paid",
     "costs_pct_capital",
+    "fees_paid",
+    "impact_paid",
     "psr",
     "annual_turnover_ex_initial",
     "mean_exposure",
@@ -321,6 +324,7 @@ def performance_metrics(
     reference: pd.Series | None = None,
     exposure: pd.Series | None = None,
     started_in_cash: bool = True,
+    impact: pd.Series | None = None,
 ) -> dict[str, float]:
     """All metrics of one strategy, keyed by :data:`METRIC_NAMES` (NaN where not applicable).
 
@@ -331,6 +335,8 @@ def performance_metrics(
     (:func:`active_statistics`); ``exposure`` (per bar, stock value / account value) its
     mean. ``annual_turnover_ex_initial`` leaves out the first fill bar's trades when the
     account ``started_in_cash`` (the initial purchase); otherwise it equals the turnover.
+    ``impact`` (dollars per bar, the market-impact part of ``costs``; None: 0, the linear
+    cost model) splits the costs into ``fees_paid`` and ``impact_paid``.
     """
     nan = float("nan")
     out = {
@@ -369,5 +375,8 @@ def performance_metrics(
     paid = float(pd.Series(costs, dtype="float64").sum()) if costs is not None else nan
     out["costs_paid"] = paid
     out["costs_pct_capital"] = paid / initial_capital if initial_capital else nan
+    moved = float(pd.Series(impact, dtype="float64").sum()) if impact is not None else 0.0
+    out["impact_paid"] = moved if costs is not None else nan
+    out["fees_paid"] = paid - out["impact_paid"]
     out["psr"] = probabilistic_sharpe(returns)
     return {name: out[name] for name in METRIC_NAMES}

@@ -65,6 +65,9 @@ _FRAMES = {
     "benchmark_account_value": "benchmark_account_value.parquet",
 }
 
+#: Optional frames of the costs' market-impact part (square-root costs), saved when set.
+IMPACT_FRAMES = ("impact", "benchmark_impact")
+
 
 @dataclass
 class BacktestResult:
@@ -123,6 +126,10 @@ class BacktestResult:
     """The run's leaderboard (one row per entry, best first), when available."""
     learning_curves: pd.DataFrame | None = None
     """The run's ``metrics.csv`` (pod_id, env_steps, wall_s, split, metric, value)."""
+    impact: pd.Series | None = None
+    """(T,) the market-impact part of ``costs``, dollars (None: linear costs, 0)."""
+    benchmark_impact: pd.DataFrame | None = None
+    """(T, B') the market-impact part of ``benchmark_costs``, dollars (None: 0)."""
     metrics: pd.DataFrame = field(init=False)
     """(M, 1 + B) metrics (rows :data:`finpod.backtest.metrics.METRIC_NAMES`) per strategy."""
 
@@ -190,6 +197,7 @@ class BacktestResult:
                 reference=reference,
                 exposure=exposure,
                 started_in_cash=in_cash,
+                impact=self.impact,
             )
         }
         for name in self.benchmark_returns.columns:
@@ -204,6 +212,7 @@ class BacktestResult:
                 initial_capital=self.initial_capital if traded is not None else None,
                 reference=reference if name != INDEX else None,
                 started_in_cash=in_cash,
+                impact=None if self.benchmark_impact is None else self.benchmark_impact.get(name),
             )
             if name == INDEX:
                 columns[name]["alpha"], columns[name]["beta"] = 0.0, 1.0
@@ -237,6 +246,11 @@ class BacktestResult:
             atomic_write_text(
                 directory / "learning_curves.csv", self.learning_curves.to_csv(index=False)
             )
+        for name in IMPACT_FRAMES:
+            obj = getattr(self, name)
+            if obj is not None:
+                frame = obj.to_frame(name) if isinstance(obj, pd.Series) else obj
+                atomic_write(directory / f"{name}.parquet", lambda p, f=frame: f.to_parquet(p))
         atomic_write_json(
             directory / "backtest.json",
             {
@@ -276,6 +290,11 @@ class BacktestResult:
         for name in ("leaderboard", "learning_curves"):
             path = directory / f"{name}.csv"
             optional[name] = pd.read_csv(path) if path.is_file() else None
+        for name in IMPACT_FRAMES:  # absent from backtests saved before impact existed
+            path = directory / f"{name}.parquet"
+            optional[name] = pd.read_parquet(path) if path.is_file() else None
+        if optional["impact"] is not None:
+            optional["impact"] = optional["impact"]["impact"]
         return cls(
             run_id=meta["run_id"],
             bar=meta["bar"],

@@ -32,6 +32,7 @@ from finpod.backtest.benchmarks import (
     reference_config,
     zero_policy,
 )
+from finpod.backtest.capacity import ACCOUNT_SIZES, capacity_line
 from finpod.backtest.ceiling import (
     COST_AWARE,
     SIGNAL_FEATURE,
@@ -106,6 +107,8 @@ def backtest_market(
     selection: dict[str, Any] | None = None,
     disclosures: dict[str, str] | None = None,
     ceiling_config: EnvConfig | None = None,
+    capacity: tuple[float, ...] | None = None,
+    capacity_policy: Callable[[], Policy] | None = None,
 ) -> BacktestResult:
     """Roll ``policy`` over ``market`` with ``config`` and run the benchmarks beside it.
 
@@ -118,6 +121,8 @@ def backtest_market(
     dataset). ``on_rollout(name)`` is called after
     each rollout (the agent, the reference, then each benchmark), e.g. to advance a
     progress bar over ``len(ROLLOUTS)`` steps (:data:`~finpod.backtest.benchmarks.ROLLOUTS`).
+    ``capacity`` (account sizes, $) adds :func:`~finpod.backtest.capacity.capacity_line` to
+    ``info["capacity"]``, the agent's too given ``capacity_policy`` (a fresh policy each call).
     """
 
     done = on_rollout or (lambda name: None)
@@ -128,7 +133,7 @@ def backtest_market(
     idx_ret = index_returns(market)
     if idx_ret is not None:
         bench_returns[INDEX] = idx_ret
-    costs, traded, values = {}, {}, {}
+    costs, traded, values, impact = {}, {}, {}, {}
     info = dict(info or {})
     info.setdefault("env", config.to_dict())
     if with_benchmarks:
@@ -137,6 +142,7 @@ def backtest_market(
         done(REFERENCE)
         bench_returns[REFERENCE] = ref.returns
         costs[REFERENCE] = ref.costs
+        impact[REFERENCE] = ref.impact
         traded[REFERENCE] = traded_value(ref.transactions, ts)
         values[REFERENCE] = ref.account_value
         info["largest_tilts"] = largest_tilts(agent.positions, ref.positions)
@@ -155,6 +161,7 @@ def backtest_market(
             done(name)
             bench_returns[name] = out.returns
             costs[name] = out.costs
+            impact[name] = out.impact
             traded[name] = traded_value(out.transactions, ts)
             values[name] = out.account_value
     if SIGNAL_RULE in bench_returns and REFERENCE in bench_returns:
@@ -170,6 +177,9 @@ def backtest_market(
             line(bench_returns[SIGNAL_RULE]),
             line(bench_returns[COST_AWARE]) if COST_AWARE in bench_returns else None,
         )
+    if capacity:
+        sizes = capacity_line(market, capacity_policy, config, tuple(capacity))
+        info["capacity"] = sizes.to_dict("records")
     every_bar = market.timestamps
     annualization = float(market.annualization)
     selection = dict(selection or {"candidates": None, "num_trials": num_trials})
@@ -189,6 +199,8 @@ def backtest_market(
         benchmark_costs=pd.DataFrame(costs, index=every_bar),
         benchmark_traded_value=pd.DataFrame(traded, index=ts),
         benchmark_account_value=pd.DataFrame(values, index=every_bar),
+        impact=agent.impact,
+        benchmark_impact=pd.DataFrame(impact, index=every_bar),
         num_trials=num_trials,
         trial_variance=trial_variance,
         annualization=annualization,
@@ -367,6 +379,10 @@ def run_backtest(
         selection=selection,
         disclosures=disclosures,
         ceiling_config=ceiling_config,
+        capacity=ACCOUNT_SIZES if config.cost_model == "sqrt" else None,
+        capacity_policy=lambda: (
+            EnsemblePolicy(members, market, device=device) if ensemble else policy
+        ),
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
     whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)

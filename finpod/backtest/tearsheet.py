@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from finpod.backtest import metrics as m
+from finpod.backtest.capacity import capacity_text
 from finpod.backtest.labels import format_metric
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.plots import (
@@ -204,6 +205,18 @@ def _active_risk_sections(result: BacktestResult) -> list[str]:
     ]
 
 
+def _capacity_sections(info: dict) -> list[str]:
+    if not info.get("capacity"):
+        return []
+    return [
+        "<h3>Capacity: the same policies at other account sizes</h3>",
+        frame_table(capacity_text(info["capacity"])),
+        '<p class="note">Each line is rerun on the backtest split with only the starting '
+        "capital changed; square-root impact makes a larger account pay more per dollar "
+        "traded. Fees and impact are totals over the backtest / initial capital.</p>",
+    ]
+
+
 def render_tearsheet(result: BacktestResult) -> str:
     """The full tearsheet of ``result`` as one HTML document (no external resources)."""
     info = result.info or {}
@@ -222,6 +235,11 @@ def render_tearsheet(result: BacktestResult) -> str:
         meta.append(
             f"fills at bar t+1 {html.escape(config.fill_price)}, cost rate "
             f"{config.cost_rate * 100:.2f} %"
+            + (
+                f", square-root impact Y = {config.impact_coefficient:g}"
+                if config.cost_model == "sqrt"
+                else ""
+            )
         )
     bench_note = (result.disclosures or {}).get("benchmark") or (
         "index = the dataset's index level, a price series with no costs"
@@ -235,6 +253,7 @@ def render_tearsheet(result: BacktestResult) -> str:
         f"Annualization uses {result.bars_per_year:g} bars per year (from the dataset's "
         "calendar). PSR is the probabilistic Sharpe of each column's backtest returns against "
         "0.</p>",
+        *_capacity_sections(info),
         "<h2>Selection statistics</h2>",
         _statistics_html(result),
         "<h2>Equity curve</h2>",

@@ -131,8 +131,21 @@ def show_backtest(
 
 
 def print_result(result, html: Path) -> None:
-    """The metrics table, the selection statistics, the disclosures, the tearsheet's path."""
+    """The metrics table, the capacity line (square-root costs), the selection statistics,
+    the disclosures, the tearsheet's path."""
+    from finpod.backtest.capacity import capacity_text
+    from finpod.cli.tables import print_table
+
     _print_metrics(result)
+    if (result.info or {}).get("capacity"):
+        frame = capacity_text(result.info["capacity"])
+        rows = [list(r) for r in frame.itertuples(index=False)]
+        header = list(frame.columns)
+
+        def long_form() -> list[tuple[str, list[tuple[str, str]]]]:
+            return [(f"{r[0]} at {r[1]}", list(zip(header[2:], r[2:], strict=True))) for r in rows]
+
+        print_table(console, "capacity (same policy, other account sizes)", header, rows, long_form)
     _print_statistics(result)
     for topic in ("dataset", "universe", "inputs"):
         if result.disclosures.get(topic):

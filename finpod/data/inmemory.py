@@ -18,6 +18,7 @@ from finpod.data.benchmark import align_benchmark
 from finpod.data.calendar import TZ
 from finpod.data.clean import Bars, clean_long
 from finpod.data.features import FEATURES, compute_features
+from finpod.data.liquidity import daily_liquidity
 from finpod.data.market import MarketData
 from finpod.data.user_features import user_feature
 
@@ -65,6 +66,12 @@ def _to_market(
 
     open_ = np.nan_to_num(bars.open[rows], nan=0.0)
     close = np.nan_to_num(bars.close[rows], nan=0.0)
+    # Over every bar, then cut: a split's first bars see the sessions before it.
+    full_close = torch.from_numpy(np.nan_to_num(bars.close, nan=0.0).astype(np.float64))
+    sigma, adv = daily_liquidity(
+        full_close, torch.from_numpy(np.asarray(bars.volume, dtype=np.float64)), bars.bar
+    )
+    liquidity = torch.stack([sigma[rows], adv[rows]], dim=2).float().to(device)
     return MarketData(
         timestamps=bars.timestamps[rows],
         tickers=list(bars.tickers),
@@ -78,6 +85,8 @@ def _to_market(
         benchmark=None if benchmark is None else benchmark.iloc[rows],
         buyable=None if bars.buyable is None else tens(bars.buyable, torch.bool),
         delisted=None if bars.delisted is None else tens(bars.delisted, torch.bool),
+        volume=tens(bars.volume),
+        liquidity=liquidity,
     )
 
 

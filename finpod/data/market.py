@@ -24,6 +24,10 @@ Conventions (all arrays are time-major, T bars × N tickers × F features):
   :func:`periods_per_year`.
 - ``features`` are causal: the value at bar t uses bars ≤ t only. They are already scaled
   to O(1) by the data layer (see ``feature_names`` and the dataset manifest).
+- ``volume`` (optional) is shares traded per bar (0 on filled bars); ``liquidity``
+  (optional) holds the causal daily volatility and average daily traded value of
+  :func:`finpod.data.liquidity.daily_liquidity`, computed by the loader over the whole
+  dataset so that a split's first bars see the sessions before it.
 - ``timestamps`` are timezone-aware (America/New_York) bar times, one per row.
 """
 
@@ -53,6 +57,9 @@ class MarketData:
         buyable: optional (T, N) bool; False where a tradable ticker may only be sold.
         delisted: optional (T, N) bool; True after a ticker's last valid price, for good.
         bars_per_year: optional bars per year from the dataset's calendar.
+        volume: optional (T, N) float32 shares traded per bar.
+        liquidity: optional (T, N, 2) float32 ``sigma_daily`` and ``adv_value`` (dollars)
+            at each bar from bars ≤ t (:mod:`finpod.data.liquidity`).
     """
 
     timestamps: pd.DatetimeIndex
@@ -68,12 +75,14 @@ class MarketData:
     buyable: torch.Tensor | None = None
     delisted: torch.Tensor | None = None
     bars_per_year: float | None = None
+    volume: torch.Tensor | None = None
+    liquidity: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         t, n = self.close.shape
         if self.open.shape != (t, n) or self.tradable.shape != (t, n):
             raise ValueError("open, close and tradable must all be (T, N)")
-        for name in ("buyable", "delisted"):
+        for name in ("buyable", "delisted", "volume"):
             mask = getattr(self, name)
             if mask is not None and tuple(mask.shape) != (t, n):
                 raise ValueError(f"{name} must be (T, N) like tradable")
@@ -114,6 +123,8 @@ class MarketData:
             tradable=self.tradable.to(device),
             buyable=None if self.buyable is None else self.buyable.to(device),
             delisted=None if self.delisted is None else self.delisted.to(device),
+            volume=None if self.volume is None else self.volume.to(device),
+            liquidity=None if self.liquidity is None else self.liquidity.to(device),
         )
 
     def slice(self, start: int, stop: int) -> MarketData:
@@ -129,6 +140,8 @@ class MarketData:
             benchmark=bench,
             buyable=None if self.buyable is None else self.buyable[start:stop],
             delisted=None if self.delisted is None else self.delisted[start:stop],
+            volume=None if self.volume is None else self.volume[start:stop],
+            liquidity=None if self.liquidity is None else self.liquidity[start:stop],
         )
 
 

@@ -19,7 +19,8 @@ import torch
 from finpod.data.market import MarketData
 
 #: Array fields of a payload: the tensors of :class:`MarketData`.
-ARRAYS = ("open", "close", "features", "tradable", "buyable", "delisted")
+#: ``volume`` stays out: pods read the liquidity the env prices impact with, not volume.
+ARRAYS = ("open", "close", "features", "tradable", "buyable", "delisted", "liquidity")
 
 
 def market_to_payload(market: MarketData) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def market_to_payload(market: MarketData) -> dict[str, Any]:
 
     Arrays: ``open``/``close`` (T, N) float32, ``features`` (T, N, F) float32,
     ``tradable``/``buyable``/``delisted`` (T, N) bool (the last two may be ``None``),
+    ``liquidity`` (T, N, 2) float32 (or ``None``),
     ``timestamps`` (T,) int64 UTC nanoseconds, ``benchmark`` (T,) float64 or ``None``.
     """
 
@@ -87,4 +89,5 @@ def market_from_payload(payload: dict[str, Any], device: torch.device | str = "c
         buyable=tens("buyable"),
         delisted=tens("delisted"),
         bars_per_year=payload.get("bars_per_year"),
+        liquidity=tens("liquidity"),
     )

@@ -25,6 +25,7 @@ import torch
 from finpod.atomic import atomic_write
 from finpod.data.bars import Bars
 from finpod.data.calendar import TZ
+from finpod.data.liquidity import LIQUIDITY_WINDOW_SESSIONS, bars_per_session, daily_liquidity
 from finpod.data.manifest import Manifest, dataset_bars_per_year
 from finpod.data.market import MarketData
 from finpod.errors import FinpodError
@@ -174,17 +175,22 @@ def load_split(
     if not bars_path.exists():
         raise FinpodError(f"{bars_path} is missing", "rebuild the dataset with finpod download")
     group = manifest.rows_per_group_bars or ROWS_PER_GROUP_BARS
-    g0, g1 = r0 // group, (r1 - 1) // group + 1
+    # The liquidity window's sessions before the split are read too (past bars only).
+    warm = int(round(LIQUIDITY_WINDOW_SESSIONS * bars_per_session(str(manifest.bar))))
+    rw = max(0, r0 - warm)
+    g0, g1 = rw // group, (r1 - 1) // group + 1
     try:
         pf = pq.ParquetFile(bars_path)
         masks = [m for m in MASKS if m in pf.schema_arrow.names]
-        cols = ["timestamp", "tic", "open", "close", "tradable", *masks, *names]
+        cols = ["timestamp", "tic", "open", "close", "volume", "tradable", *masks, *names]
         table = pf.read_row_groups(list(range(g0, g1)), columns=cols)
     except (OSError, pa.ArrowInvalid, IndexError) as err:
         raise FinpodError(
             f"cannot read {bars_path}: {err}", "the file is damaged; rebuild the dataset"
         ) from err
     lo, hi = (r0 - g0 * group) * N, (r1 - g0 * group) * N
+    lw = (rw - g0 * group) * N
+    liquidity = _split_liquidity(table.slice(lw, hi - lw), r1 - rw, N, r0 - rw, manifest.bar)
     table = table.slice(lo, hi - lo)
     T = r1 - r0
     if table.num_rows != T * N:
@@ -233,7 +239,18 @@ def load_split(
         buyable=mask.get("buyable"),
         delisted=mask.get("delisted"),
         bars_per_year=dataset_bars_per_year(manifest),
+        volume=torch.from_numpy(np.nan_to_num(grid("volume"), nan=0.0)).to(device),
+        liquidity=liquidity.to(device),
     )
+
+
+def _split_liquidity(table: pa.Table, rows: int, n: int, skip: int, bar: str) -> torch.Tensor:
+    """(rows − skip, N, 2) :func:`daily_liquidity` of the last ``rows − skip`` bars of
+    ``table`` (``rows`` bars × ``n`` tickers), computed over all ``rows``."""
+    grid = _grid_reader(table, rows, n)
+    close = torch.from_numpy(np.nan_to_num(grid("close", np.float64), nan=0.0))
+    sigma, adv = daily_liquidity(close, torch.from_numpy(grid("volume", np.float64)), str(bar))
+    return torch.stack([sigma[skip:], adv[skip:]], dim=2).float()
 
 
 def verify_dataset(dataset_dir: str | Path) -> str:

@@ -28,6 +28,7 @@ STARTS = ("cash", "reference")
 EQUAL_WEIGHT = "equal_weight"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 BAND_TARGETS = ("edge", "target")
+COST_MODELS = ("linear", "sqrt")
 #: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
 SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
 #: Example values for the hint of a field whose default is no example (``None``, 1).
@@ -64,6 +65,14 @@ class EnvConfig:
     """Proportional transaction cost charged on traded notional (0.002 = 0.2 %)."""
     slippage: float = 0.0
     """Adverse price move on every fill: buys at price·(1+slippage), sells at price·(1−slippage)."""
+    cost_model: str = "linear"
+    """``"linear"``: fills pay ``cost_rate`` (and ``slippage``); ``"sqrt"``: besides those, a
+    square-root market impact (:mod:`finpod.env.impact`) from the dataset's past bars."""
+    impact_coefficient: float = 1.0
+    """Y of the square-root law (``cost_model = "sqrt"``): a fill of Q dollars costs
+    Y · σ · √(Q / ADV) × Q, σ the daily volatility, ADV the average daily traded value
+    (dollars) over the last 20 sessions. Estimates for equities: Y ≈ 0.5–1 (at Y = 1, 1 %
+    of ADV in a stock moving 2 % a day costs 0.2 % of the order)."""
     allow_short: bool = False
     """Let sells exceed holdings (negative holdings)."""
     allow_negative_cash: bool = False
@@ -181,6 +190,12 @@ class EnvConfig:
         _choice("reward", self.reward, REWARDS)
         _choice("dtype", self.dtype, tuple(DTYPES))
         _choice("start", self.start, STARTS)
+        _choice("cost_model", self.cost_model, COST_MODELS)
+        if not self.impact_coefficient >= 0.0:
+            raise FinpodError(
+                f"env.impact_coefficient must be ≥ 0, got {self.impact_coefficient}",
+                "e.g. impact_coefficient = 0.7 (the square-root law's Y, usually 0.5–1)",
+            )
         _check_reference(self.reference)
         for name, hint in (
             ("max_active_weight", "e.g. max_active_weight = 0.02 (2 percentage points)"),

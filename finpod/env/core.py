@@ -106,6 +106,9 @@ class StepOut(NamedTuple):
         cost: (E,) transaction costs paid this step, dollars.
         notional: (E,) traded notional Σ |trade| · executed price, dollars.
         turnover: (E,) notional / account value before the trade.
+        impact: (E,) the market-impact part of ``cost``, dollars (0 with linear costs).
+        fill_cost: (E, N) each ticker's fill's share of ``cost``, dollars.
+        fill_impact: (E, N) each ticker's share of ``impact``; None with linear costs.
     """
 
     reward: torch.Tensor
@@ -114,6 +117,9 @@ class StepOut(NamedTuple):
     cost: torch.Tensor
     notional: torch.Tensor
     turnover: torch.Tensor
+    impact: torch.Tensor
+    fill_cost: torch.Tensor
+    fill_impact: torch.Tensor | None
 
 
 def initial_state(start: torch.Tensor, tables: Tables, config: EnvConfig, num_stocks: int) -> State:
@@ -225,6 +231,7 @@ def transition(
     flat = tables.schedule.index_select(0, state.t)[:, 1:2] if config.flat_at_close else None
     block = tables.buy_block.index_select(0, t1) if tables.buy_block is not None else None
     gone = tables.delist.index_select(0, t1) if tables.delist is not None else None
+    k = tables.impact.index_select(0, t1) if tables.impact is not None else None
     if tables.reference is not None:
         ref_row = tables.reference.index_select(0, state.t)
 
@@ -253,9 +260,8 @@ def transition(
             delta.trunc_()
         if flat is not None:
             delta.mul_(1.0 - flat).addcmul_(state.holdings, flat, value=-1.0)
-    cash, holdings, position, value, trade, notional, cost = execute(
-        delta, state.cash, state.holdings, row, block, gone, config
-    )
+    fill = execute(delta, state.cash, state.holdings, row, block, gone, config, k)
+    cash, holdings, position, value, trade, notional = fill[:6]
 
     ref_cash, ref_holdings, ref_value = state.ref_cash, state.ref_holdings, state.ref_value
     v0 = state.value
@@ -268,9 +274,8 @@ def transition(
         ref_delta = weights_order(
             ref_row[:, :n].clone(), ref_holdings, ref_position, ref_value, state.mark, flat, config
         )
-        ref_cash, ref_holdings, _, ref_value, _, _, _ = execute(
-            ref_delta, ref_cash, ref_holdings, row, block, gone, config
-        )
+        ref_fill = execute(ref_delta, ref_cash, ref_holdings, row, block, gone, config, k)
+        ref_cash, ref_holdings, ref_value = ref_fill.cash, ref_fill.holdings, ref_fill.value
     sharpe_a, sharpe_b, peak = state.sharpe_a, state.sharpe_b, state.peak
     if config.reward == "value_change":
         reward = (value - v0) * (1.0 / init)
@@ -316,4 +321,15 @@ def transition(
         ref_holdings=ref_holdings,
         ref_value=ref_value,
     )
-    return new_state, StepOut(reward, trade, price, cost, notional, turnover)
+    out = StepOut(
+        reward,
+        trade,
+        price,
+        fill.cost,
+        notional,
+        turnover,
+        fill.impact,
+        fill.fill_cost,
+        fill.fill_impact,
+    )
+    return new_state, out

@@ -16,14 +16,18 @@ bar t a decision bar, or a delisting sale; see :class:`~finpod.env.tables.Tables
 
 Fill price: the bar's open or close where ``tradable`` is True and the price is valid,
 else 0, which blocks the trade. Sells fill before buys; buys are scaled down together to
-the cash left (unless borrowing is allowed).
+the cash left (unless borrowing is allowed). What each fill costs (fee, and square-root
+impact with ``cost_model = "sqrt"``): :mod:`finpod.env.impact`.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from finpod.env.config import EnvConfig
+from finpod.env.impact import fill_costs, impact_costs
 
 #: Floor of the account value, as a fraction of initial cash, wherever it divides (keeps
 #: the log and the weights finite when an account with shorting or borrowing goes bankrupt).
@@ -129,6 +133,35 @@ def weights_order(
     return delta
 
 
+class Fill(NamedTuple):
+    """What :func:`execute` did, batched over envs; the account is marked at the fill bar.
+
+    Attributes:
+        cash: (E,) dollars after the fill.
+        holdings: (E, N) shares after the fill.
+        position: (E, N) holdings · mark, dollars.
+        value: (E,) cash + Σ position, dollars.
+        trade: (E, N) executed shares, signed (+ buy, − sell).
+        notional: (E,) Σ |trade| · executed price, dollars.
+        cost: (E,) dollars of costs taken from the cash (fees + impact).
+        impact: (E,) the impact part of ``cost``, dollars (0 with the linear model).
+        fill_cost: (E, N) each ticker's share of ``cost``: the figure every per-fill report
+            of costs reads (:func:`finpod.env.impact.fill_costs`).
+        fill_impact: (E, N) each ticker's share of ``impact``; None with the linear model.
+    """
+
+    cash: torch.Tensor
+    holdings: torch.Tensor
+    position: torch.Tensor
+    value: torch.Tensor
+    trade: torch.Tensor
+    notional: torch.Tensor
+    cost: torch.Tensor
+    impact: torch.Tensor
+    fill_cost: torch.Tensor
+    fill_impact: torch.Tensor | None
+
+
 def execute(
     delta: torch.Tensor,
     cash: torch.Tensor,
@@ -137,15 +170,15 @@ def execute(
     block: torch.Tensor | None,
     gone: torch.Tensor | None,
     config: EnvConfig,
-) -> tuple[
-    torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
-]:
+    k: torch.Tensor | None = None,
+) -> Fill:
     """Fill the order ``delta`` (E, N) shares (consumed) at the fill bar's ``row`` (E, 3N).
 
-    Returns ``(cash, holdings, position, value, trade, notional, cost)`` after the fill,
-    marked at the fill bar; ``cost`` (E,) is the dollars of costs taken from the cash (the
-    figure every report of costs reads). Point-in-time rules, then sells before buys
-    (module docstring).
+    ``k`` (E, N): the fill bar's row of :func:`finpod.env.impact.impact_table` (None: the
+    linear cost model). Costs come from :func:`finpod.env.impact.fill_costs`. Point-in-time
+    rules, then sells before buys (module docstring); buys are scaled down to the cash
+    left, with the impact of the full order counted in what they need (impact grows
+    faster than the order, so the scaled order's costs fit too).
     """
     n = holdings.shape[1]
     dtype = cash.dtype
@@ -169,14 +202,16 @@ def execute(
         torch.minimum(sell, holdings, out=sell)
     sell_price = price * (1.0 - config.slippage) if config.slippage else price
     buy_price = price * (1.0 + config.slippage) if config.slippage else price
-    scratch = torch.mul(sell, sell_price)
-    sell_notional = scratch.sum(1)
-    cost = sell_notional * rate
-    cash = cash + sell_notional - cost
+    sold = torch.mul(sell, sell_price)
+    sell_cost, sell_impact = fill_costs(sold, k, config)
+    cash = cash + sold.sum(1) - sell_cost.sum(1)
 
     buy = delta.clamp_(min=0.0)
+    bought = torch.mul(buy, buy_price)
     if not config.allow_negative_cash:
-        need = torch.mul(buy, buy_price, out=scratch).sum(1) * (1.0 + rate)
+        need = bought.sum(1) * (1.0 + rate)
+        if k is not None:
+            need = need + impact_costs(bought, k).sum(1)
         # Fraction of the buy orders the cash pays for (1 when it is enough).
         free = cash.clamp(min=0.0)
         frac = free / torch.maximum(need, free).clamp(min=1e-30)
@@ -186,15 +221,22 @@ def execute(
         buy.mul_(frac.unsqueeze(1))
         if config.integer_shares:
             buy.floor_()
-    buy_notional = torch.mul(buy, buy_price, out=scratch).sum(1)
-    buy_cost = buy_notional * rate
-    cash = cash - buy_notional - buy_cost
-    cost = cost + buy_cost
+        torch.mul(buy, buy_price, out=bought)
+    buy_cost, buy_impact = fill_costs(bought, k, config)
+    cash = cash - bought.sum(1) - buy_cost.sum(1)
     if not config.allow_negative_cash:
         cash = cash.clamp(min=0.0)
+    # A ticker either sells or buys at a bar: the two sides add up per ticker.
+    fill_cost = sell_cost.add_(buy_cost)
+    cost = fill_cost.sum(1)
+    notional = sold.add_(bought).sum(1)
+    fill_impact = None if sell_impact is None else sell_impact.add_(buy_impact)
+    impact = torch.zeros_like(cost) if fill_impact is None else fill_impact.sum(1)
 
     trade = buy.sub_(sell)
     holdings = holdings + trade
-    position = torch.mul(holdings, mark, out=scratch)
+    position = holdings * mark
     value = cash + position.sum(1)
-    return cash, holdings, position, value, trade, sell_notional + buy_notional, cost
+    return Fill(
+        cash, holdings, position, value, trade, notional, cost, impact, fill_cost, fill_impact
+    )

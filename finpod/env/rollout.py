@@ -33,11 +33,14 @@ class Rollout:
         holdings: (T, N) shares.
         transactions: one row per executed (bar, ticker) trade, index ``timestamp`` (the fill
             bar); columns ``ticker``, ``shares`` (signed, + buy), ``price`` (executed price
-            incl. slippage, dollars), ``cost`` (dollars: the fill's notional share of the
-            costs the env took from the cash at its bar), ``reason`` (``"policy"``; or the
+            incl. slippage, dollars), ``cost`` (dollars: what the env charged this fill, fee
+            plus impact, :func:`finpod.env.impact.fill_costs`), ``impact`` (dollars: its
+            market-impact part, 0 with linear costs), ``reason`` (``"policy"``; or the
             env's own orders: ``"flat_at_close"``, ``"delisted"``: a delisted position sold
             at its last valid close).
-        costs: (T,) transaction costs the env took from the cash at each bar, dollars.
+        costs: (T,) transaction costs the env took from the cash at each bar, dollars
+            (fees + impact).
+        impact: (T,) the market-impact part of ``costs``, dollars.
         turnover: (T,) traded notional / account value before the trade.
         config: the env settings the rollout ran with.
         bar: bar size of the market.
@@ -59,6 +62,7 @@ class Rollout:
     bar: str
     annualization: float = 0.0
     reference_returns: pd.Series | None = None
+    impact: pd.Series | None = None
 
 
 @torch.no_grad()
@@ -85,6 +89,7 @@ def rollout(
     obs = env.reset()
     start = env.state  # bar 0: all cash, or invested at the reference (EnvConfig.start)
     values, cash, holdings, trades, prices, costs, turnover = [], [], [], [], [], [], []
+    fill_costs, fill_impacts = [], []
     ref_values: list[torch.Tensor] = []
     for _ in range(steps):
         action = policy(obs)
@@ -98,6 +103,8 @@ def rollout(
         trades.append(info["trade"][0])
         prices.append(info["fill_price"][0])
         costs.append(info["cost"])
+        fill_costs.append(info["fill_cost"][0])
+        fill_impacts.append(info["fill_impact"][0] if "fill_impact" in info else fill_costs[-1] * 0)
         turnover.append(info["turnover"])
         if "reference_value" in info:
             ref_values.append(info["reference_value"])
@@ -121,14 +128,10 @@ def rollout(
     shares = tr[bars, cols]
     slip = 1.0 + np.sign(shares) * config.slippage
     exec_price = px[bars, cols] * slip
-    # Each fill's share of the costs the env took from the cash at its bar, in proportion
-    # to its notional (the env charges a rate on notional): the column adds up to ``costs``.
-    notional = np.abs(shares) * exec_price
-    bar_notional = np.zeros(len(tr))
-    np.add.at(bar_notional, bars, notional)
-    fill_cost = (
-        cost_steps[bars + 1] * notional / np.where(bar_notional > 0, bar_notional, 1.0)[bars]
-    )
+    # What the env charged each fill (the column adds up to ``costs``).
+    fill_cost = torch.stack(fill_costs).cpu().numpy()[bars, cols]
+    fill_impact = torch.stack(fill_impacts).cpu().numpy()
+    impact_steps = np.concatenate([[0.0], fill_impact.sum(1)])
     reason = np.full(len(bars), "policy", dtype=object)
     if env.tables.schedule is not None:
         flat = env.tables.schedule[:, 1].cpu().numpy() > 0  # by decision bar
@@ -142,6 +145,7 @@ def rollout(
             "shares": shares,
             "price": exec_price,
             "cost": fill_cost,
+            "impact": fill_impact[bars, cols],
             "reason": reason,
         },
         index=pd.DatetimeIndex(ts[bars + 1], name="timestamp"),
@@ -163,6 +167,7 @@ def rollout(
         bar=market.bar,
         annualization=market.annualization,
         reference_returns=reference_returns,
+        impact=pd.Series(impact_steps, index=ts, name="impact"),
     )
 
 

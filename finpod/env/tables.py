@@ -20,6 +20,7 @@ import torch
 from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
 from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
+from finpod.env.impact import impact_table
 from finpod.env.prices import mark_prices, valid_prices
 from finpod.env.reference import eligible_names, reference_weights
 from finpod.errors import FinpodError
@@ -119,6 +120,8 @@ class Tables(NamedTuple):
             ``[:, :N]`` the reference portfolio's target weights at the bar,
             ``[:, N:]`` 1.0 where a name is eligible for a tilt (tradable, priced and
             buyable at the bar), see :mod:`finpod.env.reference`.
+        impact: (T, N) accounting dtype or None (linear costs); the square-root impact
+            coefficient of a fill at the bar, see :func:`finpod.env.impact.impact_table`.
     """
 
     step: torch.Tensor
@@ -127,6 +130,7 @@ class Tables(NamedTuple):
     buy_block: torch.Tensor | None = None
     delist: torch.Tensor | None = None
     reference: torch.Tensor | None = None
+    impact: torch.Tensor | None = None
 
 
 def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
@@ -297,4 +301,5 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         buy_block=buy_block,
         delist=delist,
         reference=reference,
+        impact=impact_table(market, config, device),
     )

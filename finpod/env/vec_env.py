@@ -46,7 +46,9 @@ class VecTradingEnv:
     - ``trade`` (E, N) executed signed shares (including the env's own orders:
       flat-at-close sells and delisting cash-outs), ``fill_price`` (E, N) price before slippage,
       ``cost`` (E,) dollars, ``notional`` (E,) dollars, ``turnover`` (E,) notional / value
-      before the trade; ``bar`` (E,) int64 index of the fill bar in the market.
+      before the trade; ``bar`` (E,) int64 index of the fill bar in the market;
+      ``impact`` (E,) the market-impact part of ``cost``, ``fill_cost`` (E, N) each
+      ticker's share of ``cost`` and (square-root costs only) ``fill_impact`` (E, N).
 
     Execution controls (``EnvConfig.decision_interval``, ``decision_times``,
     ``no_trade_band``, ``partial_adjustment``, ``turnover_penalty``, ``flat_at_close``) act
@@ -153,8 +155,12 @@ class VecTradingEnv:
             "cost": out.cost,
             "notional": out.notional,
             "turnover": out.turnover,
+            "impact": out.impact,
+            "fill_cost": out.fill_cost,
             "bar": state.t,
         }
+        if out.fill_impact is not None:
+            info["fill_impact"] = out.fill_impact
         if self.config.reward in ACTIVE_REWARDS:
             # The zero-tilt reference account (same controls, fills and costs), dollars.
             info["reference_value"] = state.ref_value

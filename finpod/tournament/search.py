@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 FIXED_ENV_FIELDS = {
     "cost_rate": "the cost model must be the same for every pod",
     "slippage": "the cost model must be the same for every pod",
+    "cost_model": "the cost model must be the same for every pod",
+    "impact_coefficient": "the cost model must be the same for every pod",
     "fill_price": "the cost model (the price orders fill at) must be the same for every pod",
     "initial_cash": "every pod is scored on the same capital",
     "calendar_features": "it changes the observation size, so children could not load "

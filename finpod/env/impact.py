@@ -1,0 +1,83 @@
+"""What a fill costs: the fee, and (``EnvConfig.cost_model = "sqrt"``) square-root impact.
+
+The cost of every fill is computed here once, per (env, ticker), by :func:`fill_costs`;
+the env takes its sum from the cash and reports it, and the rollout's transactions table
+reads the same per-ticker figures. Slippage is not a cost here: it moves the executed
+price (:mod:`finpod.env.execution`), so it is already in the traded value.
+
+Square-root law. A fill of Q dollars (shares × executed price) in ticker i costs, on top
+of the fee ``cost_rate`` · Q,
+
+    impact = min(Y · σ_i · √(Q / ADV_i), MAX_IMPACT_FRACTION) · Q
+
+with Y = ``EnvConfig.impact_coefficient``, σ_i the ticker's daily volatility and ADV_i its
+average daily traded value in dollars (:mod:`finpod.data.liquidity`), both taken at the
+decision bar t for a fill at bar t + 1: bars ≤ t only, so the fill bar's own volume (not
+known when the order is sent) never prices it. A ticker with no traded value in the
+window has ADV floored at :data:`ADV_FLOOR_DOLLARS`, so any order there pays the cap.
+Impact is paid like the fee (from the cash); it does not move the price the account is
+marked at afterwards (temporary impact).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from finpod.data.liquidity import daily_liquidity
+from finpod.data.market import MarketData
+from finpod.env.config import EnvConfig
+from finpod.errors import FinpodError
+
+#: Largest impact as a fraction of the order's value. The square-root law is measured on
+#: orders of up to a few % of ADV; far past that it no longer describes a fill, and the
+#: cap keeps a sell's proceeds net of costs positive.
+MAX_IMPACT_FRACTION = 0.5
+#: Floor of the average daily traded value, dollars (a ticker that never traded).
+ADV_FLOOR_DOLLARS = 1.0
+
+
+def impact_table(
+    market: MarketData, config: EnvConfig, device: torch.device
+) -> torch.Tensor | None:
+    """(T, N) accounting dtype ``k`` with impact = min(k · √Q, cap) · Q for a fill at bar t:
+    ``k[t] = Y · σ[t − 1] / √ADV[t − 1]`` (row 0, where nothing fills, repeats row 1's
+    inputs). None with the linear cost model.
+
+    Raises :class:`FinpodError` when the square-root model is asked of a market without
+    volume."""
+    if config.cost_model != "sqrt":
+        return None
+    if market.liquidity is not None:
+        liq = market.liquidity.to(device=device, dtype=torch.float64)
+        sigma, adv = liq[..., 0], liq[..., 1]
+    elif market.volume is not None:
+        sigma, adv = daily_liquidity(market.close.to(device), market.volume.to(device), market.bar)
+    else:
+        raise FinpodError(
+            'env.cost_model = "sqrt" needs the volume of every bar; this market has none',
+            'rebuild the dataset with this version of finpod, or use cost_model = "linear"',
+        )
+    k = float(config.impact_coefficient) * sigma / adv.clamp(min=ADV_FLOOR_DOLLARS).sqrt()
+    out = torch.empty_like(k)
+    out[1:] = k[:-1]
+    out[:1] = k[:1]
+    return out.to(config.torch_dtype).contiguous()
+
+
+def impact_costs(traded: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(E, N) dollars of square-root impact of fills worth ``traded`` (E, N) dollars (≥ 0),
+    ``k`` (E, N) the fill bar's row of :func:`impact_table`. Zero where nothing trades."""
+    return (k * traded.sqrt()).clamp_(max=MAX_IMPACT_FRACTION).mul_(traded)
+
+
+def fill_costs(
+    traded: torch.Tensor, k: torch.Tensor | None, config: EnvConfig
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(cost, impact)`` of fills worth ``traded`` (E, N) dollars at their executed prices:
+    ``cost`` (E, N) fee + impact, dollars, the one figure every report of costs reads;
+    ``impact`` (E, N) its impact part (None with the linear model, where it is 0)."""
+    fee = traded * float(config.cost_rate)
+    if k is None:
+        return fee, None
+    impact = impact_costs(traded, k)
+    return fee.add_(impact), impact
