@@ -134,7 +134,7 @@ def quintiles(args) -> None:
 def thin(args) -> None:
     from finpod.agents import make_agent
     from finpod.data.liquidity import daily_liquidity
-    from finpod.data.synthetic import make_synthetic
+    from finpod.data.synthetic_market import make_synthetic
 
     torch.set_num_threads(1)
     market = make_synthetic(

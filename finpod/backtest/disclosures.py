@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from finpod.env.config import EnvConfig
+from finpod.runs.agent_names import is_ensemble
 
 #: Names listed by :func:`largest_tilts`.
 TOP_TILTS = 5
@@ -56,4 +57,27 @@ def dataset_disclosure(
         f"Cross-dataset backtest: run {run_id} was trained and selected on dataset "
         f"{str(run_hash)[:12]}, this backtest used {dataset} (hash {str(data_hash)[:12]}); "
         "its numbers are not the run's own out-of-sample result."
+    )
+
+
+def dsr_note(agent: str, pod_ids: list[str], ensemble_scored: bool = False) -> str | None:
+    """Whose Deflated Sharpe the report shows when the backtest trades more than one
+    entry, and what it trades; None for ``best`` (the DSR is plainly its own).
+
+    ``ensemble_scored``: the run scored this very ensemble on validation, so the DSR is
+    the ensemble's own; otherwise it is the best entry's (``pod_ids[0]``).
+    """
+    if len(pod_ids) <= 1 and not is_ensemble(agent):
+        return None
+    k = len(pod_ids)
+    if is_ensemble(agent):
+        trades = f"the backtest trades the mean target weights of the top {k}"
+        if ensemble_scored:
+            return f"the ensemble's own DSR (a validation candidate of the run); {trades}"
+        return (
+            f"DSR of the best entry ({pod_ids[0]}): the run did not score this ensemble on "
+            f"validation; {trades}"
+        )
+    return (
+        f"DSR of the best entry ({pod_ids[0]}); the backtest trades the mean action of the top {k}"
     )

@@ -40,9 +40,15 @@ from finpod.backtest.ceiling import (
     ceiling_shares,
     signal_tilt_policy,
 )
-from finpod.backtest.disclosures import dataset_disclosure, largest_tilts, start_disclosure
+from finpod.backtest.disclosures import (
+    dataset_disclosure,
+    dsr_note,
+    largest_tilts,
+    start_disclosure,
+)
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
+from finpod.backtest.returns import index_returns, traded_value
 from finpod.backtest.run_record import (
     RunInputs,
     checkpoint_evaluations,
@@ -71,27 +77,6 @@ from finpod.runs import (
 
 
 # ----------------------------------------------------------------------------- rollouts
-def traded_value(transactions: pd.DataFrame, index: pd.DatetimeIndex) -> pd.Series:
-    """(T,) dollars bought + sold per bar, from a transactions table."""
-    if transactions is None or transactions.empty:
-        return pd.Series(0.0, index=index)
-    when = transactions["timestamp"] if "timestamp" in transactions.columns else transactions.index
-    notional = transactions["shares"].astype(float).abs() * transactions["price"].astype(float)
-    per_bar = notional.groupby(pd.DatetimeIndex(when)).sum()
-    return per_bar.reindex(index, fill_value=0.0).astype(float)
-
-
-def index_returns(market: MarketData) -> pd.Series | None:
-    """(T − 1,) simple returns of the dataset's index level, bar 1 onwards (as a rollout's)."""
-    if market.benchmark is None:
-        return None
-    level = pd.Series(market.benchmark.to_numpy(dtype=float), index=market.timestamps)
-    # A missing index print carries the last level (past only), so the move lands on the
-    # next print instead of being lost.
-    level = level.where(level > 0).ffill()
-    return level.pct_change(fill_method=None).iloc[1:].fillna(0.0)
-
-
 def backtest_market(
     market: MarketData,
     policy: Policy,
@@ -390,26 +375,3 @@ def run_backtest(
         why = result.statistics.get("dsr_note")
         result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose
     return result
-
-
-def dsr_note(agent: str, pod_ids: list[str], ensemble_scored: bool = False) -> str | None:
-    """Whose Deflated Sharpe the report shows when the backtest trades more than one
-    entry, and what it trades; None for ``best`` (the DSR is plainly its own).
-
-    ``ensemble_scored``: the run scored this very ensemble on validation, so the DSR is
-    the ensemble's own; otherwise it is the best entry's (``pod_ids[0]``).
-    """
-    if len(pod_ids) <= 1 and not is_ensemble(agent):
-        return None
-    k = len(pod_ids)
-    if is_ensemble(agent):
-        trades = f"the backtest trades the mean target weights of the top {k}"
-        if ensemble_scored:
-            return f"the ensemble's own DSR (a validation candidate of the run); {trades}"
-        return (
-            f"DSR of the best entry ({pod_ids[0]}): the run did not score this ensemble on "
-            f"validation; {trades}"
-        )
-    return (
-        f"DSR of the best entry ({pod_ids[0]}); the backtest trades the mean action of the top {k}"
-    )

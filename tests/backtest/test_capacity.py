@@ -8,7 +8,7 @@ import torch
 from finpod.backtest import BacktestResult
 from finpod.backtest.capacity import capacity_line
 from finpod.backtest.runner import backtest_market
-from finpod.data.synthetic import make_synthetic
+from finpod.data.synthetic_market import make_synthetic
 from finpod.env import EnvConfig
 
 SIZES = (1e6, 1e8, 1e9)

@@ -169,7 +169,7 @@ def test_an_agent_that_never_trades_still_gets_a_report(market, tmp_path):
 
 
 def test_a_missing_index_print_moves_the_return_to_the_next_print(market):
-    from finpod.backtest.runner import index_returns
+    from finpod.backtest.returns import index_returns
 
     level = market.benchmark.copy()
     level.iloc[10] = float("nan")

@@ -307,7 +307,7 @@ def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
 
 
 def test_the_dsr_note_names_whose_dsr_and_what_the_backtest_trades():
-    from finpod.backtest.runner import dsr_note
+    from finpod.backtest.disclosures import dsr_note
 
     assert dsr_note("best", ["p0"]) is None
     top = dsr_note("top-3", ["p0", "p1", "p2"])
