@@ -156,7 +156,7 @@ def test_a_log_file_gets_a_progress_line_with_the_eta_every_30_seconds():
     view.display(_snapshot([65_536], [None], 280.0))  # within 30 s of the last: no line
     lines = out.getvalue().splitlines()
     assert lines == [
-        "progress: 32,768/400,000 steps · ETA 4m50s (8%) · 1 running · 0 evaluated · 2m40s elapsed"
+        "progress: 32,768/400,000 steps (8%) · ETA 4m50s · 1 running · 0 evaluated · 2m40s elapsed"
     ]
 
 

@@ -44,18 +44,20 @@ def short_count(n: float) -> str:
     return f"{n / 1_000_000:.1f}M"
 
 
-def budget_text(snap: dict[str, Any]) -> tuple[str, float]:
-    """The budget's progress as text (``123,456/400,000 steps · ETA 1m40s``) and as a
-    fraction: a step budget counts the running pods' env steps as they are trained."""
+def budget_text(snap: dict[str, Any], percent: bool = False) -> tuple[str, float]:
+    """The budget's progress as text (``123,456/400,000 steps · ETA 1m40s``, with
+    ``percent`` ``… steps (31%) · ETA …``) and as a fraction: a step budget counts the
+    running pods' env steps as they are trained."""
     budget = snap["budget"]
     used = snap["budget_used"]
     if budget.kind == "steps":
         used += running_steps(snap["running"])
     unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]
-    text = f"{used:,.0f}/{budget.amount:,.0f}{unit}"
+    fraction = min(1.0, used / budget.amount)
+    text = f"{used:,.0f}/{budget.amount:,.0f}{unit}" + (f" ({fraction:.0%})" if percent else "")
     if snap.get("eta_s") is not None:
         text += f" · ETA {duration(snap['eta_s'])}"
-    return text, min(1.0, used / budget.amount)
+    return text, fraction
 
 
 class TournamentView:
@@ -256,9 +258,9 @@ class _ProgressLines:
         elif now - self._last < PROGRESS_LINE_EVERY_S:
             return
         self._last = now
-        text, fraction = budget_text(snap)
+        text, _ = budget_text(snap, percent=True)
         self.console.print(
-            f"progress: {text} ({fraction:.0%}) · {len(snap['running'])} running · "
+            f"progress: {text} · {len(snap['running'])} running · "
             f"{snap['candidates']} evaluated · {duration(snap['elapsed_s'])} elapsed",
             highlight=False,
             soft_wrap=True,
