@@ -126,7 +126,9 @@ def eta_seconds(
     A step budget counts the finished pods' env steps plus the running pods' steps so far
     (:func:`running_steps`). The steps left go at the running pods' current pace (each
     row's ``done / elapsed_s`` since its dispatch, summed) once they have trained some, else
-    at the run's average pace. A time budget is its own answer; a wall-time cap bounds the
+    at the run's average pace; past the budget's end, the running pods' own steps left
+    (None once they trained what they were asked: rounding up to whole rollouts has no
+    estimate). A time budget is its own answer; a wall-time cap bounds the
     estimate.
     """
     if budget.kind == "time":
@@ -138,7 +140,12 @@ def eta_seconds(
         )
         if pace <= 0 and live > 0 and elapsed > 0:
             pace = live / elapsed
-        left = max(0.0, budget.amount - live) / pace if pace > 0 else None
+        # Running pods finish what they were asked even past the budget's end.
+        steps_left = max(
+            budget.amount - live,
+            sum(max(0.0, (r.get("steps") or 0) - r.get("done", 0)) for r in running),
+        )
+        left = steps_left / pace if pace > 0 and (steps_left > 0 or not running) else None
     else:
         left = None
     if time_cap is not None:

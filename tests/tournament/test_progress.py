@@ -120,3 +120,12 @@ def test_the_budget_moves_and_an_eta_shows_before_any_pod_finishes(tmp_path, tin
     moving = [(steps, eta) for steps, eta in seen if 0 < steps < 60_000]
     assert moving, seen[-5:]
     assert all(eta is not None and eta >= 0 for _, eta in moving)
+
+
+def test_past_the_budget_the_eta_counts_what_running_pods_still_train():
+    from finpod.tournament.budget import eta_seconds
+    from finpod.tournament.config import Budget
+
+    # The budget is spent, but the running pod has 1,000 of its 4,000 steps to go.
+    running = [{"epoch": 2, "epochs": 4, "steps": 4000, "done": 3000, "elapsed_s": 30.0}]
+    assert eta_seconds(Budget("steps", 2000.0), 500.0, running, 60.0) == pytest.approx(10.0)
