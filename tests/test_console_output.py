@@ -174,3 +174,30 @@ def test_the_training_bar_moves_with_each_env_step_inside_a_rollout():
     counted.step(torch.zeros(4, env.action_dim))
     assert counted.steps == 4
     assert bar.progress.tasks[0].completed == 104
+
+
+def test_the_tournament_summary_in_a_log_file_is_one_line_per_statement(tmp_path):
+    """Piped into a file (80 columns), each summary statement stays on one line: a log
+    reader can grep it; the leaderboard still switches to its long form."""
+    from finpod.cli.tournament_cmd import print_summary
+    from finpod.runs.leaderboard import Entry, Leaderboard
+    from finpod.tournament.run import TournamentRun
+    from finpod.tournament.updater import Summary
+
+    board = Leaderboard(tmp_path, top_k=4, score_name="information_ratio")
+    lineage = ["p00001", "p00004", "p00007", "p00010"]
+    board.entries = [Entry("p00012", "ppo", {}, 0.323, "c.safetensors", lineage, [], 131_072)]
+    board.candidates_evaluated = 5
+    summary = Summary(pods_trained=4)
+    summary.throughput = {"env_steps": 524_288, "wall_s": 255.0, "env_steps_per_s": 2052.0}
+    run = TournamentRun(tmp_path / "tournament-20261126-100300-a6be", board, summary, None)
+    out = io.StringIO()
+    print_summary(Console(file=out, width=80, force_terminal=False), run)
+    lines = out.getvalue().splitlines()
+    assert any(
+        line.startswith("4 pods trained this session")
+        and line.endswith("best p00012 (ppo) validation information_ratio 0.323")
+        for line in lines
+    ), lines
+    assert any(line.startswith("throughput: 524,288 env steps") for line in lines), lines
+    assert lines[-1] == f"run directory: {tmp_path / 'tournament-20261126-100300-a6be'}"

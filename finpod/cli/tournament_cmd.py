@@ -92,6 +92,8 @@ def print_summary(console: Console, result: Any) -> None:
     summary = result.summary
     print_leaderboard(console, board.entries, board.score_name, limit=10)
     best = board.best()
+    # In a log file one statement per line (grep-able); a terminal wraps at word ends.
+    soft = not console.is_terminal
     console.print(
         f"[bold]{summary.pods_trained}[/] pods trained this session "
         f"({summary.pods_failed} failed), {board.candidates_evaluated} candidates evaluated in the run; "
@@ -99,7 +101,8 @@ def print_summary(console: Console, result: Any) -> None:
             f"best [bold]{best.pod_id}[/] ({best.algorithm}) validation {board.score_name} {best.score:.3f}"
             if best
             else "no pod scored"
-        )
+        ),
+        soft_wrap=soft,
     )
     ens = board.ensemble
     if ens:
@@ -110,6 +113,7 @@ def print_summary(console: Console, result: Any) -> None:
             + ("[bold]selected[/]" if ens.get("selected") else "not selected")
             + " (counted in N)",
             highlight=False,
+            soft_wrap=soft,
         )
     if summary.throughput:
         tp = summary.throughput
@@ -119,13 +123,14 @@ def print_summary(console: Console, result: Any) -> None:
         )
         if best is not None:
             line += f"; the best pod has trained {best.env_steps:,} env steps (with its ancestors)"
-        console.print(line)
+        console.print(line, soft_wrap=soft)
     if summary.node_events or summary.quarantined:
         console.print(
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "
-            f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)"
+            f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)",
+            soft_wrap=soft,
         )
-    console.print(f"run directory: [bold]{result.run_dir}[/]")
+    console.print(f"run directory: [bold]{result.run_dir}[/]", soft_wrap=soft)
 
 
 class _EventLines:
