@@ -50,10 +50,18 @@ class PodProgress:
             self._done, self._ids, self._current = done, list(pod_ids), pod_ids[0]
 
     def epoch(self, epoch: int, scores: Sequence[float | None]) -> None:
-        """The running pods finished ``epoch`` epochs, with these validation scores."""
+        """The running pods finished ``epoch`` epochs, with these validation scores.
+
+        After the first, each pod's ``target`` is its first epoch's steps × its epochs:
+        what it will train once rollouts are rounded up to whole ones (PPO and A2C learn
+        whole ``horizon × envs`` rollouts, so a pod may train more than it was asked)."""
         with self._lock:
+            self._read_done()
             for pod_id, score in zip(self._ids, scores, strict=True):
-                self._pods[pod_id].update(epoch=epoch, score=score)
+                pod = self._pods[pod_id]
+                pod.update(epoch=epoch, score=score)
+                if epoch == 1:
+                    pod["target"] = pod["done"] * pod["epochs"]
 
     def end(self) -> None:
         """The running pods stopped training: keep their last counts."""
@@ -68,7 +76,8 @@ class PodProgress:
             self._pods[pod_id]["done"] = int(steps)
 
     def snapshot(self) -> dict[str, Any]:
-        """``{"pods": {pod_id: {"epoch", "epochs", "score", "done"}}, "elapsed_s"}``,
+        """``{"pods": {pod_id: {"epoch", "epochs", "score", "done", "target"}}, "elapsed_s"}``
+        (``target`` once known, see :meth:`epoch`),
         plus the pod training now's ``pod_id``, ``epoch``, ``epochs``, ``score`` and
         ``env_steps`` (this job's steps) at the top level ({} before any job)."""
         with self._lock:
@@ -143,7 +152,9 @@ class ProgressPoller:
                         "node": slot.node_id[:8],
                         "epoch": info.get("epoch", 0),
                         "epochs": spec.epochs,
-                        "steps": spec.steps,
+                        # What the pod will train (rounded up to whole rollouts) once
+                        # its first epoch says so, else what it was asked.
+                        "steps": info.get("target") or spec.steps,
                         "done": info.get("done", 0),
                         "score": info.get("score"),
                         "elapsed_s": now - slot.busy.dispatched,

@@ -66,6 +66,16 @@ def test_a_pod_reports_env_steps_while_its_first_epoch_trains(tiny_dataset):
     assert final["epoch"] == 1 and final["done"] == out["result"].steps_done
 
 
+def test_a_pod_says_what_it_will_train_once_rollouts_are_rounded_up(tiny_dataset):
+    """Asked 100 steps over 2 epochs, a PPO pod of 4 envs × horizon 16 learns one whole
+    64-step rollout per epoch: after its first epoch it reports a target of 128."""
+    pod = _pod(tiny_dataset)
+    result = pod.train(_spec("p0", steps=100, epochs=2))
+    row = pod.progress()["pods"]["p0"]
+    assert result.steps_done == 128
+    assert row["target"] == 128 and row["done"] == 128
+
+
 def test_every_member_of_a_population_reports_its_own_score_and_steps(tiny_dataset):
     """After a population trains, each member's progress row holds its own epoch, last
     validation score and env steps (not the best member's score on the first row only)."""
