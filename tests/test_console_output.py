@@ -143,6 +143,10 @@ def test_the_live_view_at_80_columns_shows_every_members_steps_score_and_the_eta
     for score in ("0.333", "-0.125", "0.071", "0.250"):
         assert score in text
     assert text.count("66k/131k") == 4
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    console.print(_LiveTable(console).frame({**snap, "eta_s": 200.0}))  # 360 s cap − 160 s
+    assert "262,144/400,000 steps · ETA ≤ 3m20s (time cap)" in out.getvalue()
 
 
 def test_a_log_file_gets_a_progress_line_with_the_eta_every_30_seconds():

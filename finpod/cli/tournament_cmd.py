@@ -55,8 +55,11 @@ def budget_text(snap: dict[str, Any], percent: bool = False) -> tuple[str, float
     unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]
     fraction = min(1.0, used / budget.amount)
     text = f"{used:,.0f}/{budget.amount:,.0f}{unit}" + (f" ({fraction:.0%})" if percent else "")
-    if snap.get("eta_s") is not None:
-        text += f" · ETA {duration(snap['eta_s'])}"
+    eta, cap = snap.get("eta_s"), snap.get("time_cap")
+    if eta is not None:
+        # An ETA that is the wall-time cap's end is a bound, not an estimate: say so.
+        bound = cap is not None and abs(eta - max(0.0, cap - snap["elapsed_s"])) < 0.5
+        text += f" · ETA {'≤ ' if bound else ''}{duration(eta)}{' (time cap)' if bound else ''}"
     return text, fraction
 
 
