@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import torch
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -87,3 +88,120 @@ def test_yfinance_noise_is_held_back_and_said_in_one_line():
     assert "could not resolve query2.finance.yahoo.com (no network?)" in line
     assert logging.getLogger("yfinance").propagate  # restored
     assert HeldBack().summary() is None
+
+
+def _snapshot(done: list[int], scores: list[float | None], eta_s: float | None) -> dict:
+    from finpod.runs.leaderboard import Entry
+    from finpod.tournament.settings import Budget
+
+    running = [
+        {
+            "pod_id": f"p0000{k}",
+            "algorithm": "ppo",
+            "parent": None,
+            "node": "b6a96b65",
+            "epoch": 1,
+            "epochs": 4,
+            "steps": 131_072,
+            "done": d,
+            "score": s,
+            "elapsed_s": 148.0,
+        }
+        for k, (d, s) in enumerate(zip(done, scores, strict=True))
+    ]
+    lineage = ["p00001", "p00004", "p00007", "p00010"]
+    entries = [Entry("p00012", "ppo", {"learning_rate": 1e-3}, 0.333, "c.safetensors", lineage)]
+    return {
+        "eta_s": eta_s,
+        "running": running,
+        "entries": entries,
+        "candidates": 0,
+        "failed": 0,
+        "pool": 1,
+        "target": 1,
+        "budget": Budget("steps", 400_000.0),
+        "budget_used": 0.0,
+        "time_cap": 360.0,
+        "elapsed_s": 160.0,
+        "score_name": "information_ratio",
+    }
+
+
+def test_the_live_view_at_80_columns_shows_every_members_steps_score_and_the_eta():
+    """Each population member's row has its own env steps so far and score; the budget
+    counts the running steps; nothing is cut ("…") or wider than 80 columns."""
+    from finpod.cli.tournament_cmd import _LiveTable
+
+    snap = _snapshot([65_536, 65_536, 65_536, 65_536], [0.333, -0.125, 0.071, 0.25], 100.0)
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    console.print(_LiveTable(console).frame(snap))
+    text = out.getvalue()
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "…" not in text, text
+    assert "262,144/400,000 steps · ETA 1m40s" in text
+    for score in ("0.333", "-0.125", "0.071", "0.250"):
+        assert score in text
+    assert text.count("66k/131k") == 4
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=False)
+    console.print(_LiveTable(console).frame({**snap, "eta_s": 200.0}))  # 360 s cap − 160 s
+    assert "262,144/400,000 steps · ETA ≤ 3m20s (time cap)" in out.getvalue()
+
+
+def test_a_log_file_gets_a_progress_line_with_the_eta_every_30_seconds():
+    from finpod.cli.tournament_cmd import TournamentView
+
+    out = io.StringIO()
+    view = TournamentView(Console(file=out, width=80, force_terminal=False))
+    view.display(_snapshot([0], [None], 360.0))  # nothing trained yet: no line
+    assert out.getvalue() == ""
+    view.display(_snapshot([32_768], [None], 290.0))
+    view.display(_snapshot([65_536], [None], 280.0))  # within 30 s of the last: no line
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "progress: 32,768/400,000 steps (8%) · ETA 4m50s · 1 running · 0 evaluated · 2m40s elapsed"
+    ]
+
+
+def test_the_training_bar_moves_with_each_env_step_inside_a_rollout():
+    """``finpod train``'s bar counts env steps as the env takes them (PPO's own counter
+    moves once per rollout)."""
+    from finpod.agents.progress import StepCountingEnv, TrainingBar
+    from finpod.data import make_synthetic
+    from finpod.env import EnvConfig, VecTradingEnv
+
+    env = VecTradingEnv(make_synthetic(3, 80, seed=0), EnvConfig(episode_length=20), num_envs=4)
+    bar = TrainingBar(True, total=1000, done=100)  # a resumed run: 100 steps before
+    counted = StepCountingEnv(env, on_step=bar.on_step)
+    counted.reset(seed=0)
+    counted.step(torch.zeros(4, env.action_dim))
+    assert counted.steps == 4
+    assert bar.progress.tasks[0].completed == 104
+
+
+def test_the_tournament_summary_in_a_log_file_is_one_line_per_statement(tmp_path):
+    """Piped into a file (80 columns), each summary statement stays on one line: a log
+    reader can grep it; the leaderboard still switches to its long form."""
+    from finpod.cli.tournament_cmd import print_summary
+    from finpod.runs.leaderboard import Entry, Leaderboard
+    from finpod.tournament.launch import TournamentRun
+    from finpod.tournament.updater import Summary
+
+    board = Leaderboard(tmp_path, top_k=4, score_name="information_ratio")
+    lineage = ["p00001", "p00004", "p00007", "p00010"]
+    board.entries = [Entry("p00012", "ppo", {}, 0.323, "c.safetensors", lineage, [], 131_072)]
+    board.candidates_evaluated = 5
+    summary = Summary(pods_trained=4)
+    summary.throughput = {"env_steps": 524_288, "wall_s": 255.0, "env_steps_per_s": 2052.0}
+    run = TournamentRun(tmp_path / "tournament-20261126-100300-a6be", board, summary, None)
+    out = io.StringIO()
+    print_summary(Console(file=out, width=80, force_terminal=False), run)
+    lines = out.getvalue().splitlines()
+    assert any(
+        line.startswith("4 pods trained this session")
+        and line.endswith("best p00012 (ppo) validation information_ratio 0.323")
+        for line in lines
+    ), lines
+    assert any(line.startswith("throughput: 524,288 env steps") for line in lines), lines
+    assert lines[-1] == f"run directory: {tmp_path / 'tournament-20261126-100300-a6be'}"

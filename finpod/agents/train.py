@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from finpod.agents.checkpoint import save_checkpoint
+from finpod.agents.progress import StepCountingEnv, TrainingBar
 from finpod.agents.validation import Evaluation, evaluate, make_trading_eval
 from finpod.atomic import atomic_write_text
 from finpod.runs import (
@@ -180,14 +181,16 @@ def train(
             # A resumed run trains again the steps after its checkpoint: hide those events.
             events.purge_after(pod_id, agent.env_steps)
     written = 0  # rows of result.metrics already in metrics.csv
-    bar = _Progress(progress, total_steps, agent.env_steps)
+    bar = TrainingBar(progress, total_steps, agent.env_steps)
+    # The bar moves with every env step, not once per segment.
+    counted = StepCountingEnv(env, on_step=bar.on_step) if progress else env
     emit(f"{pod_id}: training {agent.algorithm} to {total_steps} env steps on {env.num_envs} envs")
     with bar, _Closing(events):
         while agent.env_steps < total_steps:
             agent.reset_rollout()
             chunk = min(eval_every, total_steps - agent.env_steps)
             before, learn_t0 = agent.env_steps, time.perf_counter()
-            stats = agent.learn(env, chunk)
+            stats = agent.learn(counted, chunk)
             wall = time.perf_counter() - start
             sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
             result.segments.append({"env_steps": agent.env_steps, **stats})
@@ -348,46 +351,3 @@ def _row(
         "metric": metric,
         "value": float(value),
     }
-
-
-class _Progress:
-    """Rich progress bar over env steps, or nothing when disabled."""
-
-    def __init__(self, enabled: bool, total: int, done: int) -> None:
-        self.enabled = enabled
-        if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("[bold]training"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("steps"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[best]}"),
-            )
-            self.task = self.progress.add_task("train", total=total, completed=done, best="")
-
-    def __enter__(self) -> _Progress:
-        if self.enabled:
-            self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.progress.stop()
-
-    def update(self, steps: int, best: float) -> None:
-        if self.enabled:
-            text = f"best {best:.3f}" if math.isfinite(best) else ""
-            self.progress.update(
-                self.task, completed=min(steps, self.progress.tasks[0].total), best=text
-            )

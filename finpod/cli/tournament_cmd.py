@@ -17,23 +17,68 @@ from rich.live import Live
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
 from finpod.cli.interrupted import note_run_dir
-from finpod.cli.tables import print_table
+from finpod.cli.tables import fits, print_table
 from finpod.runs import LOG_FILE
+from finpod.tournament.budget import running_steps
+
+#: Seconds between two progress lines when the console is not a terminal (a log file).
+PROGRESS_LINE_EVERY_S = 30.0
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``3m05s`` or ``1h02m``: a time left or spent, short."""
+    s = round(seconds)
+    if s < 90:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def short_count(n: float) -> str:
+    """``950``, ``65k``, ``1.2M``: env steps in a narrow column."""
+    if n < 10_000:
+        return f"{n:,.0f}"
+    if n < 1_000_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def budget_text(snap: dict[str, Any], percent: bool = False) -> tuple[str, float]:
+    """The budget's progress as text (``123,456/400,000 steps · ETA 1m40s``, with
+    ``percent`` ``… steps (31%) · ETA …``) and as a fraction: a step budget counts the
+    running pods' env steps as they are trained."""
+    budget = snap["budget"]
+    used = snap["budget_used"]
+    if budget.kind == "steps":
+        used += running_steps(snap["running"])
+    unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]
+    fraction = min(1.0, used / budget.amount)
+    text = f"{used:,.0f}/{budget.amount:,.0f}{unit}" + (f" ({fraction:.0%})" if percent else "")
+    eta, cap = snap.get("eta_s"), snap.get("time_cap")
+    if eta is not None:
+        # An ETA that is the wall-time cap's end is a bound, not an estimate: say so.
+        bound = cap is not None and abs(eta - max(0.0, cap - snap["elapsed_s"])) < 0.5
+        text += f" · ETA {'≤ ' if bound else ''}{duration(eta)}{' (time cap)' if bound else ''}"
+    return text, fraction
 
 
 class TournamentView:
     """The tournament's displays, as hooks for :mod:`finpod.pipeline`: ``on_event`` prints
-    the cluster events a user must know about, ``display`` (None without a terminal: then
-    the run polls no progress) refreshes a live table, and the ``"tournament"`` event
-    closes it and prints the final leaderboard and summary."""
+    the cluster events a user must know about, ``display`` refreshes a live table (in a
+    terminal) or prints a progress line every :data:`PROGRESS_LINE_EVERY_S` (in a file),
+    and the ``"tournament"`` event closes it and prints the final leaderboard and summary."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True)
         self.live_table = _LiveTable(self.console)
         self.lines = _EventLines(self.console)
-        self.display = self.live_table.update if self.console.is_terminal else None
+        self.display = (
+            self.live_table.update if self.console.is_terminal else _ProgressLines(self.console)
+        )
 
     def on_event(self, kind: str, payload: dict[str, Any]) -> None:
         if kind == "tournament":
@@ -53,6 +98,8 @@ def print_summary(console: Console, result: Any) -> None:
     summary = result.summary
     print_leaderboard(console, board.entries, board.score_name, limit=10)
     best = board.best()
+    # In a log file one statement per line (grep-able); a terminal wraps at word ends.
+    soft = not console.is_terminal
     console.print(
         f"[bold]{summary.pods_trained}[/] pods trained this session "
         f"({summary.pods_failed} failed), {board.candidates_evaluated} candidates evaluated in the run; "
@@ -60,7 +107,8 @@ def print_summary(console: Console, result: Any) -> None:
             f"best [bold]{best.pod_id}[/] ({best.algorithm}) validation {board.score_name} {best.score:.3f}"
             if best
             else "no pod scored"
-        )
+        ),
+        soft_wrap=soft,
     )
     ens = board.ensemble
     if ens:
@@ -71,6 +119,7 @@ def print_summary(console: Console, result: Any) -> None:
             + ("[bold]selected[/]" if ens.get("selected") else "not selected")
             + " (counted in N)",
             highlight=False,
+            soft_wrap=soft,
         )
     if summary.throughput:
         tp = summary.throughput
@@ -80,13 +129,14 @@ def print_summary(console: Console, result: Any) -> None:
         )
         if best is not None:
             line += f"; the best pod has trained {best.env_steps:,} env steps (with its ancestors)"
-        console.print(line)
+        console.print(line, soft_wrap=soft)
     if summary.node_events or summary.quarantined:
         console.print(
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "
-            f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)"
+            f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)",
+            soft_wrap=soft,
         )
-    console.print(f"run directory: [bold]{result.run_dir}[/]")
+    console.print(f"run directory: [bold]{result.run_dir}[/]", soft_wrap=soft)
 
 
 class _EventLines:
@@ -175,24 +225,25 @@ class _LiveTable:
         if not self._started:
             self.live.start()
             self._started = True
-        budget = snap["budget"]
-        used = snap["budget_used"]
-        unit = {"time": "s", "steps": " steps", "pods": " pods"}[budget.kind]
-        self.progress.update(
-            self.task,
-            completed=min(1.0, used / budget.amount),
-            description=f"{used:,.0f}/{budget.amount:,.0f}{unit} · pool {snap['pool']}/{snap['target']} · "
-            f"{snap['candidates']} evaluated · {snap['failed']} failed"
+        self.live.update(self.frame(snap), refresh=True)
+
+    def frame(self, snap: dict[str, Any]) -> Group:
+        """What the live view shows for ``snap``: the budget bar and counters, the running
+        pods (each with its own epoch, env steps so far and last score), the leaderboard."""
+        text, fraction = budget_text(snap)
+        self.progress.update(self.task, completed=fraction, description=text)
+        counters = Text(
+            f"pool {snap['pool']}/{snap['target']} · {snap['candidates']} evaluated · "
+            f"{snap['failed']} failed"
             + (
                 f" · {snap['elapsed_s']:.0f}/{snap['time_cap']:.0f}s cap"
                 if snap.get("time_cap")
                 else ""
             )
-            + (f" · ETA {snap['eta_s']:.0f}s" if snap.get("eta_s") is not None else ""),
         )
         running = Table(title="running pods", expand=False, title_justify="left")
-        for col in ("pod", "algo", "parent", "node", "epoch", "last score", "time"):
-            running.add_column(col)
+        for col in ("pod", "algo", "parent", "node", "epoch", "steps", "score", "time"):
+            running.add_column(col, no_wrap=True)
         for pod in snap["running"]:
             score = pod["score"]
             running.add_row(
@@ -201,11 +252,40 @@ class _LiveTable:
                 pod["parent"] or "—",
                 pod["node"],
                 f"{pod['epoch']}/{pod['epochs']}",
+                f"{short_count(pod.get('done', 0))}/{short_count(pod['steps'])}",
                 "—" if score is None or not math.isfinite(score) else f"{score:.3f}",
                 f"{pod['elapsed_s']:.0f}s",
             )
-        board = _leaderboard_table(snap["entries"], snap["score_name"], limit=8)
-        self.live.update(Group(self.progress, running, board), refresh=True)
+        board = _leaderboard_table(snap["entries"], snap["score_name"], 8, self.console)
+        return Group(self.progress.get_renderable(), counters, running, board)
+
+
+class _ProgressLines:
+    """Without a terminal (a log file): one progress line every
+    :data:`PROGRESS_LINE_EVERY_S`, the first once pods are training."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._last: float | None = None
+
+    def __call__(self, snap: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if self._last is None:
+            # The first line once training has started (an ETA from the pace so far).
+            if snap.get("eta_s") is None or not (
+                snap["budget_used"] or running_steps(snap["running"])
+            ):
+                return
+        elif now - self._last < PROGRESS_LINE_EVERY_S:
+            return
+        self._last = now
+        text, _ = budget_text(snap, percent=True)
+        self.console.print(
+            f"progress: {text} · {len(snap['running'])} running · "
+            f"{snap['candidates']} evaluated · {duration(snap['elapsed_s'])} elapsed",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _leaderboard_rows(
@@ -229,13 +309,20 @@ def _leaderboard_rows(
     return header, rows
 
 
-def _leaderboard_table(entries: list[Any], score_name: str, limit: int) -> Table:
-    table = Table(title="leaderboard (validation)", title_justify="left")
+def _leaderboard_table(
+    entries: list[Any], score_name: str, limit: int, console: Console | None = None
+) -> Table:
+    """The live leaderboard; narrower than ``console`` by leaving out the lineage and
+    learning-rate columns when the whole table would not fit."""
     header, rows = _leaderboard_rows(entries, score_name, limit)
-    for col in header:
-        table.add_column(col)
-    for row in rows:
-        table.add_row(*row)
+    for keep in (len(header), header.index("lineage")):
+        table = Table(title="leaderboard (validation)", title_justify="left")
+        for col in header[:keep]:
+            table.add_column(col, no_wrap=True)
+        for row in rows:
+            table.add_row(*row[:keep])
+        if console is None or fits(console, table):
+            break
     return table
 
 

@@ -103,6 +103,17 @@ class BudgetClock:
         }[self.budget.kind]
 
 
+def running_steps(running: list[dict]) -> float:
+    """Env steps the running pods have trained so far: each row's live ``done`` count
+    (:mod:`finpod.tournament.progress`), else its finished epochs' share of ``steps``."""
+    return sum(
+        r["done"]
+        if "done" in r
+        else r.get("epoch", 0) / max(1, r.get("epochs") or 1) * (r.get("steps") or 0)
+        for r in running
+    )
+
+
 def eta_seconds(
     budget: Budget,
     used: float,
@@ -112,19 +123,29 @@ def eta_seconds(
 ) -> float | None:
     """Seconds left in the run, estimated from the work done so far (None before any).
 
-    A step budget counts the finished pods' env steps and the running pods' finished epochs
-    (``epoch / epochs × steps`` of each running row); a time budget is its own answer; a
-    wall-time cap bounds the estimate.
+    A step budget counts the finished pods' env steps plus the running pods' steps so far
+    (:func:`running_steps`). The steps left go at the running pods' current pace (each
+    row's ``done / elapsed_s`` since its dispatch, summed) once they have trained some, else
+    at the run's average pace; past the budget's end, the running pods' own steps left
+    (None once they trained what they were asked: rounding up to whole rollouts has no
+    estimate). A time budget is its own answer; a wall-time cap bounds the
+    estimate.
     """
     if budget.kind == "time":
         left: float | None = max(0.0, budget.amount - elapsed)
     elif budget.kind == "steps":
-        live = used + sum(
-            r.get("epoch", 0) / max(1, r.get("epochs") or 1) * (r.get("steps") or 0)
-            for r in running
+        live = used + running_steps(running)
+        pace = sum(
+            r["done"] / r["elapsed_s"] for r in running if r.get("done") and r.get("elapsed_s")
         )
-        left = elapsed * (budget.amount - live) / live if live > 0 and elapsed > 0 else None
-        left = None if left is None else max(0.0, left)
+        if pace <= 0 and live > 0 and elapsed > 0:
+            pace = live / elapsed
+        # Running pods finish what they were asked even past the budget's end.
+        steps_left = max(
+            budget.amount - live,
+            sum(max(0.0, (r.get("steps") or 0) - r.get("done", 0)) for r in running),
+        )
+        left = steps_left / pace if pace > 0 and (steps_left > 0 or not running) else None
     else:
         left = None
     if time_cap is not None:

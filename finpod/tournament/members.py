@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.agents.progress import StepCountingEnv
 from finpod.tournament.generator import PodSpec, population_class
 from finpod.tournament.pod_results import (
     NON_FINITE,
@@ -219,11 +220,15 @@ class PopulationTrainer:
         scores = [float("nan")] * k_members
         returns: list[np.ndarray | None] = [None] * k_members
         epochs_done = [0] * k_members
-        self.pod._set_progress(lead, 0, int(start.max()), None, t0)
+        # Every member steps W of the K × W envs per env step: each has trained 1/K.
+        counted = StepCountingEnv(env)
+        self.pod.tracker.begin(
+            [s.pod_id for s in specs], lead.epochs, lambda: [counted.steps // k_members] * k_members
+        )
         before = start
         for epoch in range(lead.epochs):
             learn_t0 = time.perf_counter()
-            stats = population.learn(env, per_member)
+            stats = population.learn(counted, per_member)
             steps = population.env_steps().cpu().numpy().astype(np.int64)
             wall = time.perf_counter() - t0
             learn_s = max(time.perf_counter() - learn_t0, 1e-9)
@@ -287,10 +292,12 @@ class PopulationTrainer:
                     metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
                 for key, by_member in (("turnover", turnover), ("costs", costs)):
                     metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))
-            best = max((s for s in scores if math.isfinite(s)), default=None)
-            self.pod._set_progress(lead, epoch + 1, int(steps.max()), best, t0)
+            self.pod.tracker.epoch(
+                epoch + 1, [None if failure[k] else scores[k] for k in range(k_members)]
+            )
             if all(failure) or lead.out_of_time(wall, epoch + 1):
                 break
+        self.pod.tracker.end()
         steps = population.env_steps().cpu().numpy().astype(np.int64)
         train_s = time.perf_counter() - t0
         node = node_id()

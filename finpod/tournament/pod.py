@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,7 @@ import numpy as np
 import ray
 import torch
 
+from finpod.agents.progress import StepCountingEnv
 from finpod.data.market import MarketData
 from finpod.tournament.fusion import (
     learn_epoch,
@@ -51,6 +51,7 @@ from finpod.tournament.pod_results import (
     last_line,
     node_id,
 )
+from finpod.tournament.progress import PodProgress
 from finpod.tournament.search import pod_env_config
 
 if TYPE_CHECKING:
@@ -87,8 +88,8 @@ class Pod:
             None if learner_devices is None else [torch.device(d) for d in learner_devices]
         )
         self._markets: dict[torch.device, MarketData] = {self.device: self.train_market}
-        self._progress: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        #: What ``progress()`` answers while a pod trains (read from the control thread).
+        self.tracker = PodProgress()
 
     # ----- pieces -----------------------------------------------------------------------
     def devices_for(self, num_learners: int) -> list[torch.device]:
@@ -208,6 +209,8 @@ class Pod:
         )
         agent = learners[0]
         start_steps = agent.env_steps
+        # Learners step counting wrappers: progress moves with every env step.
+        envs = [StepCountingEnv(env) for env in envs]
         per_learner = max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners)))
         history = [dict(h) for h in spec.base_history]
         metrics: list[tuple[int, float, str, str, float]] = []
@@ -215,7 +218,7 @@ class Pod:
         returns: np.ndarray | None = None
         epochs_done = 0
         failure = ""
-        self._set_progress(spec, 0, agent.env_steps, None, t0)
+        self.tracker.begin([spec.pod_id], spec.epochs, lambda: [sum(e.steps for e in envs)])
         for epoch in range(spec.epochs):
             before, learn_t0 = agent.env_steps, time.perf_counter()
             stats, _ = self.run_epoch(learners, envs, per_learner, spec.seed + epoch + 1)
@@ -253,9 +256,10 @@ class Pod:
             metrics.extend(
                 (int(agent.env_steps), wall, "validation", k, v) for k, v in trading.items()
             )
-            self._set_progress(spec, epochs_done, agent.env_steps, value, t0)
+            self.tracker.epoch(epochs_done, [value])
             if spec.out_of_time(wall, epoch + 1):
                 break
+        self.tracker.end()
         hparams = json.loads(json.dumps(dataclasses.asdict(agent.hparams)))
         buffer = None
         if export_buffer and not failure and hasattr(agent, "export_buffer"):
@@ -282,25 +286,9 @@ class Pod:
         return result, buffer
 
     def progress(self) -> dict[str, Any]:
-        """The running pod's id, epoch, env steps, last score and seconds so far."""
-        with self._lock:
-            out = dict(self._progress)
-        if "t0" in out:
-            out["elapsed_s"] = time.perf_counter() - out.pop("t0")
-        return out
-
-    def _set_progress(
-        self, spec: PodSpec, epoch: int, env_steps: int, value: float | None, t0: float
-    ) -> None:
-        with self._lock:
-            self._progress = {
-                "pod_id": spec.pod_id,
-                "epoch": epoch,
-                "epochs": spec.epochs,
-                "env_steps": int(env_steps),
-                "score": value,
-                "t0": t0,
-            }
+        """The running job's pods: epoch, env steps so far, last score (see
+        :meth:`~finpod.tournament.progress.PodProgress.snapshot`)."""
+        return self.tracker.snapshot()
 
 
 class PodWorker:
@@ -377,6 +365,7 @@ class PodWorker:
         parent's buffer, fetched here; a lost one (its node died) means an empty buffer."""
         if self.pod is None:
             raise RuntimeError(f"pod worker did not start: {self._error}")
+        self.pod.tracker.clear()
         buffer = None
         if parent_buffer:
             try:
@@ -391,6 +380,7 @@ class PodWorker:
         :mod:`finpod.tournament.members`), one result per spec, in order."""
         if self.pod is None:
             raise RuntimeError(f"pod worker did not start: {self._error}")
+        self.pod.tracker.clear()
         if self._members is None:
             self._members = PopulationTrainer(self.pod)
         return self._members.train(list(specs), list(parents))

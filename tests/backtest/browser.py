@@ -30,6 +30,29 @@ FLAGS = (
 )
 
 
+#: What the page shows once rendered: title, images, headings, tables under their heading.
+PAGE_JS = """
+(() => {
+  const images = Array.from(document.images).map(
+    i => ({alt: i.alt, complete: i.complete, naturalWidth: i.naturalWidth}));
+  const headings = [];
+  const tables = [];
+  let heading = "";
+  for (const el of document.querySelectorAll("h2, h3, table")) {
+    if (el.tagName === "TABLE") {
+      const rows = Array.from(el.rows).map(
+        r => Array.from(r.cells).map(c => c.innerText.trim()));
+      tables.push({heading: heading, rows: rows});
+    } else {
+      heading = el.innerText.trim();
+      headings.push(heading);
+    }
+  }
+  return JSON.stringify({title: document.title, images, headings, tables});
+})()
+"""
+
+
 def find_chromium() -> str | None:
     for name in CHROMIUM_NAMES:
         path = shutil.which(name)
@@ -45,6 +68,11 @@ class PageReport:
     errors: list[str] = field(default_factory=list)
     """Console errors, uncaught exceptions and failed loads."""
     title: str = ""
+    headings: list[str] = field(default_factory=list)
+    """The rendered text of every <h2> and <h3>, in page order."""
+    tables: list[dict] = field(default_factory=list)
+    """Every <table> as rendered: ``heading`` (the last <h2>/<h3> before it) and ``rows``
+    (each row's cell texts, header row included)."""
 
 
 def _wait_port(user_dir: Path, proc: subprocess.Popen, timeout: float) -> int:
@@ -135,14 +163,12 @@ def inspect_page(url: str, screenshot: Path | None = None, timeout: float = 60.0
                     if time.monotonic() > end:
                         raise TimeoutError(f"page did not finish loading: {state}")
                     time.sleep(0.1)
-                js = (
-                    "JSON.stringify({title: document.title, images: Array.from(document.images)"
-                    ".map(i => ({alt: i.alt, complete: i.complete, naturalWidth: i.naturalWidth}))})"
-                )
-                value = call("Runtime.evaluate", expression=js, returnByValue=True)
+                value = call("Runtime.evaluate", expression=PAGE_JS, returnByValue=True)
                 data = json.loads(value["result"]["value"])
                 report.title = data["title"]
                 report.images = data["images"]
+                report.headings = data["headings"]
+                report.tables = data["tables"]
                 if screenshot is not None:
                     shot = call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
                     screenshot.parent.mkdir(parents=True, exist_ok=True)
