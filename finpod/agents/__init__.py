@@ -14,7 +14,14 @@ truncated, info)`` over ``(num_envs, …)`` tensors (``finpod.env.VecTradingEnv`
 
 from finpod.agents.a2c import A2C, A2CParams
 from finpod.agents.base import Agent
-from finpod.agents.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from finpod.agents.checkpoint import (
+    checkpoint_to_bytes,
+    load_checkpoint,
+    load_checkpoint_bytes,
+    read_checkpoint,
+    read_checkpoint_bytes,
+    save_checkpoint,
+)
 from finpod.agents.gym_adapter import GymVecEnv, evaluate_gym
 from finpod.agents.hparams import build_hparams
 from finpod.agents.ppo import PPO, PPOParams
@@ -29,7 +36,10 @@ __all__ = [
     "GymVecEnv",
     "TrainResult",
     "evaluate_gym",
+    "checkpoint_to_bytes",
     "load_checkpoint",
+    "load_checkpoint_bytes",
+    "read_checkpoint_bytes",
     "make_agent",
     "make_population",
     "make_trading_eval",

@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError
+from safetensors.torch import load as load_bytes
+from safetensors.torch import save as safetensors_bytes
+from safetensors.torch import save_file
 
 from finpod.agents.registry import make_agent
 from finpod.atomic import atomic_write
@@ -50,6 +53,29 @@ BUFFER_PREFIX = "buffer."
 BUFFER_FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
 
 
+def _payload(
+    agent: Any, include_buffer: bool, env: EnvConfig | None
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors and metadata (checksum included) of ``agent``'s checkpoint."""
+    sd = {k: v.detach().to("cpu").contiguous() for k, v in agent.state_dict().items()}
+    ring = agent.buffer_state() if include_buffer and hasattr(agent, "buffer_state") else None
+    if ring is not None:
+        for name, value in ring.items():
+            sd[BUFFER_PREFIX + name] = value.detach().to("cpu").contiguous()
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "algorithm": agent.algorithm,
+        "hparams": json.dumps(dataclasses.asdict(agent.hparams), sort_keys=True),
+        "obs_dim": str(agent.obs_dim),
+        "action_dim": str(agent.action_dim),
+        "seed": str(agent.seed),
+    }
+    if env is not None:
+        meta["env"] = json.dumps(env.to_dict(), sort_keys=True)
+    meta["sha256"] = tensors_sha256(sd, meta)
+    return sd, meta
+
+
 def save_checkpoint(
     agent: Any,
     path: str | Path,
@@ -67,23 +93,15 @@ def save_checkpoint(
     and write position), so that training resumed from the file continues exactly; such
     files can be large (buffer rows × 2 × obs_dim × 4 bytes).
     """
-    sd = {k: v.detach().to("cpu").contiguous() for k, v in agent.state_dict().items()}
-    ring = agent.buffer_state() if include_buffer and hasattr(agent, "buffer_state") else None
-    if ring is not None:
-        for name, value in ring.items():
-            sd[BUFFER_PREFIX + name] = value.detach().to("cpu").contiguous()
-    meta = {
-        "format": CHECKPOINT_FORMAT,
-        "algorithm": agent.algorithm,
-        "hparams": json.dumps(dataclasses.asdict(agent.hparams), sort_keys=True),
-        "obs_dim": str(agent.obs_dim),
-        "action_dim": str(agent.action_dim),
-        "seed": str(agent.seed),
-    }
-    if env is not None:
-        meta["env"] = json.dumps(env.to_dict(), sort_keys=True)
-    meta["sha256"] = tensors_sha256(sd, meta)
+    sd, meta = _payload(agent, include_buffer, env)
     return atomic_write(path, lambda p: save_file(sd, str(p), metadata=meta))
+
+
+def checkpoint_to_bytes(agent: Any, *, env: EnvConfig | None = None) -> bytes:
+    """The bytes of ``agent``'s checkpoint file (what :func:`save_checkpoint` writes),
+    made in memory: what a pod or a walk-forward job sends back."""
+    sd, meta = _payload(agent, False, env)
+    return safetensors_bytes(sd, metadata=meta)
 
 
 def read_checkpoint(
@@ -100,25 +118,39 @@ def read_checkpoint(
             f"checkpoint {path} does not exist", "check the path or the run directory"
         )
     try:
-        with safe_open(str(path), framework="pt") as fh:
-            meta = dict(fh.metadata() or {})
-        sd = load_file(str(path))
-    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        data = path.read_bytes()
+    except OSError as err:
+        raise FinpodError(f"cannot read checkpoint {path}: {err}", "check the file") from err
+    return read_checkpoint_bytes(data, where=str(path), include_buffer=include_buffer)
+
+
+def read_checkpoint_bytes(
+    data: bytes, *, where: str = "in memory", include_buffer: bool = False
+) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """:func:`read_checkpoint` of a checkpoint file's bytes (checksum checked)."""
+    try:
+        (size,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + size])
+        meta = dict(header.get("__metadata__") or {})
+        sd = load_bytes(data)
+    except (SafetensorError, OSError, ValueError, RuntimeError, struct.error) as err:
         raise FinpodError(
-            f"checkpoint {path} is corrupt or not a safetensors file", "re-create it"
+            f"checkpoint {where} is corrupt or not a safetensors file", "re-create it"
         ) from err
     needed = ("format", "algorithm", "hparams", "obs_dim", "action_dim", "sha256")
     absent = [k for k in needed if k not in meta]
     if absent or meta.get("format") != CHECKPOINT_FORMAT:
         raise FinpodError(
-            f"checkpoint {path} is not a finpod agent checkpoint (metadata {absent[0] if absent else 'format'!r})",
+            f"checkpoint {where} is not a finpod agent checkpoint (metadata {absent[0] if absent else 'format'!r})",
             "use a file written by finpod's save_checkpoint",
         )
     if tensors_sha256(sd, meta) != meta["sha256"]:
         raise FinpodError(
-            f"checkpoint {path} failed its checksum (corrupt or modified)",
+            f"checkpoint {where} failed its checksum (corrupt or modified)",
             "re-create it from the run",
         )
+    if not include_buffer:
+        sd = {k: v for k, v in sd.items() if not k.startswith(BUFFER_PREFIX)}
     return meta, sd
 
 
@@ -141,11 +173,23 @@ def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> Any:
     """Rebuild the agent saved at ``path`` on ``device``: networks, optimizers, counters, RNG."""
     meta, sd = read_checkpoint(path, include_buffer=True)
+    return _agent_from(meta, sd, device, str(path))
+
+
+def load_checkpoint_bytes(data: bytes, device: torch.device | str = "cpu") -> Any:
+    """:func:`load_checkpoint` of a checkpoint file's bytes (nothing is written to disk)."""
+    meta, sd = read_checkpoint_bytes(data, include_buffer=True)
+    return _agent_from(meta, sd, device, "in memory")
+
+
+def _agent_from(
+    meta: dict[str, str], sd: dict[str, torch.Tensor], device: torch.device | str, where: str
+) -> Any:
     try:
         hparams = json.loads(meta["hparams"])
         obs_dim, action_dim = int(meta["obs_dim"]), int(meta["action_dim"])
     except (ValueError, json.JSONDecodeError) as err:
-        raise FinpodError(f"checkpoint {path} has unreadable metadata", "re-create it") from err
+        raise FinpodError(f"checkpoint {where} has unreadable metadata", "re-create it") from err
     agent = make_agent(
         meta["algorithm"],
         hparams,

@@ -82,6 +82,10 @@ class TrainResult:
         candidates_evaluated: checkpoints the best-on-validation selection chose among
             (every validation evaluation of the run, a resumed run's earlier ones included);
             the N of the Deflated Sharpe.
+        best_state: the best-on-validation agent's state dict (host tensors), kept in
+            memory whether or not a run directory is written.
+        candidates: ``(id, score, per-bar validation returns)`` of every finite
+            evaluation of this call, in memory (a run directory also records them).
     """
 
     best_score: float = -math.inf
@@ -93,6 +97,8 @@ class TrainResult:
     segments: list[dict[str, float]] = field(default_factory=list)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     candidates_evaluated: int = 0
+    best_state: dict[str, Any] | None = None
+    candidates: list[tuple[str, float, np.ndarray]] = field(default_factory=list)
 
 
 def checkpoint_id(pod_id: str, env_steps: int) -> str:
@@ -209,14 +215,11 @@ def train(
                 finite = math.isfinite(score) and (
                     returns is None or bool(np.isfinite(returns).all())
                 )
-                if finite and returns is not None and run_dir is not None:
-                    record_candidate(
-                        run_dir,
-                        checkpoint_id(pod_id, agent.env_steps),
-                        returns,
-                        score=score,
-                        kind="checkpoint",
-                    )
+                if finite and returns is not None:
+                    cid = checkpoint_id(pod_id, agent.env_steps)
+                    result.candidates.append((cid, float(score), np.asarray(returns, float)))
+                    if run_dir is not None:
+                        record_candidate(run_dir, cid, returns, score=score, kind="checkpoint")
                 result.history.append({"env_steps": agent.env_steps, "score": score})
                 val_wall = time.perf_counter() - start
                 scored = {score_name: score, **(getattr(eval_fn, "activity", None) or {})}
@@ -230,6 +233,9 @@ def train(
                 elif score > result.best_score or result.best_checkpoint is None:
                     result.best_score, result.best_env_steps = score, agent.env_steps
                     result.best_updates = agent.updates
+                    result.best_state = {
+                        k: v.detach().to("cpu", copy=True) for k, v in agent.state_dict().items()
+                    }
                     if run_dir is not None:
                         result.best_checkpoint = save_checkpoint(
                             agent,

@@ -27,6 +27,7 @@ import math
 import os
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,17 +195,30 @@ def load_candidates(run_dir: Path) -> CandidateSet:
     except OSError as err:
         raise FinpodError(f"cannot read {path}: {err}", "check the run directory") from err
     records, _ = _scan(data)
+    return candidate_set(
+        (
+            str(h.get("id")),
+            float(h.get("score", math.nan)),
+            str(h.get("kind", "pod")),
+            values,
+        )
+        for h, values in records
+    )
+
+
+def candidate_set(records: Iterable[tuple[str, float, str, np.ndarray]]) -> CandidateSet:
+    """A :class:`CandidateSet` of ``(id, score, kind, per-bar returns)`` records held in
+    memory, in order (the first record of an id counts)."""
     seen: set[str] = set()
     ids, scores, kinds, columns = [], [], [], []
-    for header, values in records:
-        cid = str(header.get("id"))
+    for cid, score, kind, values in records:
         if cid in seen:
             continue
         seen.add(cid)
         ids.append(cid)
-        scores.append(float(header.get("score", math.nan)))
-        kinds.append(str(header.get("kind", "pod")))
-        columns.append(values)
+        scores.append(float(score))
+        kinds.append(kind)
+        columns.append(np.asarray(values, dtype=np.float64))
     if not columns:
         return CandidateSet()
     lengths = [len(c) for c in columns]

@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 import torch
 
-from finpod.agents import read_checkpoint, save_checkpoint
+from finpod.agents.checkpoint import checkpoint_to_bytes, read_checkpoint_bytes
 
 if TYPE_CHECKING:
     from finpod.env import EnvConfig
@@ -90,22 +88,13 @@ def check_finite_weights(agent: Any) -> None:
 
 def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:
     """The bytes of ``agent``'s checkpoint file, with the ``env`` it was trained and
-    scored with in its metadata."""
-
-    with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
-        path = Path(tmp) / "agent.safetensors"
-        save_checkpoint(agent, path, env=env)
-        return path.read_bytes()
+    scored with in its metadata (made in memory)."""
+    return checkpoint_to_bytes(agent, env=env)
 
 
 def state_from_checkpoint_bytes(data: bytes) -> dict[str, torch.Tensor]:
     """Verified state dict of a checkpoint file's bytes (checksum checked)."""
-
-    with tempfile.TemporaryDirectory(prefix="fpod") as tmp:
-        path = Path(tmp) / "parent.safetensors"
-        path.write_bytes(data)
-        _, sd = read_checkpoint(path)
-    return sd
+    return read_checkpoint_bytes(data)[1]
 
 
 def last_line(err: BaseException) -> str:

@@ -5,30 +5,30 @@ The job reads the whole dataset from a payload of numpy arrays (shared once thro
 object store) and slices the fold's three windows from it. The agent only trades the train
 window while learning; its checkpoints are scored on the validation window (the candidates
 of the checkpoint selection); the selected checkpoint alone is rolled over the backtest
-window, with the benchmarks beside it. Nothing is written to a shared disk: the job
-trains in a private temporary folder and returns everything the driver persists
-(checkpoint bytes, the training log, candidates, per-bar returns, metrics) as plain values.
+window, with the benchmarks beside it. Nothing is written to disk: the job trains in
+memory (:func:`finpod.agents.train.train` without a run directory keeps the best weights
+and the candidates) and returns everything the driver persists (checkpoint bytes, the
+training log, candidates, per-bar returns, metrics) as plain values.
 """
 
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
+from finpod.agents import checkpoint_to_bytes, make_agent, read_checkpoint_bytes
 from finpod.agents.train import checkpoint_id, make_trading_eval, train
 from finpod.backtest.runner import backtest_market
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as market_payload
 from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
-from finpod.runs.candidates import load_candidates
+from finpod.runs.candidates import candidate_set
 from finpod.strategy import strategy_from_dict
 
 
@@ -96,8 +96,6 @@ class SeedResult:
 
 def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     """Train, select on validation and backtest one fold × seed (see the module doc)."""
-    # lazy: importing finpod.walkforward does not load the agents (only a seed job does)
-    from finpod.agents import load_checkpoint, make_agent, read_checkpoint
 
     torch.set_num_threads(max(1, int(job.threads)))
     market = market_from_payload(payload)
@@ -116,95 +114,93 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     agent = make_agent(
         strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, job.seed
     )
-    with tempfile.TemporaryDirectory(prefix="finpod-wf-") as tmp:
-        run_dir = Path(tmp)
-        if job.warm_start is not None:
-            warm = run_dir / "warm.safetensors"
-            warm.write_bytes(job.warm_start)
-            meta, sd = read_checkpoint(warm)
-            if meta.get("algorithm") != strategy.algorithm:
-                raise FinpodError(
-                    f"the warm start is a {meta.get('algorithm')} agent, the strategy trains "
-                    f"{strategy.algorithm}",
-                    "use one strategy for the whole walk-forward",
-                )
-            # Weights and optimizer moments of the winner; this seed's own counters and RNG.
-            own = agent.state_dict()
-            for key in ("counter.env_steps", "counter.updates", "rng.state"):
-                sd[key] = own[key]
-            agent.load_state_dict(sd)
-        pod_id = f"s{job.seed}"
-        t0 = time.perf_counter()
-        result = train(
-            agent,
-            env,
-            total_steps=int(job.total_steps),
-            eval_fn=make_trading_eval(split["validation"], config, spec.score),
-            eval_every=min(spec.eval_every, int(job.total_steps)),
-            run_dir=run_dir,
-            progress=False,
-            pod_id=pod_id,
-            score_name=spec.score,
-            tensorboard=False,  # the job's run folder is temporary; metrics go to the report
-        )
-        t1 = time.perf_counter()
-        if result.best_checkpoint is None:
+    if job.warm_start is not None:
+        meta, sd = read_checkpoint_bytes(job.warm_start, where=str(job.warm_start_from))
+        if meta.get("algorithm") != strategy.algorithm:
             raise FinpodError(
-                f"fold {job.fold} seed {job.seed}: no checkpoint scored a finite validation "
-                f"{spec.score}",
-                "check the strategy's hyperparameters (the agent's numbers went non-finite)",
+                f"the warm start is a {meta.get('algorithm')} agent, the strategy trains "
+                f"{strategy.algorithm}",
+                "use one strategy for the whole walk-forward",
             )
-        best = load_checkpoint(result.best_checkpoint, dev)
-        candidates = load_candidates(run_dir)
-        selected = checkpoint_id(pod_id, result.best_env_steps)
-        annualization = float(market.annualization)
-        bt = backtest_market(
-            split["backtest"],
-            lambda obs: best.act(obs, deterministic=True),
-            config,
-            run_id=f"fold-{job.fold:02d}-{pod_id}",
-            num_trials=max(len(candidates), result.candidates_evaluated),
-            selection={
-                "candidates": candidates,
-                "num_trials": result.candidates_evaluated,
-                "selected_id": selected,
-                "annualization": annualization,
-            },
+        # Weights and optimizer moments of the winner; this seed's own counters and RNG.
+        own = agent.state_dict()
+        for key in ("counter.env_steps", "counter.updates", "rng.state"):
+            sd[key] = own[key]
+        agent.load_state_dict(sd)
+    pod_id = f"s{job.seed}"
+    t0 = time.perf_counter()
+    # Trained in memory: the best weights, the candidates and the metric rows come back
+    # in the result (the walk-forward directory persists what the job returns).
+    result = train(
+        agent,
+        env,
+        total_steps=int(job.total_steps),
+        eval_fn=make_trading_eval(split["validation"], config, spec.score),
+        eval_every=min(spec.eval_every, int(job.total_steps)),
+        run_dir=None,
+        progress=False,
+        pod_id=pod_id,
+        score_name=spec.score,
+    )
+    t1 = time.perf_counter()
+    if result.best_state is None:
+        raise FinpodError(
+            f"fold {job.fold} seed {job.seed}: no checkpoint scored a finite validation "
+            f"{spec.score}",
+            "check the strategy's hyperparameters (the agent's numbers went non-finite)",
         )
-        t2 = time.perf_counter()
-        returns = bt.all_returns
-        if not np.isfinite(returns["agent"].to_numpy(dtype=float)).all():
-            raise FinpodError(
-                f"fold {job.fold} seed {job.seed}: the backtest returns are not finite",
-                "the selected agent's actions went non-finite",
-            )
-        return SeedResult(
-            fold=job.fold,
-            seed=job.seed,
-            pod_id=pod_id,
-            best_score=float(result.best_score),
-            best_env_steps=int(result.best_env_steps),
-            selected_id=selected,
-            score_name=spec.score,
-            candidates={
-                "ids": list(candidates.ids),
-                "scores": [float(s) for s in candidates.scores],
-                "kinds": list(candidates.kinds),
-                "returns": np.asarray(candidates.returns, dtype=np.float64),
-            },
-            returns=returns,
-            metrics={
-                str(c): {str(k): float(v) for k, v in bt.metrics[c].items()} for c in bt.metrics
-            },
-            statistics=dict(bt.statistics),
-            checkpoint=Path(result.best_checkpoint).read_bytes(),
-            metrics_csv=pd.DataFrame(result.metrics).to_csv(index=False),
-            train_seconds=t1 - t0,
-            backtest_seconds=t2 - t1,
-            env_steps=int(agent.env_steps),
-            warm_start_from=job.warm_start_from,
-            info={"algorithm": strategy.algorithm, "device": str(dev)},
+    best = make_agent(
+        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, job.seed
+    )
+    best.load_state_dict(result.best_state)
+    candidates = candidate_set((cid, score, "checkpoint", r) for cid, score, r in result.candidates)
+    selected = checkpoint_id(pod_id, result.best_env_steps)
+    annualization = float(market.annualization)
+    bt = backtest_market(
+        split["backtest"],
+        lambda obs: best.act(obs, deterministic=True),
+        config,
+        run_id=f"fold-{job.fold:02d}-{pod_id}",
+        num_trials=max(len(candidates), result.candidates_evaluated),
+        selection={
+            "candidates": candidates,
+            "num_trials": result.candidates_evaluated,
+            "selected_id": selected,
+            "annualization": annualization,
+        },
+    )
+    t2 = time.perf_counter()
+    returns = bt.all_returns
+    if not np.isfinite(returns["agent"].to_numpy(dtype=float)).all():
+        raise FinpodError(
+            f"fold {job.fold} seed {job.seed}: the backtest returns are not finite",
+            "the selected agent's actions went non-finite",
         )
+    return SeedResult(
+        fold=job.fold,
+        seed=job.seed,
+        pod_id=pod_id,
+        best_score=float(result.best_score),
+        best_env_steps=int(result.best_env_steps),
+        selected_id=selected,
+        score_name=spec.score,
+        candidates={
+            "ids": list(candidates.ids),
+            "scores": [float(s) for s in candidates.scores],
+            "kinds": list(candidates.kinds),
+            "returns": np.asarray(candidates.returns, dtype=np.float64),
+        },
+        returns=returns,
+        metrics={str(c): {str(k): float(v) for k, v in bt.metrics[c].items()} for c in bt.metrics},
+        statistics=dict(bt.statistics),
+        checkpoint=checkpoint_to_bytes(best, env=env.config),
+        metrics_csv=pd.DataFrame(result.metrics).to_csv(index=False),
+        train_seconds=t1 - t0,
+        backtest_seconds=t2 - t1,
+        env_steps=int(agent.env_steps),
+        warm_start_from=job.warm_start_from,
+        info={"algorithm": strategy.algorithm, "device": str(dev)},
+    )
 
 
 __all__ = ["SeedJob", "SeedResult", "market_from_payload", "market_payload", "run_seed_job"]
