@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
@@ -25,3 +27,12 @@ def pytest_collection_modifyitems(config, items):
         path = str(item.path).replace(root + os.sep, "").replace(os.sep, "/")
         if path.startswith(SLOW_TEST_FILES) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
+
+@pytest.fixture
+def patch_everywhere(monkeypatch):
+    """``patch(owner, name, replacement)``: :func:`rebinding.patch_everywhere` with this
+    test's monkeypatch."""
+    from rebinding import patch_everywhere as patch
+
+    return lambda owner, name, replacement: patch(monkeypatch, owner, name, replacement)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from rebinding import patch_everywhere
 
 SINGLE_AGENT = """
 [agent]
@@ -124,8 +125,8 @@ class Spy:
             self.scored.append(_record(market))
             return roll(policy, market, *args, **kwargs)
 
-        monkeypatch.setattr(finpod.data, "load_split", load_split)
-        monkeypatch.setattr(finpod.env, "rollout", rollout)
+        patch_everywhere(monkeypatch, finpod.data, "load_split", load_split)
+        patch_everywhere(monkeypatch, finpod.env, "rollout", rollout)
 
 
 def _train_single_agent(dataset: Path, out: Path) -> Path:
@@ -278,7 +279,7 @@ def _tournament(
         driver_loads.append(split)
         return load(dataset_dir, split, *args, **kwargs)
 
-    monkeypatch.setattr(finpod.data, "load_split", load_split)
+    patch_everywhere(monkeypatch, finpod.data, "load_split", load_split)
     root = Path(f"/tmp/rsp_{secrets.token_hex(3)}")
     (root / "ray").mkdir(parents=True)
     for key, value in (

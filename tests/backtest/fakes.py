@@ -139,8 +139,11 @@ class FakeDataset:
         return {"hash": self.hash, "bar": "1d", **self.manifest}
 
     def install(self, monkeypatch):
+        """Stand in for the dataset readers wherever finpod's modules imported them."""
+        from rebinding import patch_everywhere
+
         import finpod.data
 
-        monkeypatch.setattr(finpod.data, "load_split", self.load_split, raising=False)
-        monkeypatch.setattr(finpod.data, "load_manifest", self.load_manifest, raising=False)
+        patch_everywhere(monkeypatch, finpod.data, "load_split", self.load_split)
+        patch_everywhere(monkeypatch, finpod.data, "load_manifest", self.load_manifest)
         return self

@@ -56,7 +56,9 @@ def _poison_outside_backtest(dataset, manifest):
     pq.write_table(bench, bench_path)
 
 
-def test_backtest_reads_no_bar_outside_the_backtest_split(sample, monkeypatch, tmp_path):
+def test_backtest_reads_no_bar_outside_the_backtest_split(
+    sample, monkeypatch, tmp_path, patch_everywhere
+):
     dataset, run, manifest = sample
     requested = []
     real = finpod.data.load_split
@@ -65,7 +67,7 @@ def test_backtest_reads_no_bar_outside_the_backtest_split(sample, monkeypatch, t
         requested.append(split)
         return real(dataset_dir, split, device)
 
-    monkeypatch.setattr(finpod.data, "load_split", spy)
+    patch_everywhere(finpod.data, "load_split", spy)
     clean = run_backtest(run)
     assert requested == ["backtest"]
     start = pd.Timestamp(manifest["splits"]["backtest"]["start"])

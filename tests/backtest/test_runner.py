@@ -213,7 +213,7 @@ def test_missing_checkpoint_and_bad_agent_are_finpod_errors(run_dir, splits, mon
 
 
 def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
-    run_dir, splits, monkeypatch, tmp_path
+    run_dir, splits, monkeypatch, tmp_path, patch_everywhere
 ):
     from finpod.cli import app
 
@@ -235,7 +235,9 @@ def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
     def no_rollout(*args, **kwargs):
         raise AssertionError("report must not run a rollout")
 
-    monkeypatch.setattr("finpod.env.rollout", no_rollout)
+    import finpod.env
+
+    patch_everywhere(finpod.env, "rollout", no_rollout)
     res = cli.invoke(app, ["report", "run-test", "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert (folder / "tearsheet.html").stat().st_size > 10_000
