@@ -119,7 +119,7 @@ def test_a_child_starts_from_its_parents_weights_and_moments_with_its_own_hparam
         if key != "rng.state":
             assert torch.equal(child_sd[key], value), key
     assert agent.env_steps == parent.env_steps > 0
-    lrs = {g["lr"] for opt in agent.optims.values() for g in opt.param_groups}
+    lrs = {float(opt.lr[0]) for opt in agent.population.optims.values()}
     assert lrs == {1.234e-3}
 
 

@@ -120,12 +120,10 @@ def _check_fused(learners, before):
             mean = torch.stack([sd[key].double().cpu() for sd in before]).mean(0).float()
             torch.testing.assert_close(state[key].cpu(), mean, rtol=0, atol=1e-7)
         # ... and every tensor stays on the learner's own device.
-        for net in learner.nets.values():
-            assert all(p.device == learner.device for p in net.parameters())
-        for opt in learner.optims.values():
-            for st in opt.state.values():
-                assert st["exp_avg"].device == learner.device
-                assert st["exp_avg_sq"].device == learner.device
+        pop = learner.population
+        assert all(p.device == learner.device for p in pop.params.values())
+        for opt in pop.optims.values():
+            assert all(m.device == learner.device for m in opt.exp_avg + opt.exp_avg_sq)
     steps = [int(sd["counter.env_steps"]) for sd in before]
     updates = [int(sd["counter.updates"]) for sd in before]
     assert min(steps) > 0 and min(updates) > 0
