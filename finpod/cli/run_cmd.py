@@ -4,18 +4,13 @@
 from __future__ import annotations
 
 import time
-import tomllib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from finpod.backtest.benchmarks import ROLLOUTS
-from finpod.cli.backtest_cmd import print_result
-from finpod.cli.tournament_cmd import TournamentView
-from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy, run_all
+from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy
 
 console = Console()
 
@@ -23,6 +18,8 @@ console = Console()
 def _strategy_default(table: str, key: str) -> str:
     """``--help``'s default of an option that the strategy file sets: its ``[table] key``,
     with the value the quick-start strategy gives it."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    import tomllib
 
     try:
         with open(resolve_strategy(QUICKSTART_STRATEGY), "rb") as f:
@@ -70,6 +67,14 @@ def run(
     rebuild: Annotated[bool, typer.Option(help="Rebuild the dataset even if it exists.")] = False,
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.backtest.benchmarks import ROLLOUTS
+    from finpod.cli.backtest_cmd import print_result
+    from finpod.cli.tournament_cmd import TournamentView
+    from finpod.pipeline import run_all
 
     titles = {
         "dataset": "1/3 dataset",

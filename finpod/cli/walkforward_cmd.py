@@ -13,17 +13,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
-from finpod.cli.tables import print_table
-from finpod.walkforward import FoldSpec, run_walkforward
 
 console = Console()
 
@@ -107,6 +96,19 @@ def register(app: typer.Typer) -> None:
         backtest window is read only by its own fold's backtest. The stitched agent's
         active return vs equal weight gets a HAC (Newey–West) t-statistic.
         """
+        # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+        from finpod.cli.tables import print_table
+        from finpod.walkforward import FoldSpec, run_walkforward
 
         spec = FoldSpec(
             scheme=scheme,

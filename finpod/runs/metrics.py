@@ -22,8 +22,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from finpod.atomic import atomic_write, atomic_write_text
 from finpod.errors import FinpodError
 
@@ -175,6 +173,8 @@ def _fmt(value: float) -> str:
 def metrics_frame(path: Path) -> pd.DataFrame | None:
     """``metrics.csv`` as a DataFrame (columns :data:`METRICS_HEADER`), or ``None`` when
     the file is missing or unreadable (a report then goes without learning curves)."""
+    # lazy: finpod.runs is read by the CLI at start-up; pandas only when a frame is asked for
+    import pandas as pd
 
     path = Path(path)
     if not path.is_file():
