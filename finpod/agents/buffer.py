@@ -17,6 +17,7 @@ def _free_bytes(device: torch.device) -> int:
     """Free memory of ``device`` in bytes (host RAM for the CPU)."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
+    # lazy: psutil loads only where it is used
     import psutil
 
     return int(psutil.virtual_memory().available)

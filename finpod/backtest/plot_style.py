@@ -47,6 +47,7 @@ def legend_below(ax, fontsize: int = 7, ncol: int = 3) -> None:
 def dollar_formatter():
     """Dollars written whole on an axis (``$1.25M``, ``$980k``), never as an offset
     (``1e6``) the reader has to apply."""
+    # lazy: matplotlib loads only where it is used
     from matplotlib.ticker import FuncFormatter
 
     def fmt(value: float, _pos: int) -> str:

@@ -44,6 +44,7 @@ def _utc(series: pd.Series) -> pd.Series:
 def _pyfolio_plotting():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # lazy: pyfolio loads only where it is used
         import pyfolio.plotting as pp
     return pp
 
@@ -62,6 +63,7 @@ def is_daily(result: BacktestResult) -> bool:
 
 def _date_axis(ax, result: BacktestResult) -> None:
     """Dates without times on daily bars (intraday keeps the time of day)."""
+    # lazy: matplotlib loads only where it is used
     import matplotlib.dates as mdates
 
     if is_daily(result):

@@ -20,6 +20,7 @@ console = Console()
 
 
 def _print_metrics(result) -> None:
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.labels import format_metric, metric_label
     from finpod.cli.tables import print_metrics
 
@@ -100,6 +101,7 @@ def show_backtest(
     metrics, the selection statistics, the disclosures and where the tearsheet is."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import resolve_agent
     from finpod.backtest.benchmarks import ROLLOUTS
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
@@ -133,6 +135,7 @@ def show_backtest(
 def print_result(result, html: Path) -> None:
     """The metrics table, the capacity line (square-root costs), the selection statistics,
     the disclosures, the tearsheet's path."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.capacity import capacity_text
     from finpod.cli.tables import print_table
 
@@ -162,6 +165,7 @@ def report(
     ] = "selected",
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest import BacktestResult
 
     folder = saved_report_folder(run, out, agent)
@@ -169,6 +173,7 @@ def report(
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
     console.print(f"tearsheet: {html}")
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.cli.paper_cmd import paper_report
 
     paper = paper_report(run, folder)
@@ -183,6 +188,7 @@ def saved_report_folder(
     ``finpod backtest`` (``selected`` is looked up in the run's leaderboard, so ``finpod
     report RUN`` finds what ``finpod backtest RUN`` wrote). ``run`` is a run id, a run
     directory or a ``reports/<run>`` folder."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import canonical_agent, resolve_agent
     from finpod.errors import FinpodError
     from finpod.pipeline import report_folder
@@ -215,6 +221,7 @@ def saved_report_folder(
 
 def _only_saved_agent(run: str | Path, out: Path) -> str:
     """``selected`` without the run directory: the run's one saved backtest, if it has one."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.errors import FinpodError
 
     for base in (Path(run), Path(out) / Path(run).name):

@@ -207,6 +207,7 @@ def download(
 
     An existing dataset at --out is an error unless --overwrite is given.
     """
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.data.dataset import build_dataset
     from finpod.data.manifest import Manifest
 
@@ -254,6 +255,7 @@ def download(
     }
     opts = {k: v for k, v in opts.items() if v is not None}
     if plan:
+        # lazy: `finpod --help` and usage errors answer without loading torch and pandas
         from finpod.data.sources.alpaca import plan_download
 
         if source != "alpaca":
@@ -305,6 +307,7 @@ def info(
     ] = False,
 ) -> None:
     """Print a dataset's manifest as a table."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.data.dataset import verify_dataset
     from finpod.data.manifest import Manifest
 
@@ -319,6 +322,7 @@ def _print_manifest(m: Manifest) -> None:
     table.add_column("key", style="bold")
     table.add_column("value")
     table.add_row("source", str(m.source))
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.data.manifest import dataset_bars_per_year
 
     uni = m.universe_disclosure()

@@ -43,6 +43,7 @@ def paper(
 ) -> None:
     """Trade the run's agent on the Alpaca paper account of APCA_API_KEY_ID (Ctrl-C stops
     cleanly; a restart continues without sending any order twice)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.errors import FinpodError
     from finpod.paper.trader import PaperTrader
 
@@ -69,6 +70,7 @@ def register(app: typer.Typer) -> None:
 def paper_report(run: str | Path, folder: Path, runs: Path = Path("runs")) -> Path | None:
     """Write ``folder/paper.html`` from the paper record of ``run`` (a run directory, or a
     run id under ``runs``); None when the run never traded on paper."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.paper.record import write_paper_page
 
     run_dir = Path(run) if (Path(run) / "paper").is_dir() else runs / Path(run).name

@@ -122,6 +122,7 @@ class Broker:
         self.client._retry_codes = [0]
 
     def _call(self, what: str, fn, *args) -> Any:
+        # lazy: alpaca-py loads only where it is used
         from alpaca.common.exceptions import APIError
 
         try:
@@ -165,6 +166,7 @@ class Broker:
 
     def submit(self, symbol: str, qty: float, client_order_id: str) -> dict[str, Any]:
         """``POST /v2/orders``: a market day order of ``qty`` shares (> 0 buys, < 0 sells)."""
+        # lazy: alpaca-py loads only where it is used
         from alpaca.trading.enums import OrderSide, TimeInForce
         from alpaca.trading.requests import MarketOrderRequest
 

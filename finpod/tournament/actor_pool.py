@@ -126,6 +126,7 @@ class ActorPool:
 
     def start(self) -> bool:
         """Start a pod actor on the node with the most room; False when none has room."""
+        # lazy: Ray loads only where it is used
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         used: dict[str, int] = {}

@@ -190,6 +190,7 @@ def run_tournament(
                 on_event("ensemble", {"record": record})
     finally:
         if started:
+            # lazy: Ray loads only where it is used
             import ray
 
             ray.shutdown()
@@ -210,6 +211,7 @@ def connect_ray(
     """Connect to Ray (in-process local Ray when ``address`` is None); returns whether this
     call started it (and so must shut it down). A failure is one :class:`FinpodError` line
     ending with ``hint``."""
+    # lazy: Ray loads only where it is used
     import ray
 
     if ray.is_initialized():
@@ -252,6 +254,7 @@ def _resolve_device(
     the autoscaler for them (a GPU worker group that scales from zero). A local Ray
     instance cannot grow, so there it is one error line.
     """
+    # lazy: Ray loads only where it is used
     import ray
 
     cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))

@@ -93,6 +93,7 @@ class Orchestrator:
         display: Callable[[dict[str, Any]], None] | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> None:
+        # lazy: Ray loads only where it is used
         import ray
 
         self.ray = ray

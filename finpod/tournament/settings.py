@@ -347,6 +347,7 @@ def inherit_buffer_fits(
     if isinstance(setting, bool):
         return setting
     if memory_bytes is None:
+        # lazy: psutil loads only where it is used
         import psutil
 
         memory_bytes = int(psutil.virtual_memory().total)

@@ -43,6 +43,7 @@ class RayRunner:
         device: str,
         say: Callable[[str], None],
     ) -> None:
+        # lazy: Ray loads only where it is used
         import ray
 
         self.ray = ray
