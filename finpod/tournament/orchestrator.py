@@ -52,7 +52,7 @@ from finpod.tournament.budget import BudgetClock, eta_seconds
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
 from finpod.tournament.generator import Generator, PodSpec
-from finpod.tournament.outcomes import Outcomes
+from finpod.tournament.outcomes import Books, Breeding, Cluster, Outcomes
 from finpod.tournament.placement import inherit_buffers
 from finpod.tournament.progress import ProgressPoller
 from finpod.tournament.schedulers import group_key, make_scheduler
@@ -116,16 +116,9 @@ class Orchestrator:
         )
         self.progress = ProgressPoller(ray)
         self.outcomes = Outcomes(
-            ray,
-            self.actors,
-            self.policy,
-            self.scheduler,
-            self.updater,
-            self.summary,
-            board,
-            self.progress,
-            self.clock,
-            run,
+            Cluster(ray, self.actors, self.policy),
+            Books(board, self.summary, run, self.progress, self.clock),
+            Breeding(self.scheduler, self.updater),
             self._emit,
         )
 

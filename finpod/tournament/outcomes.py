@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from finpod.runs import Leaderboard, RunDir
@@ -31,33 +32,44 @@ from finpod.tournament.slots import Death, Inflight, Slot
 from finpod.tournament.updater import Summary, Updater
 
 
-class Outcomes:
-    """Results and failures of the jobs the orchestrator dispatched (module docstring)."""
+@dataclass
+class Cluster:
+    """Where jobs run and how their failures are judged."""
 
-    def __init__(
-        self,
-        ray: Any,
-        actors: ActorPool,
-        policy: FailurePolicy,
-        scheduler: Scheduler,
-        updater: Updater,
-        summary: Summary,
-        board: Leaderboard,
-        progress: ProgressPoller,
-        clock: BudgetClock,
-        run: RunDir,
-        emit: Event,
-    ) -> None:
-        self.ray = ray
-        self.actors = actors
-        self.policy = policy
-        self.scheduler = scheduler
-        self.updater = updater
-        self.summary = summary
-        self.board = board
-        self.progress = progress
-        self.clock = clock
-        self.run_dir = run
+    ray: Any
+    actors: ActorPool
+    policy: FailurePolicy
+
+
+@dataclass
+class Books:
+    """What a finished job is written to: the leaderboard and its run directory, the
+    run's summary, the progress poller and the budget clock."""
+
+    board: Leaderboard
+    summary: Summary
+    run: RunDir
+    progress: ProgressPoller
+    clock: BudgetClock
+
+
+@dataclass
+class Breeding:
+    """Who turns results into the next pods: the scheduler and the updater."""
+
+    scheduler: Scheduler
+    updater: Updater
+
+
+class Outcomes:
+    """Results and failures of the jobs the orchestrator dispatched (module docstring),
+    handled with three collaborators: the :class:`Cluster`, the :class:`Books` and the
+    :class:`Breeding`, plus ``emit`` for events."""
+
+    def __init__(self, cluster: Cluster, books: Books, breeding: Breeding, emit: Event) -> None:
+        self.cluster = cluster
+        self.books = books
+        self.breeding = breeding
         self.emit = emit
         self.retry: list[tuple[PodSpec, bytes | None, Any]] = []
         """Requeued pods (spec, parent bytes, parent buffer ref), dispatched first."""
@@ -87,13 +99,13 @@ class Outcomes:
         assert job is not None
         now = time.monotonic()
         try:
-            got = self.ray.get(job.ref)
-        except self.ray.exceptions.ActorUnavailableError as err:
+            got = self.cluster.ray.get(job.ref)
+        except self.cluster.ray.exceptions.ActorUnavailableError as err:
             job.attempt += 1
-            delay = self.policy.transient(job.attempt)
+            delay = self.cluster.policy.transient(job.attempt)
             if delay is not None:
-                self.summary.retries += 1
-                self.run_dir.log(
+                self.books.summary.retries += 1
+                self.books.run.log(
                     f"pod {job.spec.pod_id} unreachable ({short_error(err)}); retry {job.attempt} "
                     f"in {delay:.1f}s",
                     logging.WARNING,
@@ -102,19 +114,19 @@ class Outcomes:
                 return
             self.actor_died(slot, err)
             return
-        except self.ray.exceptions.RayActorError as err:
+        except self.cluster.ray.exceptions.RayActorError as err:
             self.actor_died(slot, err)
             return
         except Exception as err:  # noqa: BLE001 - a pod that raised is logged and replaced
             slot.busy, slot.idle_since = None, now
             self.settle_buffer(job)
-            self.run_dir.log(f"pod {job.ids} raised:\n{err}", logging.WARNING)
+            self.books.run.log(f"pod {job.ids} raised:\n{err}", logging.WARNING)
             self.pod_failed(job, f"pod {job.ids} failed: {short_error(err)}")
             return
         slot.busy, slot.idle_since = None, now
         results: list[PodResult] = list(got) if job.group else [got]
-        self.summary.pod_s += now - job.dispatched
-        self.summary.inside_s += max((r.train_s for r in results), default=0.0)
+        self.books.summary.pod_s += now - job.dispatched
+        self.books.summary.inside_s += max((r.train_s for r in results), default=0.0)
         for spec, result in zip(job.specs, results, strict=True):
             self.record(slot, job, spec, result)
 
@@ -122,11 +134,11 @@ class Outcomes:
         job = slot.busy
         assert job is not None
         slot.busy = None
-        self.actors.drop(slot)
+        self.cluster.actors.drop(slot)
         text = str(err)
         message = f"pod {job.ids} died on node {slot.node_id[:8]}: {short_error(err)}"
         node_gone = getattr(err, "preempted", False) or "node has died" in text
-        if node_gone or not self.actors.node_alive(slot.node_id):
+        if node_gone or not self.cluster.actors.node_alive(slot.node_id):
             self.node_lost(slot.node_id, [job])
         elif "killed by `ray.kill`" in text:
             self.pod_failed(job, message)
@@ -139,7 +151,7 @@ class Outcomes:
     def classify_deaths(self) -> None:
         if not self.deaths:
             return
-        alive = {n.get("NodeID") for n in self.ray.nodes() if n.get("Alive")}
+        alive = {n.get("NodeID") for n in self.cluster.ray.nodes() if n.get("Alive")}
         lost, failed, self.deaths = fp.death_verdicts(self.deaths, alive, time.monotonic())
         for death in lost:
             self.node_lost(death.node_id, [death.inflight])
@@ -148,21 +160,21 @@ class Outcomes:
 
     def node_lost(self, node: str, jobs: list[Inflight]) -> None:
         """One event per node; its pods are requeued with the same spec."""
-        first = self.policy.node_lost(node)
-        self.summary.node_events = self.policy.node_events
+        first = self.cluster.policy.node_lost(node)
+        self.books.summary.node_events = self.cluster.policy.node_events
         requeued = []
         for job in jobs:
             for i, (spec, parent) in enumerate(zip(job.specs, job.parents, strict=True)):
                 self.retry.append((spec, parent, job.parent_buffer if i == 0 else None))
-                self.summary.pods_requeued += 1
+                self.books.summary.pods_requeued += 1
                 requeued.append(spec.pod_id)
         ids = ", ".join(requeued)
         if first:
-            self.run_dir.log(f"node {node[:8]} lost" + (f"; requeued {ids}" if ids else ""))
+            self.books.run.log(f"node {node[:8]} lost" + (f"; requeued {ids}" if ids else ""))
             self.emit("node_lost", {"node_id": node, "requeued": requeued})
         elif ids:
-            self.run_dir.log(f"requeued {ids} (lost with node {node[:8]})")
-        self.actors.replan = True  # re-plan the pool
+            self.books.run.log(f"requeued {ids} (lost with node {node[:8]})")
+        self.cluster.actors.replan = True  # re-plan the pool
 
     def settle_buffer(self, job: Inflight) -> None:
         """Fetch the failed pod's second return (its replay buffer holds the same error):
@@ -171,43 +183,43 @@ class Outcomes:
         if job.buffer_ref is None:
             return
         with contextlib.suppress(Exception):  # the pod's own error, logged by the caller
-            self.ray.get(job.buffer_ref, timeout=0)
+            self.cluster.ray.get(job.buffer_ref, timeout=0)
         job.buffer_ref = None
 
     def pod_failed(self, job: Inflight, message: str) -> None:
-        self.scheduler.failed(job.specs)
+        self.breeding.scheduler.failed(job.specs)
         for _ in job.specs:
             self.count_failed(message)
-        self.policy.pod_failed(message)
-        self.policy.check(str(self.run_dir.path / "train.log"))
+        self.cluster.policy.pod_failed(message)
+        self.cluster.policy.check(str(self.books.run.path / "train.log"))
 
     def count_failed(self, message: str) -> None:
-        self.updater.failed(message, self.clock.elapsed())
+        self.breeding.updater.failed(message, self.books.clock.elapsed())
         self.emit("failed", {"message": message})
 
     def record(self, slot: Slot, job: Inflight, spec: PodSpec, result: PodResult) -> None:
         """A pod reported: once per pod id, into the run's records (see :class:`Updater`)."""
-        if not self.updater.first_report(result.pod_id):
+        if not self.breeding.updater.first_report(result.pod_id):
             return
-        self.progress.forget(result.pod_id)
-        self.board.progress.env_steps += result.steps_done
+        self.books.progress.forget(result.pod_id)
+        self.books.board.progress.env_steps += result.steps_done
         if result.failure:
-            self.summary.pods_non_finite += 1
-            self.policy.non_finite()
+            self.books.summary.pods_non_finite += 1
+            self.cluster.policy.non_finite()
             self.count_failed(f"pod {result.pod_id} failed: {result.failure}")
             return
-        self.policy.succeeded()
+        self.cluster.policy.succeeded()
         node = result.node_id or slot.node_id
-        started = self.clock.run_time_at(job.dispatched)
-        rank = self.updater.scored(
+        started = self.books.clock.run_time_at(job.dispatched)
+        rank = self.breeding.updater.scored(
             result,
             spec,
             node,
             started_s=started,
-            wall_s=self.clock.elapsed(),
+            wall_s=self.books.clock.elapsed(),
             buffer_ref=job.buffer_ref if self.inherit else None,
         )
-        self.scheduler.scored(result, spec)
+        self.breeding.scheduler.scored(result, spec)
         self.emit(
             "finish", {"pod_id": result.pod_id, "result": result, "rank": rank, "node_id": node}
         )
