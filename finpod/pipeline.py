@@ -92,7 +92,7 @@ def ensure_dataset(
     source; otherwise (or with ``rebuild``) it is rebuilt. ``progress`` shows the
     builder's progress bars; ``on_event("dataset", path=, manifest=)`` when ready.
     """
-    from finpod.data import Manifest, build_dataset
+    from finpod.data import Manifest, build_dataset  # lazy: the CLI imports pipeline at start-up
 
     dataset_dir = Path(dataset_dir)
     ready = None
@@ -165,10 +165,10 @@ def backtest_and_report(
     tearsheet path. ``use_recorded_inputs`` reads the run's copies of the files it read
     (reference weights, benchmark levels); otherwise a changed one is refused.
     """
-    from finpod.backtest import run_backtest
-    from finpod.backtest.agents import resolve_agent
-    from finpod.device import pick_device
-    from finpod.runs import find_run
+    from finpod.backtest import run_backtest  # lazy: the CLI imports pipeline at start-up
+    from finpod.backtest.agents import resolve_agent  # lazy: the CLI imports pipeline at start-up
+    from finpod.device import pick_device  # lazy: the CLI imports pipeline at start-up
+    from finpod.runs import find_run  # lazy: the CLI imports pipeline at start-up
 
     run_path = find_run(run_dir, runs)
     name = resolve_agent(run_path, agent)
@@ -201,7 +201,9 @@ def run_tournament(
     ``display``, ``stop``, ...). The orchestrator's events go to ``on_event``, then
     ``"tournament"`` with the result.
     """
-    from finpod.tournament import run_tournament as _run
+    from finpod.tournament import (
+        run_tournament as _run,  # lazy: the CLI imports pipeline at start-up
+    )
 
     result = _run(strategy, data, on_event=on_event, **options)
     _emit(on_event, "tournament", result=result)
@@ -231,7 +233,7 @@ def train_agent(
     ``on_event("run", run_dir=, total_steps=)`` comes first, with ``resumed_from=`` (the
     env steps of the checkpoint training continues from) when resuming.
     """
-    from finpod.agent_run import train_single_agent
+    from finpod.agent_run import train_single_agent  # lazy: the CLI imports pipeline at start-up
 
     return train_single_agent(
         strategy,
@@ -266,7 +268,7 @@ def wants_tournament(
     ``[tournament]`` table ask for one; a resumed run continues as what it was (its
     ``run.json`` ``kind``).
     """
-    from finpod.runs import find_run, read_run_info
+    from finpod.runs import find_run, read_run_info  # lazy: the CLI imports pipeline at start-up
 
     if any(v is not None for v in (pods, budget, address)):
         return True
@@ -276,7 +278,7 @@ def wants_tournament(
         raise FinpodError(
             "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
         )
-    from finpod.strategy import load_strategy
+    from finpod.strategy import load_strategy  # lazy: the CLI imports pipeline at start-up
 
     return bool(load_strategy(strategy).tournament)
 

@@ -18,6 +18,7 @@ import math
 import empyrical as ep
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from finpod.backtest.returns import Annualization, bars_per_year
 from finpod.backtest.returns import clean_returns as _clean
@@ -181,7 +182,6 @@ def distribution_statistics(
     Against ``reference``: ``active_hit_rate`` (share of bars beating it) and
     ``active_max_drawdown`` (:func:`active_drawdown_series`'s minimum). NaN where undefined.
     """
-    from scipy import stats
 
     nan = float("nan")
     r = _clean(returns)

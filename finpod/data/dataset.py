@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from finpod.atomic import atomic_write, atomic_write_json, replace_dir
 from finpod.data import sources
@@ -124,7 +125,6 @@ def _progress(enabled: bool):
     if not enabled:
         yield _NoProgress()
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("{task.description}"),

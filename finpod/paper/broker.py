@@ -17,6 +17,8 @@ import json
 import os
 from typing import Any
 
+import requests
+
 from finpod.data.sources.alpaca_client import (
     FREE_RATE_PER_MIN,
     KEY_ENV,
@@ -62,7 +64,6 @@ def _api_message(err: Exception) -> str:
 
 def broker_error(err: Exception, what: str) -> BrokerError:
     """The :class:`BrokerError` of an exception raised by a trading request about ``what``."""
-    import requests
 
     if isinstance(err, BrokerError):
         return err

@@ -22,6 +22,7 @@ import torch
 from finpod.data.calendar import TZ, bar_minutes, sessions
 from finpod.data.inmemory import from_frame
 from finpod.data.market import MarketData
+from finpod.data.sources.alpaca import fetch_bars
 from finpod.errors import FinpodError
 
 #: Sessions of history in the window by default: daily bars need 60 bars for the slowest
@@ -59,7 +60,6 @@ def fetch_window(
     cache_dir: Path,
 ) -> pd.DataFrame:
     """The long table of the tickers' complete bars over the window ending at ``now``."""
-    from finpod.data.sources.alpaca import fetch_bars
 
     now = pd.Timestamp(now).tz_convert(TZ)
     days = window_sessions(now, lookback_sessions, calendar)

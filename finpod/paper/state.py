@@ -27,6 +27,7 @@ import pandas as pd
 
 from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
+from finpod.paper.broker import FINAL_STATES
 
 #: Folder of a run directory that holds the paper trader's files.
 PAPER_DIR = "paper"
@@ -65,7 +66,6 @@ class PaperState:
 
     def open_orders(self) -> list[str]:
         """Client order ids whose status may still change (sent, not final)."""
-        from finpod.paper.broker import FINAL_STATES
 
         return [
             cid

@@ -30,7 +30,16 @@ import numpy as np
 import pandas as pd
 import torch
 
+from finpod.agents import ALGORITHMS, make_agent
+from finpod.agents.cross_section import hparams_for_env
+from finpod.agents.hparams import build_hparams
 from finpod.agents.progress import StepCountingEnv
+from finpod.agents.registry import make_population
+from finpod.agents.train import population_learning_rates, update_ratio
+from finpod.data.market import periods_per_year
+from finpod.env import VecTradingEnv
+from finpod.env.rollout import trading_activity
+from finpod.scores import score_returns, scored_series
 from finpod.tournament.generator import PodSpec, population_class
 from finpod.tournament.pod_results import (
     NON_FINITE,
@@ -51,7 +60,6 @@ ENV_SEED_OFFSET = 1
 
 def scoring_env(market: Any, config: EnvConfig, members: int, device: torch.device) -> Any:
     """The env :func:`member_returns` trades ``members`` accounts in (build once, reuse)."""
-    from finpod.env import VecTradingEnv
 
     config = replace(config, episode_length=None, dtype="float64")
     return VecTradingEnv(
@@ -111,8 +119,6 @@ def fit_spec_to_env(spec: PodSpec, env: Any) -> PodSpec:
     """``spec`` with its hyperparameters fitted to the train env it trains on: the network
     family of a benchmark-relative env and the per-ticker feature count (see
     :func:`finpod.agents.cross_section.hparams_for_env`)."""
-    from finpod.agents import ALGORITHMS
-    from finpod.agents.cross_section import hparams_for_env
 
     hparams = hparams_for_env(ALGORITHMS[spec.algorithm][0], spec.hparams, env)
     return spec if hparams == spec.hparams else replace(spec, hparams=hparams)
@@ -131,7 +137,6 @@ class PopulationTrainer:
     def train_env(self, spec: PodSpec, members: int) -> Any:
         """The train env of ``members × W`` envs for ``spec``'s settings: built once, reused
         while the settings stay the same (its episodes are re-seeded by each round)."""
-        from finpod.env import VecTradingEnv
 
         config = self.pod.env_config_for(spec)
         key = (config, members * spec.num_envs)
@@ -169,13 +174,6 @@ class PopulationTrainer:
         return self._train_batched(specs, parents)
 
     def _train_batched(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
-        from finpod.agents import ALGORITHMS, make_agent
-        from finpod.agents.hparams import build_hparams
-        from finpod.agents.registry import make_population
-        from finpod.agents.train import population_learning_rates, update_ratio
-        from finpod.data.market import periods_per_year
-        from finpod.env.rollout import trading_activity
-        from finpod.scores import score_returns, scored_series
 
         t0 = time.perf_counter()
         lead = specs[0]

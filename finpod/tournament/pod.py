@@ -32,7 +32,14 @@ import ray
 import torch
 
 from finpod.agents.progress import StepCountingEnv
+from finpod.agents.train import learning_rates, update_ratio
 from finpod.data.market import MarketData
+from finpod.device import pick_device
+from finpod.env import VecTradingEnv, rollout, score
+from finpod.env.rollout import activity as trading
+from finpod.runs import package_versions
+from finpod.scores import scored_series
+from finpod.tournament.dataplane import fetch_splits
 from finpod.tournament.fusion import (
     learn_epoch,
     learner_devices,
@@ -111,7 +118,6 @@ class Pod:
 
     def make_envs(self, spec: PodSpec) -> list[Any]:
         """One ``VecTradingEnv`` of W envs per learner, each with its own seed (its shard)."""
-        from finpod.env import VecTradingEnv
 
         config = self.env_config_for(spec)
         return [
@@ -161,9 +167,6 @@ class Pod:
         run's env; a pod passes its own, see :meth:`env_config_for`). ``activity``, when
         given, receives the rollout's ``turnover`` and ``costs`` (see
         :func:`finpod.env.rollout.activity`)."""
-        from finpod.env import rollout, score
-        from finpod.env.rollout import activity as trading
-        from finpod.scores import scored_series
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
             return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
@@ -198,7 +201,6 @@ class Pod:
         export_buffer: bool = True,
     ) -> tuple[PodResult, dict[str, np.ndarray] | None]:
         """:meth:`train`, plus learner 0's replay buffer (off-policy agents, when asked)."""
-        from finpod.agents.train import learning_rates, update_ratio
 
         t0 = time.perf_counter()
         torch.manual_seed(spec.seed)
@@ -325,8 +327,6 @@ class PodWorker:
         cpus: float,
         num_learners: int,
     ) -> None:
-        from finpod.device import pick_device
-        from finpod.tournament.dataplane import fetch_splits
 
         # L learners run as threads of this process; each gets an equal share of the
         # pod's CPUs for torch's intra-op pool (the pool is per process, so this caps the
@@ -349,7 +349,6 @@ class PodWorker:
     def ready(self) -> dict[str, Any]:
         """``{"node_id", "versions", "error"}``: where this worker runs, the packages it
         runs with, and why it could not start ("" when it is ready to train)."""
-        from finpod.runs import package_versions
 
         return {"node_id": self._node, "versions": package_versions(), "error": self._error}
 
