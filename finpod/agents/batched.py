@@ -56,6 +56,29 @@ def mlp(
     return x
 
 
+def mlp_on_pair(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    params: Params,
+    prefix: str,
+    depth: int,
+    activation: Callable[[torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """:func:`mlp` on the concatenation ``[a, b]`` without building it: the first layer is
+    ``W_a·a + W_b·b + bias`` (the two column blocks of one weight), the same function as
+    the layer on the concatenation, whose backward computes an input gradient only for
+    what needs one (a Q network's action, never its observation)."""
+    w = params[f"{prefix}.0.weight"]
+    d = a.shape[-1]
+    x = torch.baddbmm(params[f"{prefix}.0.bias"].unsqueeze(1), a, w[:, :, :d].transpose(1, 2))
+    x = x + torch.bmm(b, w[:, :, d:].transpose(1, 2))
+    for i in range(1, depth):
+        x = linear(
+            activation(x), params[f"{prefix}.{2 * i}.weight"], params[f"{prefix}.{2 * i}.bias"]
+        )
+    return x
+
+
 def clip_grad_norm_(grads: Sequence[torch.Tensor], max_norm: torch.Tensor) -> torch.Tensor:
     """Scale each member's gradients so that their global L2 norm is ≤ ``max_norm[k]``.
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
-from finpod.agents.batched import linear, mlp, polyak_
+from finpod.agents.batched import linear, mlp, mlp_on_pair, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
     CrossSectionalCritic,
@@ -153,8 +153,8 @@ class SACPopulation(OffPolicyPopulation):
         if self._layout is not None:
             depth = self._q_depth - 1
             return pooled_value(self.params, name, obs, self._layout, depth, action)
-        x = torch.cat([obs, action], dim=-1)
-        return mlp(x, self.params, f"{name}.net", self._q_depth, torch.relu).squeeze(-1)
+        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
+        return q.squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
