@@ -108,6 +108,8 @@ _STITCHED_LABELS = {
     "mean_exposure": "Mean exposure (stocks / account value, bar-weighted over the folds)",
     "costs_paid": "Costs paid ($, all folds)",
     "costs_pct_capital": "Costs / initial capital (all folds)",
+    "fees_paid": "Fees paid ($, of the costs, all folds)",
+    "impact_paid": "Market impact paid ($, of the costs, all folds)",
 }
 _STITCHED_NAMES = {v: k for k, v in _STITCHED_LABELS.items()}
 #: Why a cell of the stitched table is "–".

@@ -67,6 +67,8 @@ FOLD_WEIGHTED = {
     "mean_exposure": "mean",
     "costs_paid": "sum",
     "costs_pct_capital": "sum",
+    "fees_paid": "sum",
+    "impact_paid": "sum",
 }
 #: How every Sharpe ratio of the walk-forward is written (tables, CSVs, summary.json).
 SHARPE_CONVENTION = "Sharpe ratios are annualized: per-bar mean / std × √(bars per year)"
@@ -78,7 +80,8 @@ def fold_weighted_metrics(per_fold: list[tuple[int, dict[str, float]]]) -> dict[
     ``per_fold``: (bars, the fold's backtest metrics) in fold order. Turnover and mean
     exposure are per-year or per-bar rates: their bar-weighted mean over the folds. Costs
     add up (every fold restarts from the same initial capital, so ``costs_pct_capital`` is
-    the folds' costs over that one capital). NaN where a fold did not measure the metric
+    the folds' costs over that one capital), split as the backtest splits them into fees
+    and market impact (``fees_paid + impact_paid = costs_paid``). NaN where a fold did not measure the metric
     (the index is a level: it never trades).
     """
     out: dict[str, float] = {}
