@@ -23,6 +23,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
+from finpod.env.observed import observed_feature_names
 from finpod.env.tables import ObsLayout
 from finpod.errors import FinpodError
 
@@ -74,7 +75,8 @@ def signal_tilt_policy(
     market has none). In ``active`` mode the action is a tilt around the reference; in
     ``weights`` mode it is mapped to long-only target weights by the env as any action.
     """
-    if feature not in market.feature_names:
+    names = observed_feature_names(market.feature_names, config.user_features)
+    if feature not in names:
         raise FinpodError(
             f"this market has no {feature!r} feature to script a ceiling from",
             "use a synthetic alpha market, or name a per-ticker feature that holds the signal",
@@ -82,7 +84,7 @@ def signal_tilt_policy(
     if not scale > 0:
         raise FinpodError(f"scale must be > 0, got {scale}", "e.g. scale = 1.0")
     layout = ObsLayout.for_env(market, config)
-    j = market.feature_names.index(feature)
+    j = names.index(feature)
     n, f = layout.num_stocks, layout.num_features
     start = layout.features.start
 

@@ -67,6 +67,7 @@ from finpod.data.user_features import feature_disclosure
 from finpod.env import rollout
 from finpod.env.config import EnvConfig
 from finpod.env.ensemble import EnsemblePolicy, Member
+from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
 from finpod.runs import (
     LEADERBOARD_FILE,
@@ -134,7 +135,10 @@ def backtest_market(
         cfg = benchmark_config(config)
         lines = dict(benchmark_policies(market))
         configs = dict.fromkeys(lines, cfg)
-        if SIGNAL_FEATURE in market.feature_names:
+        observed = observed_feature_names(
+            market.feature_names, (ceiling_config or config).user_features
+        )
+        if SIGNAL_FEATURE in observed:
             # The ceiling under the agent's own bounds and controls, and the unconstrained
             # cost-aware reference (a market with a planted signal only).
             bounds = ceiling_config or config
@@ -337,7 +341,7 @@ def run_backtest(
     mismatch = dataset_disclosure(run_id, run_hash, manifest.get("hash"), dataset)
     if mismatch:
         disclosures["dataset"] = mismatch
-    user_columns = feature_disclosure(manifest)
+    user_columns = feature_disclosure(manifest, config.user_features)
     if user_columns:
         disclosures["features"] = user_columns
     if inputs.note:

@@ -38,7 +38,7 @@ through :func:`user_feature`:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -229,10 +229,17 @@ def user_feature_names(feature_names: list[str] | tuple[str, ...]) -> list[str]:
     return [n for n in feature_names if n not in FEATURES]
 
 
-def feature_disclosure(manifest: Mapping[str, Any]) -> str | None:
-    """A sentence naming the user features of a dataset and their look-ahead check, for the
-    tearsheet; None when the observation holds only the built-in features."""
-    names = user_feature_names(list(manifest.get("features") or []))
+def feature_disclosure(
+    manifest: Mapping[str, Any], observed: Sequence[str] | None = None
+) -> str | None:
+    """A sentence naming the user features the agent observes and their look-ahead check,
+    for the tearsheet; None when the observation holds only the built-in features.
+
+    ``observed``: the user columns the strategy names (``[env] user_features``); None = all
+    the dataset's. The dataset's other user columns are named as not observed."""
+    carried = user_feature_names(list(manifest.get("features") or []))
+    names = carried if observed is None else [n for n in observed if n in carried]
+    unused = [n for n in carried if n not in names]
     if not names:
         return None
     checks = manifest.get("user_features") or {}
@@ -248,9 +255,10 @@ def feature_disclosure(manifest: Mapping[str, Any]) -> str | None:
             )
         else:
             parts.append(n)
+    skipped = f"; not observed: {', '.join(unused)}" if unused else ""
     return (
         f"observation features: the {len(FEATURES)} built-in ones and the user column(s) "
-        f"{', '.join(parts)}, as given at each bar, clipped to ±{FEATURE_CLIP:g}"
+        f"{', '.join(parts)}, as given at each bar, clipped to ±{FEATURE_CLIP:g}{skipped}"
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from finpod.env.field_types import check_field_types
+from finpod.env.observed import check_user_features_setting
 from finpod.errors import FinpodError
 
 ACTION_MODES = ("shares", "weights", "active")
@@ -178,6 +179,10 @@ class EnvConfig:
     log(mark) over the last W bars, divided by the RMS 1-bar log return over those bars
     × √W (a causal z-score of the price against its trailing mean, comparable across
     splits and bar sizes)."""
+    user_features: list[str] | None = None
+    """The dataset's user feature columns the agent observes, in this order, after the
+    built-in features (:mod:`finpod.env.observed`); ``None`` = all the dataset has,
+    ``[]`` = none. A name the dataset lacks is an error when the env is built."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -229,6 +234,7 @@ class EnvConfig:
             raise FinpodError(f"env.sharpe_decay must be in (0, 1), got {self.sharpe_decay}")
         if self.drawdown_weight < 0:
             raise FinpodError(f"env.drawdown_weight must be ≥ 0, got {self.drawdown_weight}")
+        self.user_features = check_user_features_setting(self.user_features)
         _int_at_least("decision_interval", self.decision_interval, 1, "e.g. decision_interval = 5")
         _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
         self.decision_interval = int(self.decision_interval)  # a search may give 5.0

@@ -13,6 +13,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
+from finpod.env.observed import observed_market
 from finpod.env.tables import ObsLayout, build_tables
 
 #: Quantiles reported by :func:`observation_stats`.
@@ -27,6 +28,7 @@ def observation_stats(market: MarketData, config: EnvConfig | None = None) -> pd
     ``mean``, ``std``, ``p5``, ``p50``, ``p95``, ``count``.
     """
     config = config if config is not None else EnvConfig()
+    market = observed_market(market, config.user_features)
     tables = build_tables(market, config, torch.device("cpu"))
     layout = ObsLayout.for_env(market, config)
     n, f = market.num_stocks, market.num_features

@@ -21,6 +21,7 @@ from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
 from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
 from finpod.env.impact import impact_table
+from finpod.env.observed import observed_feature_names, observed_market
 from finpod.env.prices import mark_prices, valid_prices
 from finpod.env.reference import eligible_names, reference_weights
 from finpod.errors import FinpodError
@@ -53,7 +54,7 @@ class ObsLayout:
         """The layout of a :class:`~finpod.env.VecTradingEnv` on ``market`` with ``config``."""
         return cls(
             market.num_stocks,
-            market.num_features,
+            len(observed_feature_names(market.feature_names, config.user_features)),
             CALENDAR_WIDTH if use_calendar(market, config) else 0,
             1 if config.has_schedule else 0,
         )
@@ -244,8 +245,10 @@ def calendar_obs(market: MarketData) -> torch.Tensor:
 def build_tables(market: MarketData, config: EnvConfig, device: torch.device) -> Tables:
     """Lookup tables of ``market`` on ``device`` (see :class:`Tables`).
 
-    Raises :class:`FinpodError` when a control needs intraday bars and the market is daily.
+    Raises :class:`FinpodError` when a control needs intraday bars and the market is daily,
+    or when ``config.user_features`` names a column the market lacks.
     """
+    market = observed_market(market, config.user_features)
     dtype = config.torch_dtype
     close = market.close.to(device=device, dtype=torch.float64)
     base = market.open if config.fill_price == "open" else market.close

@@ -55,6 +55,8 @@ FIXED_ENV_FIELDS = {
     "initial_cash": "every pod is scored on the same capital",
     "calendar_features": "it changes the observation size, so children could not load "
     "their parent's networks",
+    "user_features": "it changes the observation size, so children could not load "
+    "their parent's networks",
 }
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from finpod.data.manifest import Manifest
 from finpod.env.config import EQUAL_WEIGHT, EnvConfig
+from finpod.env.observed import observed_feature_names
 from finpod.env.reference import load_reference_file
 from finpod.errors import FinpodError
 from finpod.tournament.settings import SearchSpace, TournamentConfig
@@ -55,8 +56,10 @@ def check_inputs(env_config: EnvConfig, dataset_dir: Path) -> Manifest:
     exists: the dataset (its manifest against its Parquet files, benchmark included, see
     :meth:`~finpod.data.manifest.Manifest.load`) and the reference weights file (readable,
     naming only the dataset's tickers, starting at or before the train split). A problem is
-    one :class:`FinpodError` line. Returns the dataset's manifest."""
+    one :class:`FinpodError` line, as is a user feature the strategy names and the dataset
+    lacks. Returns the dataset's manifest."""
     manifest = Manifest.load(dataset_dir)
+    observed_feature_names(manifest.features, env_config.user_features)
     if env_config.reference == EQUAL_WEIGHT:
         return manifest
     path = env_config.reference

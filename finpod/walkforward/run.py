@@ -32,6 +32,7 @@ from typing import Any
 
 from finpod.atomic import atomic_write_text
 from finpod.data import Manifest, load_split
+from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
 from finpod.pipeline import resolve_strategy
 from finpod.strategy import load_strategy
@@ -123,6 +124,7 @@ def run_walkforward(
         if steps <= 0:
             raise FinpodError(f"--steps must be positive, got {steps}", "e.g. --steps 100000")
         strat.train.total_steps = int(steps)
+    observed_feature_names(manifest.features, strat.config.user_features)
     market = load_split(data, "all")
     folds = plan_folds(market.timestamps, spec, market.bar, manifest.calendar or "XNYS")
     _check_episode_length(folds, strat)
