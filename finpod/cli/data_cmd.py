@@ -98,7 +98,17 @@ def download(
     ] = None,
     feature_column: Annotated[
         list[str] | None,
-        Opt("--feature-column", help="files: a numeric column to use as a feature (repeatable)."),
+        Opt(
+            "--feature-column",
+            help="files, alpaca: a numeric column to use as a feature (repeatable).",
+        ),
+    ] = None,
+    feature_file: Annotated[
+        Path | None,
+        Opt(
+            "--feature-file",
+            help="alpaca: CSV/Parquet of timestamp, tic and the --feature-column columns.",
+        ),
     ] = None,
     timezone: Annotated[
         str | None,
@@ -235,6 +245,7 @@ def download(
         "path": path,
         "columns": _columns(column),
         "feature_columns": feature_column or None,
+        "feature_file": feature_file,
         "timezone": timezone,
         "bar_label": bar_label,
         "ticker_pattern": ticker_pattern,

@@ -8,6 +8,7 @@ so anything may use it without an import cycle.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import torch
 from finpod.data.benchmark import align_benchmark
 from finpod.data.calendar import TZ
 from finpod.data.clean import Bars, clean_long
+from finpod.data.feature_table import check_feature_request, read_feature_file, table_features
 from finpod.data.features import FEATURES, compute_features
 from finpod.data.liquidity import daily_liquidity
 from finpod.data.market import MarketData
@@ -104,6 +106,8 @@ def from_frame(
     *,
     device: torch.device | str = "cpu",
     benchmark: pd.Series | None = None,
+    feature_columns: list[str] | str | None = None,
+    feature_file: str | Path | None = None,
     **clean_opts: Any,
 ) -> MarketData:
     """A long table of bars → cleaned :class:`MarketData` with features, all bars, no splits.
@@ -115,10 +119,31 @@ def from_frame(
         device: torch device of the tensors.
         benchmark: optional index close indexed by date/time; aligned causally (a daily
             level from its session's close on, see :mod:`finpod.data.benchmark`).
+        feature_columns: user feature columns (:mod:`finpod.data.user_features`), each
+            placed at its own bar and checked like every user feature; read from ``df``,
+            or from ``feature_file`` when given (:mod:`finpod.data.feature_table`).
+        feature_file: a CSV/Parquet table of ``timestamp|date, tic`` and those columns.
         clean_opts: passed to :func:`finpod.data.clean.clean_long` (``timezone``,
             ``min_coverage``, ``columns``, ``bar_label``, ``start``, ``end``…).
     """
-    bars, _ = clean_long(df, bar, **clean_opts)
+    if feature_file is not None:
+        check_feature_request(feature_file, feature_columns, "frame")
+    bars, report = clean_long(df, bar, **clean_opts)
+    if feature_columns:
+        stamps = {
+            "report": report,
+            "timezone": clean_opts.get("timezone", TZ),
+            "bar_label": clean_opts.get("bar_label", "auto"),
+            "date_format": clean_opts.get("date_format"),
+        }
+        if feature_file is not None:
+            bars.extra.update(read_feature_file(feature_file, feature_columns, bars, **stamps))
+        else:
+            cols = clean_opts.get("columns")
+            placed = table_features(
+                df, feature_columns, bars, where="frame", columns=cols, **stamps
+            )
+            bars.extra.update(placed)
     bench = (
         None
         if benchmark is None

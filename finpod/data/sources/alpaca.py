@@ -38,6 +38,7 @@ import pandas as pd
 
 from finpod.data.benchmark import align_benchmark
 from finpod.data.calendar import TZ, normalize_bar, sessions
+from finpod.data.feature_table import check_feature_request, read_feature_file
 from finpod.data.sources.alpaca_client import FREE_RATE_PER_MIN, need_keys
 from finpod.data.sources.alpaca_fetch import ALPACA_BARS, fetch_bars
 from finpod.data.sources.alpaca_plan import RequestPlan, request_plan
@@ -118,6 +119,8 @@ def load_alpaca(
     now: pd.Timestamp | None = None,
     rate_per_min: float = FREE_RATE_PER_MIN,
     drop_bad_tickers: bool = False,
+    feature_file: str | Path | None = None,
+    feature_columns: list[str] | str | None = None,
 ) -> LoadedSource:
     """Bars from Alpaca (needs keys and network), cached per (symbol, chunk) on disk.
 
@@ -137,10 +140,17 @@ def load_alpaca(
         rate_per_min: requests per minute to stay under (200 on the free plan).
         drop_bad_tickers: build without a ticker that loses most of its bars in cleaning
             (listed with its cause) instead of failing (:mod:`finpod.data.ticker_rule`).
+        feature_file, feature_columns: user feature columns (``--feature-column NAME``)
+            read from a CSV/Parquet table of ``timestamp|date, tic, NAME…`` (intraday stamps
+            mark the bar's start, as Alpaca's do), placed at their own bars and checked like
+            every user feature (:mod:`finpod.data.feature_table`).
     """
     bar, feed, tick, universe_pit, days, now_ny, end = _scope(
         tickers, start, end, bar, feed, calendar, now
     )
+    wanted = check_feature_request(feature_file, feature_columns, "alpaca")
+    if feature_file is not None and not Path(feature_file).is_file():
+        raise FinpodError(f"feature file {feature_file} does not exist", "check the path")
     adjustment = (adjustment or "all").strip().lower()
     if adjustment not in ADJUSTMENTS:
         raise FinpodError(
@@ -197,6 +207,8 @@ def load_alpaca(
         benchmark_bar_label="auto",
         drop_bad_tickers=drop_bad_tickers,
     )
+    if wanted:
+        bars.extra.update(read_feature_file(feature_file, wanted, bars, report=report))
     report["alpaca_requests"] = int(counter.get("requests", 0))
     report["alpaca_retries"] = int(counter.get("retries", 0))
     no_data = f"no {feed} data on Alpaca (often delisted before its data begins"
@@ -238,6 +250,8 @@ def load_alpaca(
             "feed": feed,
             "adjustment": adjustment,
             "benchmark": None if benchmark is None else str(benchmark),
+            "feature_file": None if feature_file is None else str(feature_file),
+            "feature_columns": wanted or None,
         },
         universe="NASDAQ-100 point-in-time members"
         if universe_pit
