@@ -36,6 +36,13 @@ def paper(
     lookback: Annotated[
         int, typer.Option(help="Sessions of live history the features are computed on.")
     ] = 300,
+    feature_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="CSV/Parquet of timestamp, tic and the user feature columns the agent "
+            "observes (each bar's row written by its close; read at each decision)."
+        ),
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="One poll, then exit.")] = False,
     max_decisions: Annotated[
         int | None, typer.Option(help="Exit after this many decisions (default: run until Ctrl-C).")
@@ -58,6 +65,7 @@ def paper(
         dry_run=dry_run,
         feed=feed,
         lookback_sessions=lookback,
+        feature_file=feature_file,
         log=lambda line: console.print(escape(line), highlight=False, soft_wrap=True),
     )
     trader.run(poll, max_decisions=max_decisions, once=once)

@@ -188,6 +188,15 @@ def lookahead_check(
     }
 
 
+class MissingUserValues(FinpodError):
+    """A user column without a number on some real bars; ``last_bar_only``: only on the
+    last bar (a live window whose newest row is not written yet)."""
+
+    def __init__(self, message: str, hint: str, last_bar_only: bool) -> None:
+        super().__init__(message, hint)
+        self.last_bar_only = last_bar_only
+
+
 def user_feature(name: str, bars: Bars) -> tuple[np.ndarray, dict[str, Any]]:
     """The (T, N) float32 feature of the user column ``bars.extra[name]`` and what its
     checks found (see the module docstring); a refused column raises one line."""
@@ -206,10 +215,11 @@ def user_feature(name: str, bars: Bars) -> tuple[np.ndarray, dict[str, Any]]:
         t, i = np.argwhere(missing)[0]
         stamp = bars.timestamps[t]
         when = stamp.date() if bars.bar == "1d" else stamp
-        raise FinpodError(
+        raise MissingUserValues(
             f"user feature {name!r} has no number on {int(missing.sum())} real bar(s), e.g. "
             f"{bars.tickers[i]} at {when}",
             "give the column a value on every bar of the input (finpod fills no feature)",
+            last_bar_only=not missing[:-1].any(),
         )
     clipped = float((np.abs(values[real]) > FEATURE_CLIP).mean()) if real.any() else 0.0
     if clipped > MAX_CLIPPED_SHARE:
@@ -268,6 +278,7 @@ __all__ = [
     "LOOKAHEAD_RATIO",
     "LOOKAHEAD_RULE",
     "MAX_CLIPPED_SHARE",
+    "MissingUserValues",
     "USER_SCALING",
     "check_causal_transform",
     "feature_disclosure",

@@ -131,29 +131,41 @@ def initial_state(start: torch.Tensor, tables: Tables, config: EnvConfig, num_st
     dev = start.device
     init = float(config.initial_cash)
     cash = torch.full((e,), init, dtype=dtype, device=dev)
-    zeros_en = torch.zeros((e, num_stocks), dtype=dtype, device=dev)
-    zeros_e = torch.zeros((e,), dtype=dtype, device=dev)
-    mark = tables.step.index_select(0, start)[:, num_stocks : 2 * num_stocks]
-    holdings, position = zeros_en, zeros_en
+    holdings = torch.zeros((e, num_stocks), dtype=dtype, device=dev)
     if config.start == "reference":
+        mark = tables.step.index_select(0, start)[:, num_stocks : 2 * num_stocks]
         w = tables.reference.index_select(0, start)[:, :num_stocks]
         priced = (mark > 0).to(dtype)
         holdings = w * init / (mark + (1.0 - priced)) * priced
         if config.integer_shares:
             holdings = holdings.trunc()
-        position = holdings * mark
-        cash = cash - position.sum(1)
+        cash = cash - (holdings * mark).sum(1)
+    return account_state(start, cash, holdings, tables)
+
+
+def account_state(
+    t: torch.Tensor, cash: torch.Tensor, holdings: torch.Tensor, tables: Tables
+) -> State:
+    """Accounts at bar pointers ``t`` (E,) int64 holding ``cash`` (E,) dollars and
+    ``holdings`` (E, N) shares, marked at bar t, at the start of an episode (no step taken,
+    the reward's running statistics fresh, the reference account the same as the account).
+    What :func:`initial_state` starts from, and an account whose cash and shares come
+    from elsewhere (a broker's) takes."""
+    n = holdings.shape[1]
+    mark = tables.step.index_select(0, t)[:, n : 2 * n]
+    position = holdings * mark
     value = cash + position.sum(1)
+    zeros = torch.zeros_like(cash)
     return State(
-        t=start,
-        steps=torch.zeros_like(start),
+        t=t,
+        steps=torch.zeros_like(t),
         cash=cash,
         holdings=holdings,
         mark=mark,
         position=position,
         value=value,
-        sharpe_a=zeros_e,
-        sharpe_b=zeros_e,
+        sharpe_a=zeros,
+        sharpe_b=zeros,
         peak=value.clone(),
         ref_cash=cash.clone(),
         ref_holdings=holdings.clone(),

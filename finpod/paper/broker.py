@@ -184,3 +184,12 @@ class Broker:
             self.client.submit_order,
             request,
         )
+
+
+def transient(err: Exception) -> bool:
+    """Whether a poll's error is worth another poll: a lost connection or a rate limit of
+    the trading or the data API."""
+    if isinstance(err, BrokerError):
+        return err.kind in ("connection", "rate_limit")
+    text = str(err)
+    return "cannot reach Alpaca" in text or "kept answering HTTP" in text

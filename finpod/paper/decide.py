@@ -15,7 +15,7 @@ cash (the observation's ``log(V / initial_cash)``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,9 @@ from finpod.data.features import FEATURES
 from finpod.data.manifest import load_manifest
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
-from finpod.env.core import State, observe, transition
+from finpod.env.core import account_state, observe, transition
 from finpod.env.ensemble import EnsemblePolicy, Member
+from finpod.env.observed import observed_feature_names
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
 from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
@@ -57,12 +58,24 @@ class RunAgent:
     policy: Any
     """obs → action; for an ensemble, the members (built on each window)."""
     ensemble: bool = False
+    user_features: list[str] = field(default_factory=list)
+    """The dataset's user columns the agent (any member) observes: live bars carry none,
+    they come from ``feature_file``."""
+    feature_file: Path | None = None
+    """CSV/Parquet of ``timestamp|date, tic`` and the :attr:`user_features` columns, read
+    again at each decision (:mod:`finpod.data.feature_table`)."""
 
 
 def load_run_agent(
-    run_dir: Path, agent: str = "selected", data_dir: str | Path | None = None
+    run_dir: Path,
+    agent: str = "selected",
+    data_dir: str | Path | None = None,
+    feature_file: str | Path | None = None,
 ) -> RunAgent:
-    """The run's agent, its recorded settings and its dataset's bar, tickers and calendar."""
+    """The run's agent, its recorded settings and its dataset's bar, tickers and calendar.
+
+    An agent that observes user feature columns (:mod:`finpod.env.observed`) needs
+    ``feature_file`` holding them; without it, one line names the columns."""
     run_dir = Path(run_dir)
     name = resolve_agent(run_dir, agent)
     k = parse_agent(name)
@@ -72,12 +85,6 @@ def load_run_agent(
     if not chosen:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
     manifest = load_manifest(dataset_dir(run_dir, meta, data_dir))
-    extra = [f for f in manifest.get("features", FEATURES) if f not in FEATURES]
-    if extra:
-        raise FinpodError(
-            f"the run's dataset has source features that live bars cannot give: {', '.join(extra)}",
-            "paper trading needs a run trained on market bars (alpaca, yfinance, files, sample)",
-        )
     device = torch.device("cpu")
     agents = load_agents(run_dir, chosen, device)
     config, _ = recorded_env_config(run_dir, meta, chosen[0])
@@ -91,6 +98,8 @@ def load_run_agent(
         config = replace(
             config, action_mode="weights", allow_short=False, allow_negative_cash=False
         )
+    configs = [m.config for m in policy] if ensemble else [config]
+    needed = live_user_features(manifest, configs, feature_file)
     return RunAgent(
         run_id=str(meta.get("run_id") or run_dir.name),
         name=name,
@@ -101,7 +110,42 @@ def load_run_agent(
         calendar=str(manifest.get("calendar") or "XNYS"),
         policy=policy,
         ensemble=ensemble,
+        user_features=needed,
+        feature_file=None if feature_file is None else Path(feature_file),
     )
+
+
+def live_user_features(
+    manifest: dict[str, Any], configs: list[EnvConfig], feature_file: str | Path | None
+) -> list[str]:
+    """The user columns the agent's configs observe on the run's dataset; one line when
+    there are some and no ``feature_file`` to read them from, or when it does not exist."""
+    names = list(manifest.get("features") or FEATURES)
+    needed = list(
+        dict.fromkeys(
+            n
+            for c in configs
+            for n in observed_feature_names(names, c.user_features)
+            if n not in FEATURES
+        )
+    )
+    if needed and feature_file is None:
+        synthetic = manifest.get("source") == "synthetic"
+        raise FinpodError(
+            f"the agent observes the user feature(s) {', '.join(needed)}, which live bars do "
+            "not carry",
+            "a synthetic market's columns have no live values: train with [env] "
+            "user_features = [] to trade on paper"
+            if synthetic
+            else f"pass --feature-file FILE, a CSV/Parquet of timestamp, tic, "
+            f"{', '.join(needed)} with each bar's row written by its close",
+        )
+    if needed and not Path(str(feature_file)).is_file():
+        raise FinpodError(
+            f"feature file {feature_file} does not exist",
+            f"give the CSV/Parquet that holds {', '.join(needed)}",
+        )
+    return needed
 
 
 @dataclass
@@ -139,35 +183,6 @@ def next_bar_tables(tables: Tables, n: int) -> Tables:
     )
 
 
-def account_state(tables: Tables, config: EnvConfig, cash: float, shares: torch.Tensor) -> State:
-    """The env's :class:`State` of an account with ``cash`` and ``shares`` (N,) at the
-    tables' last bar (one env)."""
-    n = shares.shape[0]
-    dtype = config.torch_dtype
-    t = tables.step.shape[0] - 1
-    mark = tables.step[t : t + 1, n : 2 * n]
-    holdings = shares.to(dtype).reshape(1, n)
-    position = holdings * mark
-    cash_t = torch.tensor([cash], dtype=dtype)
-    value = cash_t + position.sum(1)
-    zero = torch.zeros(1, dtype=dtype)
-    return State(
-        t=torch.tensor([t]),
-        steps=torch.zeros(1, dtype=torch.int64),
-        cash=cash_t,
-        holdings=holdings,
-        mark=mark,
-        position=position,
-        value=value,
-        sharpe_a=zero,
-        sharpe_b=zero,
-        peak=value.clone(),
-        ref_cash=cash_t.clone(),
-        ref_holdings=holdings.clone(),
-        ref_value=value.clone(),
-    )
-
-
 def is_decision_bar(agent: RunAgent, market: MarketData) -> bool:
     """Whether an order given at the window's last bar is executed (the strategy's
     decision schedule; always true without one)."""
@@ -186,7 +201,11 @@ def decide(
     config = replace(agent.config, initial_cash=float(start_value))
     n = market.num_stocks
     tables = build_tables(market, config, torch.device("cpu"))
-    state = account_state(tables, config, cash, shares)
+    dtype = config.torch_dtype
+    last = torch.tensor([market.num_bars - 1])
+    state = account_state(
+        last, torch.tensor([cash], dtype=dtype), shares.to(dtype).reshape(1, n), tables
+    )
     obs = observe(state, tables, config)
     policy = agent.policy
     if agent.ensemble:

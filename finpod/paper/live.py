@@ -78,12 +78,22 @@ def fetch_window(
 
 
 def window_market(
-    bars: pd.DataFrame, tickers: list[str], bar: str, calendar: str, device: torch.device
+    bars: pd.DataFrame,
+    tickers: list[str],
+    bar: str,
+    calendar: str,
+    device: torch.device,
+    feature_file: str | Path | None = None,
+    feature_columns: list[str] | None = None,
 ) -> MarketData:
     """The window as a :class:`MarketData` whose ticker axis is the run's ``tickers``.
 
     No ticker is dropped for sparse coverage (a thin name keeps its holes, not tradable, as
-    in the dataset); a ticker with no bar at all in the window is an error.
+    in the dataset); a ticker with no bar at all in the window is an error. User feature
+    columns come from ``feature_file`` (:mod:`finpod.data.feature_table`): each value at
+    its own bar of the window, whose last bar is the last complete one, so a row of a later
+    bar is never read. A real bar without its row is
+    :class:`~finpod.data.user_features.MissingUserValues`.
     """
     if bars.empty:
         raise FinpodError(
@@ -96,7 +106,17 @@ def window_market(
             "a symbol the run trades is not served by this feed (renamed or delisted?)",
         )
     bars = bars[bars["tic"].isin(tickers)]
-    market = from_frame(bars, bar, device=device, calendar=calendar, min_coverage=0.0, min_bars=1)
+    market = from_frame(
+        bars,
+        bar,
+        device=device,
+        calendar=calendar,
+        min_coverage=0.0,
+        min_bars=1,
+        bar_label="start",  # Alpaca stamps a bar at its start; so does the feature file
+        feature_columns=feature_columns or None,
+        feature_file=feature_file if feature_columns else None,
+    )
     order = [market.tickers.index(t) for t in tickers]
     if order == list(range(len(tickers))):
         return market

@@ -29,8 +29,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from finpod.data.user_features import MissingUserValues
 from finpod.errors import FinpodError
-from finpod.paper.broker import Broker, BrokerError
+from finpod.paper.broker import Broker, BrokerError, transient
 from finpod.paper.decide import RunAgent, decide, is_decision_bar, load_run_agent
 from finpod.paper.live import (
     DEFAULT_LOOKBACK_SESSIONS,
@@ -72,9 +73,10 @@ class PaperTrader:
         feed: str = "iex",
         lookback_sessions: int = DEFAULT_LOOKBACK_SESSIONS,
         log: Callable[[str], None] = print,
+        feature_file: str | Path | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
-        self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir)
+        self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir, feature_file)
         self.dry_run = dry_run
         self.feed = feed
         self.lookback = int(lookback_sessions)
@@ -261,9 +263,21 @@ class PaperTrader:
             calendar=self.agent.calendar,
             cache_dir=paper_dir(self.run_dir) / "cache",
         )
-        market = window_market(
-            bars, self.agent.tickers, self.agent.bar, self.agent.calendar, torch.device("cpu")
-        )
+        try:
+            market = window_market(
+                bars,
+                self.agent.tickers,
+                self.agent.bar,
+                self.agent.calendar,
+                torch.device("cpu"),
+                self.agent.feature_file,
+                self.agent.user_features,
+            )
+        except MissingUserValues as err:
+            if not err.last_bar_only:
+                raise
+            self.say_once(f"{err.message}: waiting for the feature file's row of that bar")
+            return "waiting"
         last = market.timestamps[-1]
         done = self.state.last_decision
         if done is not None and last <= pd.Timestamp(done):
@@ -357,7 +371,7 @@ class PaperTrader:
                 try:
                     what = self.step()
                 except FinpodError as err:
-                    if once or not _transient(err):
+                    if once or not transient(err):
                         raise
                     self.log(f"{err}; trying again in {poll_s:g} s")
                     what = "error"
@@ -376,12 +390,3 @@ class PaperTrader:
                 f"{paper_dir(self.run_dir) / 'state.json'}; start again to continue"
             )
         return 0
-
-
-def _transient(err: Exception) -> bool:
-    """Whether a poll's error is worth another poll: a lost connection or a rate limit of
-    the trading or the data API."""
-    if isinstance(err, BrokerError):
-        return err.kind in ("connection", "rate_limit")
-    text = str(err)
-    return "cannot reach Alpaca" in text or "kept answering HTTP" in text

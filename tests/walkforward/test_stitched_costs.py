@@ -11,29 +11,13 @@ import pytest
 
 from finpod.walkforward import FoldSpec, run_walkforward
 from finpod.walkforward.results import fold_weighted_metrics
+from tests.walkforward.test_stitched_page import STRATEGY as PAGE_STRATEGY
 
-STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "weights"
-episode_length = 40
-cost_model = "sqrt"
-impact_coefficient = 1.0
-initial_cash = 100_000_000.0
-[train]
-num_envs = 8
-total_steps = 512
-eval_every = 128
-seed = 3
-device = "cpu"
-"""
+#: The walk-forward page's tiny strategy, trading under square-root costs at $100M.
+STRATEGY = PAGE_STRATEGY.replace(
+    "episode_length = 40\n",
+    'episode_length = 40\ncost_model = "sqrt"\ninitial_cash = 100_000_000.0\n',
+)
 
 
 def test_fees_and_impact_of_the_folds_add_up_separately():
