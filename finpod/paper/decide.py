@@ -10,7 +10,18 @@ sells before buys, buys scaled to the cash): the step is taken on the window's t
 one more bar, whose fill price is the decision bar's close (the only price known when the
 order is sent; the env fills at the next bar's open or close), tradable where the decision
 bar is. The account's value at the first start takes the place of the strategy's initial
-cash (the observation's ``log(V / initial_cash)``).
+cash (the observation's ``log(V / initial_cash)``); the account's State is the env's
+(:func:`finpod.env.core.account_state`).
+
+Against the env's fill model: the env, too, sizes an order from the decision bar's close
+(its mark: target weights × value / mark); only where the buys need more cash than there
+is does it use the fill price, scaling the buys to the cash at the next bar's open. So the
+sells and every buy the cash does not bound are the env's; a cash-bound buy differs by the
+overnight (or next-bar) move of the price, which no one knows when the order is sent
+(measured on replayed gapped bars in ``tests/paper/test_fill_gap.py``: within one share of
+the env's order scaled by that move). When the open is above the close, such buys
+overdraw the cash by that move: a margin account lends it, a cash account rejects the
+order (one line, recorded).
 """
 
 from __future__ import annotations

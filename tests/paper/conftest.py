@@ -77,10 +77,11 @@ def make_bars(seed: int = 11) -> dict[str, pd.DataFrame]:
 BARS = make_bars()
 
 
-def long_frame(upto: int) -> pd.DataFrame:
-    """The bars of the first ``upto`` sessions as the long table the files source reads."""
+def long_frame(upto: int, bars: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """The bars (default :data:`BARS`) of the first ``upto`` sessions as the long table the
+    files source reads."""
     rows = []
-    for sym, df in BARS.items():
+    for sym, df in (BARS if bars is None else bars).items():
         rows.append(
             pd.DataFrame(
                 {
