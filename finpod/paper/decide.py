@@ -18,10 +18,11 @@ Against the env's fill model: the env, too, sizes an order from the decision bar
 is does it use the fill price, scaling the buys to the cash at the next bar's open. So the
 sells and every buy the cash does not bound are the env's; a cash-bound buy differs by the
 overnight (or next-bar) move of the price, which no one knows when the order is sent
-(measured on replayed gapped bars in ``tests/paper/test_fill_gap.py``: within one share of
-the env's order scaled by that move). When the open is above the close, such buys
-overdraw the cash by that move: a margin account lends it, a cash account rejects the
-order (one line, recorded).
+(measured on replayed bars with ±5 % overnight moves in ``tests/paper/test_fill_gap.py``:
+the orders are the env's step filled at the decision close; a first all-cash decision
+bought 1.97 % of the account more than the env, later ones within 0.02 %). When the open
+is above the close, such buys overdraw the cash by that move: a margin account lends it,
+a cash account rejects the order (one line, recorded).
 """
 
 from __future__ import annotations
