@@ -18,6 +18,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from finpod import __version__
 from finpod.cli import backtest_cmd, data_cmd, paper_cmd, run_cmd, train_cmd, walkforward_cmd
@@ -178,4 +179,7 @@ def _non_finite_text(message: str) -> bool:
 
 
 def _red_line(text: str) -> None:
-    err_console.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True, markup=True)
+    # The message is text, not markup: a hint such as "[env] user_features" is printed as is.
+    err_console.print(
+        f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True, markup=True
+    )

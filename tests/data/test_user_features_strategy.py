@@ -96,7 +96,7 @@ def test_a_column_the_dataset_lacks_stops_training_in_one_line(two_columns, tmp_
     except SystemExit as exc:
         code = int(exc.code or 0)
     line = _one_line(code, capsys.readouterr().err, "'news'", "flow, sentiment")
-    assert "--feature-column" in line or "user_features" in line
+    assert "--feature-column" in line and "[env] user_features" in line  # printed as text
     assert not runs.exists() or not any(runs.iterdir())
 
 
