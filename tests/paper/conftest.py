@@ -103,20 +103,26 @@ def _one_thread():
     torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
-def trained(tmp_path_factory):
-    """(run directory, dataset directory) of a tiny run trained on the first 300 sessions."""
+def train_tiny(root: Path, frame: pd.DataFrame, run_id: str, **dataset_opts) -> tuple[Path, Path]:
+    """(run, dataset) of the tiny strategy trained on the long table ``frame`` (files
+    source, daily bars; ``dataset_opts`` e.g. ``feature_columns``)."""
     from finpod.data import build_dataset
     from finpod.pipeline import train_agent
 
-    root = tmp_path_factory.mktemp("paper-run")
-    frame = long_frame(TRAIN_SESSIONS)
-    frame["timestamp"] = frame["timestamp"].dt.strftime("%Y-%m-%d")
+    frame = frame.assign(timestamp=frame["timestamp"].dt.strftime("%Y-%m-%d"))
     frame.to_csv(root / "bars.csv", index=False)
-    dataset = build_dataset("files", root / "data", path=root / "bars.csv", bar="1d")
+    dataset = build_dataset(
+        "files", root / "data", path=root / "bars.csv", bar="1d", **dataset_opts
+    )
     (root / "s.toml").write_text(STRATEGY)
-    run = train_agent(root / "s.toml", dataset, root / "runs", progress=False, run_id="r1")
+    run = train_agent(root / "s.toml", dataset, root / "runs", progress=False, run_id=run_id)
     return Path(run), Path(dataset)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """(run directory, dataset directory) of a tiny run trained on the first 300 sessions."""
+    return train_tiny(tmp_path_factory.mktemp("paper-run"), long_frame(TRAIN_SESSIONS), "r1")
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ import torch
 from conftest import (
     DAYS,
     START_CASH,
-    STRATEGY,
     SYMBOLS,
     TRAIN_SESSIONS,
     after_close,
     long_frame,
     play,
+    train_tiny,
 )
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
@@ -57,19 +57,9 @@ def bars_with_sentiment(upto: int) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def featured(tmp_path_factory):
     """(run, dataset) of a tiny run trained on 300 sessions with the column ``sentiment``."""
-    from finpod.data import build_dataset
-    from finpod.pipeline import train_agent
-
     root = tmp_path_factory.mktemp("paper-featured")
     frame = bars_with_sentiment(TRAIN_SESSIONS)
-    frame["timestamp"] = frame["timestamp"].dt.strftime("%Y-%m-%d")
-    frame.to_csv(root / "bars.csv", index=False)
-    dataset = build_dataset(
-        "files", root / "data", path=root / "bars.csv", bar="1d", feature_columns=["sentiment"]
-    )
-    (root / "s.toml").write_text(STRATEGY)
-    run = train_agent(root / "s.toml", dataset, root / "runs", progress=False, run_id="f1")
-    return Path(run), Path(dataset)
+    return train_tiny(root, frame, "f1", feature_columns=["sentiment"])
 
 
 @pytest.fixture
