@@ -16,6 +16,7 @@ import torch
 from conftest import (
     DAYS,
     START_CASH,
+    STRATEGY,
     SYMBOLS,
     TRAIN_SESSIONS,
     after_close,
@@ -153,3 +154,33 @@ def test_a_decision_waits_for_its_bars_row_then_trades(make, server, tmp_path):
     assert len(said) == 1 and "'sentiment'" in said[0], t.lines
     sentiment_table(K + 1).to_csv(path, index=False)  # the row is written
     assert t.step() == "decided"
+
+
+def test_a_feature_file_that_does_not_exist_is_one_line_from_the_cli(featured, server, capsys):
+    from finpod.cli import main
+
+    args = ["paper", str(featured[0]), "--data", str(featured[1]), "--once"]
+    try:
+        main([*args, "--feature-file", "no-such-file.csv"])
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert code == 1 and len(lines) == 1, lines
+    assert "feature file no-such-file.csv does not exist" in lines[0]
+    assert server.requests == []
+
+
+def test_a_synthetic_signal_has_no_live_values_said_in_one_line(tmp_path, server):
+    from finpod.data import build_dataset
+    from finpod.paper.trader import PaperTrader
+    from finpod.pipeline import train_agent
+
+    data = build_dataset("synthetic", tmp_path / "syn", n_tickers=3, n_bars=400, seed=0)
+    (tmp_path / "s.toml").write_text(STRATEGY)
+    run = train_agent(tmp_path / "s.toml", data, tmp_path / "runs", progress=False, run_id="s1")
+    with pytest.raises(FinpodError) as err:
+        PaperTrader(run, log=lambda line: None)
+    text = str(err.value)
+    assert "observes the user feature(s) alpha_signal" in text
+    assert "[env] user_features = []" in text and "\n" not in text
