@@ -138,3 +138,20 @@ def test_the_tearsheet_names_the_observed_columns_and_the_unused_ones(two_column
     assert text.endswith("not observed: sentiment")
     assert feature_disclosure(manifest, []) is None
     assert "not observed" not in feature_disclosure(manifest)
+
+
+def test_a_walkforward_checks_the_names_before_any_fold(two_columns, tmp_path):
+    from finpod.walkforward import FoldSpec, run_walkforward
+
+    data, _ = two_columns
+    (tmp_path / "s.toml").write_text(STRATEGY.format(names='["news"]'))
+    with pytest.raises(FinpodError, match="'news', which the dataset does not have"):
+        run_walkforward(
+            data,
+            tmp_path / "s.toml",
+            tmp_path / "wf",
+            spec=FoldSpec(train="40", validation="20", backtest="20", folds=1),
+            seeds=1,
+            use_ray=False,
+        )
+    assert not (tmp_path / "wf").exists()
