@@ -98,17 +98,10 @@ def download(
     ] = None,
     feature_column: Annotated[
         list[str] | None,
-        Opt(
-            "--feature-column",
-            help="files, alpaca: a numeric column to use as a feature (repeatable).",
-        ),
+        Opt("--feature-column", help="files/alpaca: a numeric feature column (repeatable)."),
     ] = None,
     feature_file: Annotated[
-        Path | None,
-        Opt(
-            "--feature-file",
-            help="alpaca: CSV/Parquet of timestamp, tic and the --feature-column columns.",
-        ),
+        Path | None, Opt("--feature-file", help="alpaca: CSV/Parquet of timestamp, tic, columns.")
     ] = None,
     timezone: Annotated[
         str | None,
