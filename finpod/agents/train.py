@@ -38,14 +38,8 @@ from finpod.agents.callbacks import (
     TensorBoardMirror,
     metric_row,
 )
-from finpod.agents.loop import (
-    AgentLearner,
-    Callback,
-    EvalScorer,
-    population_learning_rates,
-    run_loop,
-    update_ratio,
-)
+from finpod.agents.learners import AgentLearner, EvalScorer, population_learning_rates
+from finpod.agents.loop import Callback, run_loop, update_ratio
 from finpod.agents.progress import StepCountingEnv, TrainingBar
 from finpod.agents.validation import Evaluation, make_trading_eval
 from finpod.runs import load_candidates
