@@ -21,6 +21,7 @@ logged but is never a candidate nor the best.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -222,17 +223,16 @@ def run_loop(
     try:
         for cb in callbacks:
             cb.on_start(result)
-        index = 0
-        while True:
-            steps_now = np.asarray(learner.env_steps(), np.int64)
-            if segments is not None and index >= segments:
+        for index in itertools.count(1):
+            done = int(learner.env_steps()[0])
+            if segments is not None and index > segments:
                 break
-            if total_steps is not None and steps_now[0] >= total_steps:
+            if total_steps is not None and done >= total_steps:
                 break
+            # The last segment of a ``total_steps`` run ends at it.
             chunk = steps_per_segment
             if total_steps is not None:
-                chunk = min(steps_per_segment, int(total_steps - steps_now[0]))
-            index += 1
+                chunk = min(steps_per_segment, total_steps - done)
             segment = _segment(
                 learner, scorer, result, index, chunk, t0, fail_non_finite, keep_best
             )

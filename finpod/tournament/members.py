@@ -24,7 +24,7 @@ import json
 import math
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -124,10 +124,28 @@ def fit_spec_to_env(spec: PodSpec, env: Any) -> PodSpec:
     return spec if hparams == spec.hparams else replace(spec, hparams=hparams)
 
 
-class PopulationTrainer:
-    """Trains populations on one :class:`~finpod.tournament.pod.Pod`'s splits (the pod actor's train env cache)."""
+class PodSplits(Protocol):
+    """What a population trainer uses of a :class:`~finpod.tournament.pod.Pod`: its
+    splits and device, each pod's env settings, its progress tracker, and training one
+    pod (rounds of one, algorithms without a batched engine)."""
 
-    def __init__(self, pod: Any) -> None:
+    train_market: Any
+    valid_market: Any
+    device: torch.device
+    tracker: Any
+
+    def env_config_for(self, spec: PodSpec) -> EnvConfig: ...
+
+    def train_with_buffer(
+        self, spec: PodSpec, parent: bytes | None, parent_buffer: Any, export_buffer: bool
+    ) -> tuple[PodResult, Any]: ...
+
+
+class PopulationTrainer:
+    """Trains populations on a pod's splits (see :class:`PodSplits`), keeping the train
+    and validation envs of the last settings for the next round."""
+
+    def __init__(self, pod: PodSplits) -> None:
         self.pod = pod
         self._env: Any = None
         self._env_key: tuple[EnvConfig, int] | None = None
