@@ -2,15 +2,15 @@
 
 ``train`` runs the train-and-score loop (:func:`finpod.agents.loop.run_loop`) over the
 agent as a learner of one member, with the run's callbacks
-(:mod:`finpod.agents.callbacks`). It runs ``agent.learn`` in segments of ``eval_every`` env steps. After each
-segment it scores the agent with ``eval_fn`` (on the validation split for trading), logs
-training statistics and the score to ``metrics.csv``, saves ``checkpoints/last.safetensors``
-and, when the score improved, the best-on-validation checkpoint. Every checkpoint scored
-is a candidate of that best-on-validation selection: when ``eval_fn`` also gives its
-per-bar validation returns, they are appended to the run's candidate record
-(:mod:`finpod.runs.candidates`) for the Deflated Sharpe and the PBO. Every row of
-``metrics.csv`` is mirrored into ``tensorboard/<pod_id>/`` event files, with the agent's
-hyperparameters (:mod:`finpod.runs.tensorboard`).
+(:mod:`finpod.agents.callbacks`): ``agent.learn`` in segments of ``eval_every`` env steps.
+After each segment it scores the agent with ``eval_fn`` (on the validation split for
+trading), logs training statistics and the score to ``metrics.csv``, saves
+``checkpoints/last.safetensors`` and, when the score improved, the best-on-validation
+checkpoint. Every checkpoint scored is a candidate of that best-on-validation selection:
+when ``eval_fn`` also gives its per-bar validation returns, they are appended to the run's
+candidate record (:mod:`finpod.runs.candidates`) for the Deflated Sharpe and the PBO.
+Every row of ``metrics.csv`` is mirrored into ``tensorboard/<pod_id>/`` event files, with
+the agent's hyperparameters (:mod:`finpod.runs.tensorboard`).
 
 Rows of a segment: the agent's training stats, ``sps`` (env steps per second of
 ``learn``) and its step sizes (``learning_rate``, or ``actor_lr``/``critic_lr``/…);
