@@ -24,18 +24,20 @@ import json
 import math
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 
 from finpod.agents import ALGORITHMS, make_agent
+from finpod.agents.callbacks import TimeBudget
 from finpod.agents.cross_section import hparams_for_env
 from finpod.agents.hparams import build_hparams
+from finpod.agents.learners import PopulationLearner
+from finpod.agents.loop import Callback, Segment, Validation, run_loop
 from finpod.agents.progress import StepCountingEnv
 from finpod.agents.registry import make_population
-from finpod.agents.train import population_learning_rates, update_ratio
 from finpod.data.market import periods_per_year
 from finpod.env import VecTradingEnv
 from finpod.env.rollout import trading_activity
@@ -43,9 +45,7 @@ from finpod.scores import score_returns, scored_series
 from finpod.tournament.generator import PodSpec, population_class
 from finpod.tournament.pod_results import (
     NON_FINITE,
-    NonFiniteError,
     PodResult,
-    check_finite_weights,
     checkpoint_bytes,
     node_id,
     state_from_checkpoint_bytes,
@@ -124,10 +124,28 @@ def fit_spec_to_env(spec: PodSpec, env: Any) -> PodSpec:
     return spec if hparams == spec.hparams else replace(spec, hparams=hparams)
 
 
-class PopulationTrainer:
-    """Trains populations on one :class:`~finpod.tournament.pod.Pod`'s splits (the pod actor's train env cache)."""
+class PodSplits(Protocol):
+    """What a population trainer uses of a :class:`~finpod.tournament.pod.Pod`: its
+    splits and device, each pod's env settings, its progress tracker, and training one
+    pod (rounds of one, algorithms without a batched engine)."""
 
-    def __init__(self, pod: Any) -> None:
+    train_market: Any
+    valid_market: Any
+    device: torch.device
+    tracker: Any
+
+    def env_config_for(self, spec: PodSpec) -> EnvConfig: ...
+
+    def train_with_buffer(
+        self, spec: PodSpec, parent: bytes | None, parent_buffer: Any, export_buffer: bool
+    ) -> tuple[PodResult, Any]: ...
+
+
+class PopulationTrainer:
+    """Trains populations on a pod's splits (see :class:`PodSplits`), keeping the train
+    and validation envs of the last settings for the next round."""
+
+    def __init__(self, pod: PodSplits) -> None:
         self.pod = pod
         self._env: Any = None
         self._env_key: tuple[EnvConfig, int] | None = None
@@ -205,137 +223,120 @@ class PopulationTrainer:
             # The parent's RNG stream is not inherited: siblings must explore differently.
             agent.generator.manual_seed(spec.seed)
             population.import_member(k, agent)
-        start = population.env_steps().cpu().numpy().astype(np.int64)
-        per_member = max(1, math.ceil(lead.steps / lead.epochs))
-        config = self.pod.env_config_for(lead)
-        valid = self.pod.valid_market
-        ann = float(valid.annualization) or periods_per_year(valid.bar)
-        # empyrical reads the index's values: tz-naive UTC, as finpod.env.score does.
-        index = pd.DatetimeIndex(valid.timestamps[1:]).tz_convert(None)
-        history = [[dict(h) for h in s.base_history] for s in specs]
-        metrics: list[list[tuple[int, float, str, str, float]]] = [[] for _ in specs]
-        failure = [""] * k_members
-        scores = [float("nan")] * k_members
-        returns: list[np.ndarray | None] = [None] * k_members
-        epochs_done = [0] * k_members
         # Every member steps W of the K × W envs per env step: each has trained 1/K.
         counted = StepCountingEnv(env)
         self.pod.tracker.begin(
             [s.pod_id for s in specs], lead.epochs, lambda: [counted.steps // k_members] * k_members
         )
-        before = start
-        for epoch in range(lead.epochs):
-            learn_t0 = time.perf_counter()
-            stats = population.learn(counted, per_member)
-            steps = population.env_steps().cpu().numpy().astype(np.int64)
-            wall = time.perf_counter() - t0
-            learn_s = max(time.perf_counter() - learn_t0, 1e-9)
-            host = {
-                key: value.detach().to("cpu", torch.float64).numpy() for key, value in stats.items()
-            }
-            # Each member's own env steps per second of training, and its step sizes.
-            charts = {
-                "sps": (steps - before) / learn_s,
-                **population_learning_rates(population),
-                **update_ratio(population.updates().numpy(), steps),
-            }
-            before = steps
-            alive = [k for k in range(k_members) if not failure[k]]
-            for k in alive:
-                for key, value in host.items():
-                    metrics[k].append((int(steps[k]), wall, "train", key, float(value[k])))
-                    if key not in ("episode_return", "episodes") and not math.isfinite(value[k]):
-                        failure[k] = f"{NON_FINITE}: loss {key} = {value[k]} at epoch {epoch + 1}"
-                        break
-                if not failure[k]:
-                    metrics[k].extend(
-                        (int(steps[k]), wall, "train", key, float(value[k]))
-                        for key, value in charts.items()
-                    )
-            finite_weights = _finite_members(population, k_members)
-            for k in alive:
-                if not failure[k] and not finite_weights[k]:
-                    failure[k] = f"{NON_FINITE}: weights at epoch {epoch + 1}"
-            trading: dict[str, np.ndarray] = {}
-            rets = member_returns(
-                lambda obs: population.act(obs, deterministic=True),
-                valid,
-                config,
-                k_members,
-                device,
-                env=self.scoring_env(lead, k_members),
-                activity=trading,
-            )
-            turnover, costs = trading_activity(
-                trading["turnover"], trading["costs"], float(config.initial_cash), ann
-            )
-            wall = time.perf_counter() - t0
-            for k in range(k_members):
-                if failure[k]:
-                    continue
-                reference = trading.get("reference_returns")
-                r = scored_series(
-                    rets[k], None if reference is None else reference[k], lead.score_name
-                )
-                value = score_returns(pd.Series(r, index=index), lead.score_name, ann)
-                if not bool(np.isfinite(r).all()) or not math.isfinite(value):
-                    failure[k] = f"{NON_FINITE}: validation returns at epoch {epoch + 1}"
-                    continue
-                scores[k], returns[k] = value, r.astype(np.float32)
-                epochs_done[k] = epoch + 1
-                history[k].append({"env_steps": int(steps[k]), "score": value})
-                metrics[k].append((int(steps[k]), wall, "validation", lead.score_name, value))
-                if lead.score_name != "return":
-                    annual = score_returns(pd.Series(rets[k], index=index), "return", ann)
-                    metrics[k].append((int(steps[k]), wall, "validation", "return", annual))
-                for key, by_member in (("turnover", turnover), ("costs", costs)):
-                    metrics[k].append((int(steps[k]), wall, "validation", key, float(by_member[k])))
-            self.pod.tracker.epoch(
-                epoch + 1, [None if failure[k] else scores[k] for k in range(k_members)]
-            )
-            if all(failure) or lead.out_of_time(wall, epoch + 1):
-                break
-        self.pod.tracker.end()
+        loop = run_loop(
+            PopulationLearner(population, counted),
+            PopulationScorer(
+                population,
+                self.pod.valid_market,
+                self.pod.env_config_for(lead),
+                self.scoring_env(lead, k_members),
+                lead.score_name,
+            ),
+            ids=[s.pod_id for s in specs],
+            steps_per_segment=max(1, math.ceil(lead.steps / lead.epochs)),
+            segments=lead.epochs,
+            callbacks=[TrackProgress(self.pod.tracker), TimeBudget(lead.out_of_time)],
+            history=[s.base_history for s in specs],
+            fail_non_finite=True,
+            keep_best=False,
+            t0=t0,
+        )
         steps = population.env_steps().cpu().numpy().astype(np.int64)
         train_s = time.perf_counter() - t0
         node = node_id()
         results = []
         for k, spec in enumerate(specs):
             agent = population.export_member(k)
+            failure = f"{NON_FINITE}: {loop.failures[k]}" if loop.failures[k] else ""
             results.append(
                 PodResult(
                     pod_id=spec.pod_id,
                     algorithm=spec.algorithm,
                     hparams=json.loads(json.dumps(dataclasses.asdict(agent.hparams))),
-                    score=scores[k] if not failure[k] else float("nan"),
-                    history=history[k],
+                    score=float(loop.scores[k]),
+                    history=loop.history[k],
                     env_steps=int(steps[k]),
                     updates=int(agent.updates),
-                    steps_done=int(steps[k] - start[k]),
+                    steps_done=int(steps[k] - loop.start_env_steps[k]),
                     checkpoint=b""
-                    if failure[k]
+                    if failure
                     else checkpoint_bytes(agent, self.pod.env_config_for(spec)),
-                    metrics=metrics[k],
+                    metrics=loop.metrics[k],
                     node_id=node,
                     train_s=train_s,
-                    epochs_done=epochs_done[k],
-                    returns=None if failure[k] else returns[k],
-                    failure=failure[k],
+                    epochs_done=int(loop.scored[k]),
+                    returns=loop.returns[k],
+                    failure=failure,
                     env=dict(spec.env),
                 )
             )
         return results
 
 
-def _finite_members(population: Any, members: int) -> list[bool]:
-    """Whether every network weight of each member is finite."""
-    if hasattr(population, "finite_members"):
-        return [bool(x) for x in population.finite_members().cpu().tolist()]
-    out = []
-    for k in range(members):
-        try:
-            check_finite_weights(population.export_member(k))
-            out.append(True)
-        except NonFiniteError:
-            out.append(False)
-    return out
+class PopulationScorer:
+    """Every member of a population scored on the validation split at once, in one env
+    of K accounts (:func:`member_returns`): its score, the annualized return, turnover and
+    costs, and the series the score ranks ``(T − 1,) float32`` (its candidate record)."""
+
+    def __init__(
+        self, population: Any, valid: Any, config: EnvConfig, env: Any, score_name: str
+    ) -> None:
+        self.population, self.valid, self.config = population, valid, config
+        self.env, self.score_name = env, score_name
+        self.ann = float(valid.annualization) or periods_per_year(valid.bar)
+        # empyrical reads the index's values: tz-naive UTC, as finpod.env.score does.
+        self.index = pd.DatetimeIndex(valid.timestamps[1:]).tz_convert(None)
+
+    def __call__(self, alive: np.ndarray) -> Validation:
+        k_members = len(alive)
+        trading: dict[str, np.ndarray] = {}
+        rets = member_returns(
+            lambda obs: self.population.act(obs, deterministic=True),
+            self.valid,
+            self.config,
+            k_members,
+            self.env.device,
+            env=self.env,
+            activity=trading,
+        )
+        turnover, costs = trading_activity(
+            trading["turnover"], trading["costs"], float(self.config.initial_cash), self.ann
+        )
+        reference = trading.get("reference_returns")
+        out = Validation(np.full(k_members, math.nan), [None] * k_members, [{}] * k_members)
+        for k in np.flatnonzero(alive):
+            r = scored_series(rets[k], None if reference is None else reference[k], self.score_name)
+            value = score_returns(pd.Series(r, index=self.index), self.score_name, self.ann)
+            out.scores[k], out.returns[k] = value, r.astype(np.float32)
+            if not bool(np.isfinite(r).all()) or not math.isfinite(value):
+                continue
+            rows = {self.score_name: value}
+            if self.score_name != "return":
+                annual = pd.Series(rets[k], index=self.index)
+                rows["return"] = score_returns(annual, "return", self.ann)
+            out.rows[k] = {**rows, "turnover": float(turnover[k]), "costs": float(costs[k])}
+        return out
+
+
+class TrackProgress(Callback):
+    """What a pod actor's ``progress()`` answers (:class:`~finpod.tournament.progress.PodProgress`):
+    each member's epoch and last score (None once failed) after every segment."""
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+
+    def on_segment(self, segment: Segment) -> bool:
+        result = segment.result
+        scores = [
+            None if f else float(s) for f, s in zip(result.failures, result.scores, strict=True)
+        ]
+        self.tracker.epoch(segment.index, scores)
+        return False
+
+    def close(self) -> None:
+        self.tracker.end()

@@ -24,15 +24,17 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
 import torch
 
+from finpod.agents.callbacks import TimeBudget
+from finpod.agents.learners import AgentLearner
+from finpod.agents.loop import Validation, run_loop
 from finpod.agents.progress import StepCountingEnv
-from finpod.agents.train import learning_rates, update_ratio
 from finpod.data.market import MarketData
 from finpod.device import pick_device
 from finpod.env import VecTradingEnv, rollout, score
@@ -47,13 +49,10 @@ from finpod.tournament.fusion import (
     threads_per_learner,
 )
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.members import PopulationTrainer, fit_spec_to_env
+from finpod.tournament.members import PopulationTrainer, TrackProgress, fit_spec_to_env
 from finpod.tournament.pod_results import (
     NON_FINITE,
-    NonFiniteError,
     PodResult,
-    check_finite_stats,
-    check_finite_weights,
     checkpoint_bytes,
     last_line,
     node_id,
@@ -210,58 +209,35 @@ class Pod:
             spec, envs[0].obs_dim, envs[0].action_dim, parent, parent_buffer
         )
         agent = learners[0]
-        start_steps = agent.env_steps
         # Learners step counting wrappers: progress moves with every env step.
         envs = [StepCountingEnv(env) for env in envs]
-        per_learner = max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners)))
-        history = [dict(h) for h in spec.base_history]
-        metrics: list[tuple[int, float, str, str, float]] = []
-        value = float("nan")
-        returns: np.ndarray | None = None
-        epochs_done = 0
-        failure = ""
+        config = self.env_config_for(spec)
         self.tracker.begin([spec.pod_id], spec.epochs, lambda: [sum(e.steps for e in envs)])
-        for epoch in range(spec.epochs):
-            before, learn_t0 = agent.env_steps, time.perf_counter()
-            stats, _ = self.run_epoch(learners, envs, per_learner, spec.seed + epoch + 1)
-            wall = time.perf_counter() - t0
-            # Env steps per second of training (every learner's steps), and the step sizes.
-            sps = (agent.env_steps - before) / max(time.perf_counter() - learn_t0, 1e-9)
-            charts = {
-                "sps": sps,
-                **learning_rates(agent),
-                **update_ratio(agent.updates, agent.env_steps),
-            }
-            metrics.extend(
-                (int(agent.env_steps), wall, "train", k, float(v))
-                for k, v in {**stats, **charts}.items()
-            )
+
+        def epoch(steps: int, index: int) -> dict[str, float]:
+            return self.run_epoch(learners, envs, steps, spec.seed + index)[0]
+
+        def scorer(alive: np.ndarray) -> Validation:
             trading: dict[str, float] = {}
-            try:
-                check_finite_stats(stats)
-                check_finite_weights(agent)
-                value, annual, returns = self.evaluate(
-                    agent, spec.score_name, self.env_config_for(spec), activity=trading
-                )
-                if not bool(np.isfinite(returns).all()) or not math.isfinite(value):
-                    raise NonFiniteError("validation returns")
-            except NonFiniteError as err:
-                failure = f"{NON_FINITE}: {err} at epoch {epoch + 1}"
-                value, returns = float("nan"), None
-                break
-            epochs_done = epoch + 1
-            wall = time.perf_counter() - t0
-            history.append({"env_steps": int(agent.env_steps), "score": value})
-            metrics.append((int(agent.env_steps), wall, "validation", spec.score_name, value))
+            value, annual, returns = self.evaluate(agent, spec.score_name, config, trading)
+            rows = {spec.score_name: value}
             if spec.score_name != "return":
-                metrics.append((int(agent.env_steps), wall, "validation", "return", annual))
-            metrics.extend(
-                (int(agent.env_steps), wall, "validation", k, v) for k, v in trading.items()
-            )
-            self.tracker.epoch(epochs_done, [value])
-            if spec.out_of_time(wall, epoch + 1):
-                break
-        self.tracker.end()
+                rows["return"] = annual
+            return Validation(np.array([value]), [returns], [{**rows, **trading}])
+
+        loop = run_loop(
+            FusedLearner(agent, epoch),
+            scorer,
+            ids=[spec.pod_id],
+            steps_per_segment=max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners))),
+            segments=spec.epochs,
+            callbacks=[TrackProgress(self.tracker), TimeBudget(spec.out_of_time)],
+            history=[spec.base_history],
+            fail_non_finite=True,
+            keep_best=False,
+            t0=t0,
+        )
+        failure = f"{NON_FINITE}: {loop.failures[0]}" if loop.failures[0] else ""
         hparams = json.loads(json.dumps(dataclasses.asdict(agent.hparams)))
         buffer = None
         if export_buffer and not failure and hasattr(agent, "export_buffer"):
@@ -270,17 +246,17 @@ class Pod:
             pod_id=spec.pod_id,
             algorithm=spec.algorithm,
             hparams=hparams,
-            score=value,
-            history=history,
+            score=float(loop.scores[0]),
+            history=loop.history[0],
             env_steps=int(agent.env_steps),
             updates=int(agent.updates),
-            steps_done=int(agent.env_steps - start_steps),
-            checkpoint=b"" if failure else checkpoint_bytes(agent, self.env_config_for(spec)),
-            metrics=metrics,
+            steps_done=int(agent.env_steps - loop.start_env_steps[0]),
+            checkpoint=b"" if failure else checkpoint_bytes(agent, config),
+            metrics=loop.metrics[0],
             node_id=node_id(),
             train_s=time.perf_counter() - t0,
-            epochs_done=epochs_done,
-            returns=returns,
+            epochs_done=int(loop.scored[0]),
+            returns=loop.returns[0],
             failure=failure,
             buffer_rows=0 if buffer is None else int(len(buffer.get("reward", ()))),
             env=dict(spec.env),
@@ -291,6 +267,21 @@ class Pod:
         """The running job's pods: epoch, env steps so far, last score (see
         :meth:`~finpod.tournament.progress.PodProgress.snapshot`)."""
         return self.tracker.snapshot()
+
+
+class FusedLearner(AgentLearner):
+    """A pod's L learners as one member: learner 0 (``agent``) holds the fused state that
+    is scored; ``epoch(steps, index)`` runs the ``index``-th epoch of every learner (see
+    :meth:`Pod.run_epoch`) and gives their mean training stats."""
+
+    def __init__(self, agent: Any, epoch: Callable[[int, int], dict[str, float]]) -> None:
+        super().__init__(agent, None)
+        self.epoch, self.epochs = epoch, 0
+
+    def learn(self, steps: int) -> dict[str, np.ndarray]:
+        self.epochs += 1
+        stats = self.epoch(steps, self.epochs)
+        return {key: np.array([float(value)]) for key, value in stats.items()}
 
 
 class PodWorker:

@@ -102,3 +102,21 @@ def test_a_checkpoint_with_non_finite_validation_returns_is_never_selected(tradi
     )
     assert res.best_score == 0.5
     assert len(load_candidates(tmp_path)) == 1
+
+
+def test_training_in_memory_keeps_the_best_scored_weights_not_the_last(trading_env):
+    """Without a run directory (a walk-forward seed) the best weights are still those of
+    the best validation score."""
+    scores = iter([0.5, 2.0, 1.0])
+    seen = []
+
+    def eval_fn(agent):
+        seen.append(agent.env_steps)
+        return next(scores)
+
+    agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
+    res = train(
+        agent, trading_env, total_steps=3 * 32, eval_every=32, eval_fn=eval_fn, progress=False
+    )
+    assert res.best_score == 2.0 and res.best_env_steps == seen[1]
+    assert int(res.best_state["counter.env_steps"]) == seen[1] < agent.env_steps
