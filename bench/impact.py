@@ -30,12 +30,13 @@ unless both learners beat a zero-action Sharpe.
 ``thin-tournament``: two tournaments from one strategy file (``bench/impact_thin.toml``,
 whose comments give the design) that differ only in ``cost_model``, on a dataset built
 through the ``files`` source from a synthetic 5-minute ``alpha`` market with volumes
-spread ``--adv-spread``× and a causal per-ticker ``log_adv`` column; the same seed and
-the same budget in env steps (``--budget``), so machine load changes their wall time, not
-their training. Each run's selected agent is backtested (``finpod backtest``'s own
-rollout, the costs it trained under) and one line per run gives its pod, validation
-score, backtest Sharpe and information ratio over equal weight, turnover by ADV quintile,
-fees and impact. A last line compares the lowest quintiles.
+spread ``--adv-spread``× and a causal per-ticker ``log_adv`` column (``--no-log-adv``
+leaves it out of the features); the same seed and the same budget in pods of fixed env
+steps (the strategy's, or ``--budget``), so machine load changes their wall time, not
+their training. Each run's selected agent is backtested (``finpod backtest``'s rollout,
+with the costs it trained under) and one line per run gives the selection, the best pod,
+its validation Sharpe, the backtest Sharpe and information ratio, turnover by ADV
+quintile, fees and impact (/ initial capital). A last line compares the lowest quintiles.
 
 ``quintiles``: the same turnover-by-quintile split of saved backtests (e.g. tournaments
 trained with ``cost_model = "linear"`` and ``"sqrt"`` on one dataset), on its backtest split.
@@ -213,8 +214,9 @@ LOG_ADV_UNIT = 1e7
 def thin_dataset(out: Path, args) -> Path:
     """A dataset (``files`` source) of a synthetic 5-minute ``alpha`` market of 20 tickers
     whose share volumes fall ``args.adv_spread``× from the first ticker to the last, with
-    two per-ticker columns: the planted ``alpha_signal`` and ``log_adv`` =
-    log10(trailing average daily traded value / :data:`LOG_ADV_UNIT`), bars ≤ t only."""
+    two per-ticker feature columns: the planted ``alpha_signal`` and ``log_adv`` =
+    log10(trailing average daily traded value / :data:`LOG_ADV_UNIT`), bars ≤ t only
+    (left out of the features with ``args.no_log_adv``: the agents then see no liquidity)."""
     import pandas as pd
 
     from finpod.data import build_dataset
@@ -254,7 +256,7 @@ def thin_dataset(out: Path, args) -> Path:
             out / "dataset",
             path=str(source),
             bar="5min",
-            feature_columns=["alpha_signal", "log_adv"],
+            feature_columns=["alpha_signal"] + ([] if args.no_log_adv else ["log_adv"]),
         )
     )
 
@@ -273,7 +275,7 @@ def thin_tournament(args) -> None:
     text = THIN_STRATEGY.read_text()
     if text.count('cost_model = "linear"') != 1:
         raise SystemExit(f'{THIN_STRATEGY} must set cost_model = "linear" once')
-    lowest = {}
+    lowest, share = {}, {}
     for model in ("linear", "sqrt"):
         strategy = work / f"impact_thin_{model}.toml"
         strategy.write_text(text.replace('cost_model = "linear"', f'cost_model = "{model}"'))
@@ -290,13 +292,14 @@ def thin_tournament(args) -> None:
         wall = time.perf_counter() - t0
         result = run_backtest(run.run_dir)
         q = quintile_turnover(result.transactions, market, result.initial_capital)
-        lowest[model] = q[0]
+        lowest[model], share[model] = q[0], q[0] / max(sum(q), 1e-12)
         metric = result.metrics["agent"]
         entry = run.leaderboard.best()
         emit(
             case="thin-tournament",
             trained_with=model,
             seed=args.seed,
+            liquidity_feature=not args.no_log_adv,
             account=result.initial_capital,
             budget=str(run.config.budget),
             pods_trained=run.summary.pods_trained,
@@ -319,7 +322,9 @@ def thin_tournament(args) -> None:
     emit(
         case="thin-tournament-verdict",
         seed=args.seed,
+        liquidity_feature=not args.no_log_adv,
         lowest_quintile_turnover=lowest,
+        lowest_quintile_share=share,
         sqrt_trades_less_in_thin_names=bool(lowest["sqrt"] < lowest["linear"]),
     )
 
@@ -344,6 +349,11 @@ def main() -> None:
     )
     parser.add_argument("--cpus", type=int, default=2, help="Ray CPUs (thin-tournament)")
     parser.add_argument("--out", help="work folder (thin-tournament; default a temporary one)")
+    parser.add_argument(
+        "--no-log-adv",
+        action="store_true",
+        help="thin-tournament: no liquidity feature (a shared-weights policy cannot tell names apart)",
+    )
     parser.add_argument("--start", choices=("cash", "reference"), help="override (capacity)")
     args = parser.parse_args()
     if args.case in ("capacity", "quintiles") and not args.data:
