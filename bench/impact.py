@@ -9,6 +9,7 @@ Cases (all short; run by hand)::
     python bench/impact.py capacity --run RUN --data DATASET --start cash   # pay the first purchase
     python bench/impact.py thin [--steps 60000]                # sqrt vs linear training, 5-min
     python bench/impact.py quintiles --data DATASET --report REPORT_DIR ...   # saved backtests
+    python bench/impact.py thin-tournament [--seed 1]     # sqrt vs linear tournaments, 5-min
 
 ``capacity``: the run's best leaderboard entry (its own recorded env settings) and the
 equal-weight benchmarks on the dataset's backtest split at $1M, $100M and $1B, under the
@@ -25,6 +26,17 @@ third of the market (not trained on) with the costs it trained under, and its tu
 split by quintile of average daily traded value (lowest first). A budget this small says
 whether the direction shows, not how large it is: the line says ``"conclusive": false``
 unless both learners beat a zero-action Sharpe.
+
+``thin-tournament``: two tournaments from one strategy file (``bench/impact_thin.toml``,
+whose comments give the design) that differ only in ``cost_model``, on a dataset built
+through the ``files`` source from a synthetic 5-minute ``alpha`` market with volumes
+spread ``--adv-spread``× and a causal per-ticker ``log_adv`` column (``--no-log-adv``
+leaves it out of the features); the same seed and the same budget in pods of fixed env
+steps (the strategy's, or ``--budget``), so machine load changes their wall time, not
+their training. Each run's selected agent is backtested (``finpod backtest``'s rollout,
+with the costs it trained under) and one line per run gives the selection, the best pod,
+its validation Sharpe, the backtest Sharpe and information ratio, turnover by ADV
+quintile, fees and impact (/ initial capital). A last line compares the lowest quintiles.
 
 ``quintiles``: the same turnover-by-quintile split of saved backtests (e.g. tournaments
 trained with ``cost_model = "linear"`` and ``"sqrt"`` on one dataset), on its backtest split.
@@ -193,9 +205,136 @@ def thin(args) -> None:
         )
 
 
+#: The strategy of ``thin-tournament`` (linear costs; the sqrt run changes that line only).
+THIN_STRATEGY = REPO / "bench" / "impact_thin.toml"
+#: Dollars a day at which the ``log_adv`` column is 0 (a mid-sized name of the market).
+LOG_ADV_UNIT = 1e7
+
+
+def thin_dataset(out: Path, args) -> Path:
+    """A dataset (``files`` source) of a synthetic 5-minute ``alpha`` market of 20 tickers
+    whose share volumes fall ``args.adv_spread``× from the first ticker to the last, with
+    two per-ticker feature columns: the planted ``alpha_signal`` and ``log_adv`` =
+    log10(trailing average daily traded value / :data:`LOG_ADV_UNIT`), bars ≤ t only
+    (left out of the features with ``args.no_log_adv``: the agents then see no liquidity)."""
+    import pandas as pd
+
+    from finpod.data import build_dataset
+    from finpod.data.liquidity import daily_liquidity
+    from finpod.data.synthetic_market import synthetic_bars
+
+    bars = synthetic_bars(
+        20, args.bars, bar="5min", regime="alpha", seed=args.seed, signal_persistence=0.95
+    )
+    scale = args.adv_spread ** -np.linspace(0.0, 1.0, len(bars.tickers))
+    volume = np.round(bars.volume * scale[None, :]).astype(np.float32)
+    _, adv = daily_liquidity(torch.from_numpy(bars.close), torch.from_numpy(volume), bars.bar)
+    log_adv = np.log10(adv.clamp(min=1.0).numpy() / LOG_ADV_UNIT)
+    columns = {
+        "open": bars.open,
+        "high": bars.high,
+        "low": bars.low,
+        "close": bars.close,
+        "volume": volume,
+        "alpha_signal": bars.extra["alpha_signal"],
+        "log_adv": log_adv,
+    }
+    n_bars, n_tickers = bars.close.shape
+    table = pd.DataFrame(
+        {
+            "timestamp": np.repeat(bars.timestamps, n_tickers),
+            "tic": np.tile(bars.tickers, n_bars),
+            **{name: np.asarray(v, dtype=np.float64).reshape(-1) for name, v in columns.items()},
+        }
+    )
+    source = out / "bars"
+    source.mkdir(parents=True, exist_ok=True)
+    table.to_parquet(source / "thin.parquet")
+    return Path(
+        build_dataset(
+            "files",
+            out / "dataset",
+            path=str(source),
+            bar="5min",
+            feature_columns=["alpha_signal"] + ([] if args.no_log_adv else ["log_adv"]),
+        )
+    )
+
+
+def thin_tournament(args) -> None:
+    import tempfile
+
+    from finpod.backtest import run_backtest
+    from finpod.data import load_split
+    from finpod.pipeline import run_tournament
+
+    torch.set_num_threads(1)
+    work = Path(args.out or tempfile.mkdtemp(prefix="impact-thin-"))
+    data = thin_dataset(work, args)
+    market = load_split(data, "backtest")
+    text = THIN_STRATEGY.read_text()
+    if text.count('cost_model = "linear"') != 1:
+        raise SystemExit(f'{THIN_STRATEGY} must set cost_model = "linear" once')
+    lowest, share = {}, {}
+    for model in ("linear", "sqrt"):
+        strategy = work / f"impact_thin_{model}.toml"
+        strategy.write_text(text.replace('cost_model = "linear"', f'cost_model = "{model}"'))
+        t0 = time.perf_counter()
+        run = run_tournament(
+            strategy,
+            data,
+            budget=args.budget,
+            seed=args.seed,
+            out=work / "runs",
+            run_id=f"thin-{model}-seed{args.seed}",
+            num_cpus=args.cpus,
+        )
+        wall = time.perf_counter() - t0
+        result = run_backtest(run.run_dir)
+        q = quintile_turnover(result.transactions, market, result.initial_capital)
+        lowest[model], share[model] = q[0], q[0] / max(sum(q), 1e-12)
+        metric = result.metrics["agent"]
+        entry = run.leaderboard.best()
+        emit(
+            case="thin-tournament",
+            trained_with=model,
+            seed=args.seed,
+            liquidity_feature=not args.no_log_adv,
+            account=result.initial_capital,
+            budget=str(run.config.budget),
+            pods_trained=run.summary.pods_trained,
+            selected=run.leaderboard.selected(),
+            best_pod=entry.pod_id,
+            best_pod_env_steps=entry.env_steps,
+            best_pod_hparams=entry.hparams,
+            validation_sharpe=entry.score,
+            tournament_wall_s=round(wall, 1),
+            backtest=f"{market.timestamps[0]:%Y-%m-%d}..{market.timestamps[-1]:%Y-%m-%d}",
+            sharpe=float(metric["sharpe"]),
+            equal_weight_daily_sharpe=float(result.metrics.loc["sharpe", "equal_weight_daily"]),
+            information_ratio=float(metric["information_ratio"]),
+            turnover_by_adv_quintile=q,
+            lowest_quintile_share=q[0] / max(sum(q), 1e-12),
+            fees_pct_capital=float(metric["fees_paid"]) / result.initial_capital,
+            impact_pct_capital=float(metric["impact_paid"]) / result.initial_capital,
+            run_dir=str(run.run_dir),
+        )
+    emit(
+        case="thin-tournament-verdict",
+        seed=args.seed,
+        liquidity_feature=not args.no_log_adv,
+        lowest_quintile_turnover=lowest,
+        lowest_quintile_share=share,
+        # Trading less everywhere also lowers the lowest quintile; leaving thin names alone
+        # in particular lowers its share of the turnover.
+        sqrt_trades_less_in_thin_names=bool(lowest["sqrt"] < lowest["linear"]),
+        sqrt_shifts_turnover_out_of_thin_names=bool(share["sqrt"] < share["linear"]),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("case", choices=("capacity", "thin", "quintiles"))
+    parser.add_argument("case", choices=("capacity", "thin", "thin-tournament", "quintiles"))
     parser.add_argument("--run", help="run directory (capacity)")
     parser.add_argument("--data", help="dataset directory (capacity, quintiles)")
     parser.add_argument("--report", nargs="*", default=[], help="backtest folders (quintiles)")
@@ -208,11 +347,23 @@ def main() -> None:
     parser.add_argument(
         "--adv-spread", type=float, default=100.0, help="most / least traded volume (thin)"
     )
+    parser.add_argument(
+        "--budget", help="each tournament's budget (thin-tournament; default the strategy's)"
+    )
+    parser.add_argument("--cpus", type=int, default=2, help="Ray CPUs (thin-tournament)")
+    parser.add_argument("--out", help="work folder (thin-tournament; default a temporary one)")
+    parser.add_argument(
+        "--no-log-adv",
+        action="store_true",
+        help="thin-tournament: no liquidity feature (a shared-weights policy cannot tell names apart)",
+    )
     parser.add_argument("--start", choices=("cash", "reference"), help="override (capacity)")
     args = parser.parse_args()
     if args.case in ("capacity", "quintiles") and not args.data:
         parser.error(f"{args.case} needs --data")
-    {"capacity": capacity, "thin": thin, "quintiles": quintiles}[args.case](args)
+    cases = {"capacity": capacity, "thin": thin, "quintiles": quintiles}
+    cases["thin-tournament"] = thin_tournament
+    cases[args.case](args)
 
 
 if __name__ == "__main__":
