@@ -56,7 +56,7 @@ class MemberDraws:
             [fn(g) if a else fill() for g, a in zip(self.generators, active, strict=True)]
         )
 
-    def _sample(
+    def _member_draws(
         self,
         fn: Callable[..., torch.Tensor],
         shape: tuple[int, ...],
@@ -77,17 +77,17 @@ class MemberDraws:
 
     def _randn(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
         """Standard normal ``(K, *shape)``, member k's rows from member k's stream."""
-        return self._sample(torch.randn, shape, active)
+        return self._member_draws(torch.randn, shape, active)
 
     def _rand(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
         """Uniform on [0, 1) ``(K, *shape)``."""
-        return self._sample(torch.rand, shape, active)
+        return self._member_draws(torch.rand, shape, active)
 
     def _randint(
         self, high: int, shape: tuple[int, ...], active: Sequence[bool] | None = None
     ) -> torch.Tensor:
         """Integers uniform on ``[0, high)`` ``(K, *shape)`` int64."""
-        return self._sample(partial(torch.randint, 0, high), shape, active, torch.int64)
+        return self._member_draws(partial(torch.randint, 0, high), shape, active, torch.int64)
 
     def _randperm(self, n: int, active: Sequence[bool] | None = None) -> torch.Tensor:
         """A random permutation of ``0 … n−1`` per member, ``(K, n)`` int64."""
