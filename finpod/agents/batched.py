@@ -212,9 +212,16 @@ def polyak_(target: Params, source: Params, names: Sequence[tuple[str, str]], ta
 
 
 def gather_rows(data: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """``data (K, n, …)`` rows ``ids (K, b)`` of each member → ``(K, b, …)``."""
-    rows = torch.arange(data.shape[0], device=data.device).unsqueeze(1)
-    return data[rows, ids]
+    """``data (K, n, …)`` rows ``ids (K, b)`` of each member → ``(K, b, …)``.
+
+    One ``index_select`` over the flattened ``(K·n, …)`` rows (a view of contiguous
+    storage): on a CPU about twice as fast as advanced indexing ``data[rows, ids]`` for
+    wide rows (observations), the same values.
+    """
+    k, n = data.shape[:2]
+    offsets = _bcast(torch.arange(k, device=data.device) * n, ids)
+    flat = data.flatten(0, 1).index_select(0, (ids + offsets).reshape(-1))
+    return flat.view(*ids.shape, *data.shape[2:])
 
 
 def log_2pi_half() -> float:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from finpod.agents.batched import gather_rows
 from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
 from finpod.agents.population import Population
 from finpod.errors import FinpodError
@@ -100,8 +101,7 @@ class OffPolicyPopulation(Population):
         ``(obs, action, reward, next_obs, terminated)``, each ``(K, batch, …)``."""
         assert self.buffer is not None
         idx = self._randint(self.buffer_size, (self.hparams[0].batch_size,), active)
-        rows = torch.arange(self.size, device=self.device).unsqueeze(1)
-        return tuple(self.buffer[name][rows, idx] for name in BUFFER_FIELDS)
+        return tuple(gather_rows(self.buffer[name], idx) for name in BUFFER_FIELDS)
 
     # ----- replay buffer ----------------------------------------------------------------
     def _ensure_buffer(self, w: int) -> None:
