@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from finpod.agents.batched import gather_rows
 from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
+from finpod.agents.cross_section import CrossSectionalCritic, TickerLayout
+from finpod.agents.nets import QCritic
 from finpod.agents.population import Population
 from finpod.errors import FinpodError
 
@@ -339,3 +342,23 @@ def frozen(params: dict[str, torch.Tensor], prefixes: Sequence[str]) -> Iterator
     finally:
         for k in names:
             params[k].requires_grad_(True)
+
+
+def q_network(hp: Any, obs_dim: int, action_dim: int) -> Callable[[], nn.Module]:
+    """A maker of fresh Q networks of ``hp.net``'s family: cross-sectional (each ticker's
+    token carries its own action) or a flat MLP on the observation and the action."""
+    if hp.net == "cross_sectional":
+        layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
+        return lambda: CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+    return lambda: QCritic(obs_dim, action_dim, hp.critic_hidden)
+
+
+def add_targets(
+    nets: dict[str, nn.Module], names: Sequence[str], make: Callable[[], nn.Module]
+) -> None:
+    """``nets[f"{name}_target"]``: a fresh ``make()`` holding a copy of ``nets[name]``'s
+    weights, for each of ``names`` in order."""
+    for name in names:
+        target = make()
+        target.load_state_dict(nets[name].state_dict())
+        nets[f"{name}_target"] = target

@@ -22,7 +22,6 @@ from finpod.agents.base import OffPolicyAgent
 from finpod.agents.batched import linear, mlp, mlp_on_pair, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
-    CrossSectionalCritic,
     TickerLayout,
     pooled_value,
     ticker_head,
@@ -31,11 +30,10 @@ from finpod.agents.hparams import OffPolicyParams, check_positive
 from finpod.agents.nets import (
     LOG_STD_MAX,
     LOG_STD_MIN,
-    QCritic,
     SquashedGaussianActor,
     gaussian_log_prob,
 )
-from finpod.agents.offpolicy import OffPolicyPopulation, frozen
+from finpod.agents.offpolicy import OffPolicyPopulation, add_targets, frozen, q_network
 
 
 @dataclass
@@ -79,25 +77,12 @@ class SACPopulation(OffPolicyPopulation):
     def build_nets(cls, hp: SACParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
         if hp.net == "cross_sectional":
             layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
-
-            def actor() -> nn.Module:
-                return CrossSectionalActor(layout, hp.actor_hidden, outputs=2)
-
-            def critic() -> nn.Module:
-                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+            actor: nn.Module = CrossSectionalActor(layout, hp.actor_hidden, outputs=2)
         else:
-
-            def actor() -> nn.Module:
-                return SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
-
-            def critic() -> nn.Module:
-                return QCritic(obs_dim, action_dim, hp.critic_hidden)
-
-        nets: dict[str, nn.Module] = {"actor": actor(), "q1": critic(), "q2": critic()}
-        for q in ("q1", "q2"):
-            target = critic()
-            target.load_state_dict(nets[q].state_dict())
-            nets[f"{q}_target"] = target
+            actor = SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
+        critic = q_network(hp, obs_dim, action_dim)
+        nets: dict[str, nn.Module] = {"actor": actor, "q1": critic(), "q2": critic()}
+        add_targets(nets, ("q1", "q2"), critic)
         nets["log_alpha"] = LogAlpha(hp.init_alpha)
         return nets
 

@@ -29,14 +29,13 @@ from finpod.agents.base import OffPolicyAgent
 from finpod.agents.batched import mlp, mlp_on_pair, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
-    CrossSectionalCritic,
     TickerLayout,
     pooled_value,
     ticker_head,
 )
 from finpod.agents.hparams import OffPolicyParams, check_positive
-from finpod.agents.nets import DeterministicActor, QCritic
-from finpod.agents.offpolicy import OffPolicyPopulation, frozen
+from finpod.agents.nets import DeterministicActor
+from finpod.agents.offpolicy import OffPolicyPopulation, add_targets, frozen, q_network
 
 
 @dataclass
@@ -96,27 +95,18 @@ class TD3Population(OffPolicyPopulation):
 
             def make_actor() -> nn.Module:
                 return CrossSectionalActor(layout, hp.actor_hidden)
-
-            def critic() -> nn.Module:
-                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
         else:
 
             def make_actor() -> nn.Module:
                 return DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
 
-            def critic() -> nn.Module:
-                return QCritic(obs_dim, action_dim, hp.critic_hidden)
-
-        actor, actor_target = make_actor(), make_actor()
-        actor_target.load_state_dict(actor.state_dict())
-        nets: dict[str, nn.Module] = {"actor": actor, "actor_target": actor_target}
+        nets: dict[str, nn.Module] = {"actor": make_actor()}
+        add_targets(nets, ("actor",), make_actor)
+        critic = q_network(hp, obs_dim, action_dim)
         critics = ("q1", "q2") if cls.twin else ("q1",)
         for name in critics:
             nets[name] = critic()
-        for name in critics:
-            target = critic()
-            target.load_state_dict(nets[name].state_dict())
-            nets[f"{name}_target"] = target
+        add_targets(nets, critics, critic)
         return nets
 
     @classmethod
