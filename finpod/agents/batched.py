@@ -204,11 +204,10 @@ class BatchedAdam:
 def polyak_(target: Params, source: Params, names: Sequence[tuple[str, str]], tau: torch.Tensor):
     """``target ← (1 − τ_k)·target + τ_k·source`` member-wise for each ``(target, source)``
     name pair; ``tau`` ``(K,)``."""
-    targets = [target[t_name] for t_name, _ in names]
     with torch.no_grad():
-        torch._foreach_lerp_(
-            targets, [source[s_name] for _, s_name in names], [_bcast(tau, t) for t in targets]
-        )
+        for t_name, s_name in names:
+            t = target[t_name]
+            t.lerp_(source[s_name], _bcast(tau, t))
 
 
 def gather_rows(data: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
