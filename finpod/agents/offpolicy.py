@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from finpod.agents.batched import gather_rows
+from finpod.agents.batched import gather_rows, mlp_on_pair
 from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
-from finpod.agents.cross_section import CrossSectionalCritic, TickerLayout
+from finpod.agents.cross_section import CrossSectionalCritic, TickerLayout, pooled_value
 from finpod.agents.nets import QCritic
 from finpod.agents.population import Population
 from finpod.errors import FinpodError
@@ -73,6 +73,20 @@ class OffPolicyPopulation(Population):
         self.buffer: dict[str, torch.Tensor] | None = None
         self.buffer_pos = 0
         self.buffer_size = 0
+        hp = self.hparams[0]
+        self._q_depth = len(hp.critic_hidden) + 1
+        #: Cross-sectional networks' reading of the observation (None: flat MLPs).
+        self._layout: TickerLayout | None = None
+        if hp.net == "cross_sectional":
+            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
+
+    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        if self._layout is not None:
+            depth = self._q_depth - 1
+            return pooled_value(self.params, name, obs, self._layout, depth, action)
+        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
+        return q.squeeze(-1)
 
     # ----- per algorithm ----------------------------------------------------------------
     def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:

@@ -19,11 +19,10 @@ import torch
 from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
-from finpod.agents.batched import linear, mlp, mlp_on_pair, polyak_
+from finpod.agents.batched import linear, mlp, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
     TickerLayout,
-    pooled_value,
     ticker_head,
 )
 from finpod.agents.hparams import OffPolicyParams, check_positive
@@ -98,10 +97,6 @@ class SACPopulation(OffPolicyPopulation):
         super().__init__(*args, **kwargs)
         hp = self.hparams[0]
         self._body_depth = len(hp.actor_hidden)
-        self._q_depth = len(hp.critic_hidden) + 1
-        self._layout: TickerLayout | None = None
-        if hp.net == "cross_sectional":
-            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
         self.target_entropy = -float(self.action_dim)
         self._polyak_names = [
             (f"{q}_target.{key[len(q) + 1 :]}", key)
@@ -132,14 +127,6 @@ class SACPopulation(OffPolicyPopulation):
         action = torch.tanh(pre)
         correction = 2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre))
         return action, gaussian_log_prob(pre, mean, log_std) - correction.sum(-1)
-
-    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
-        if self._layout is not None:
-            depth = self._q_depth - 1
-            return pooled_value(self.params, name, obs, self._layout, depth, action)
-        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
-        return q.squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
