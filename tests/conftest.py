@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from cli_runner import run_finpod
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -27,6 +28,13 @@ def pytest_collection_modifyitems(config, items):
         path = str(item.path).replace(root + os.sep, "").replace(os.sep, "/")
         if path.startswith(SLOW_TEST_FILES) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TEST_TIMEOUT_S))
+
+
+@pytest.fixture
+def finpod_cli(capsys, monkeypatch):
+    """``run(*args, cwd=None, **env)``: ``finpod ARGS`` through the real entry point, in
+    process (:func:`cli_runner.run_finpod`) → (args, returncode, stdout, stderr)."""
+    return lambda *args, cwd=None, **env: run_finpod(capsys, monkeypatch, *args, cwd=cwd, **env)
 
 
 @pytest.fixture

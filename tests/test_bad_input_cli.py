@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runner import one_error_line
 
 STRATEGY = (
     '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
@@ -20,37 +21,6 @@ STRATEGY = (
     '[env]\naction_mode = "weights"\nepisode_length = 40\n'
     '[train]\nnum_envs = 8\ntotal_steps = {steps}\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
 )
-
-
-@pytest.fixture
-def finpod_cli(capsys, monkeypatch):
-    """``finpod ARGS`` through the real entry point, in process: (returncode, stdout, stderr)."""
-    from finpod.cli import main
-
-    def run(*args: str, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        if cwd is not None:
-            monkeypatch.chdir(cwd)
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        cap = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
-
-    return run
-
-
-def _one_line(out: subprocess.CompletedProcess, *words: str) -> str:
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert out.returncode == 1, (out.returncode, out.stderr)
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    assert "Traceback" not in out.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +56,7 @@ def test_download_twice_without_overwrite_keeps_the_first_dataset(finpod_cli, tm
     assert finpod_cli(*args, cwd=tmp_path).returncode == 0
     manifest = tmp_path / "data" / "datasets" / "synthetic" / "manifest.json"
     first = manifest.read_text()
-    _one_line(
+    one_error_line(
         finpod_cli(*args, "--seed", "9", cwd=tmp_path), "already holds a dataset", "--overwrite"
     )
     assert manifest.read_text() == first
@@ -104,7 +74,7 @@ def test_a_bad_strategy_file_is_one_line(finpod_cli, tmp_path, dataset, content,
     strategy = tmp_path / "bad.toml"
     strategy.write_bytes(content)
     out = tmp_path / "runs"
-    _one_line(
+    one_error_line(
         finpod_cli("train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)),
         *words,
     )
@@ -120,7 +90,7 @@ def test_train_out_that_cannot_be_written_is_one_line(finpod_cli, tmp_path, data
     res = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)
     )
-    _one_line(res, "cannot create the run directory", str(out))
+    one_error_line(res, "cannot create the run directory", str(out))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s.toml"]
 
 
@@ -130,7 +100,7 @@ def test_backtest_out_that_cannot_be_written_is_one_line_before_the_rollouts(
     (tmp_path / "afile").write_text("x")
     started = time.perf_counter()
     res = finpod_cli("backtest", str(run_dir), "--out", str(tmp_path / "afile" / "reports"))
-    _one_line(res, "cannot write to", "afile")
+    one_error_line(res, "cannot write to", "afile")
     assert "rollouts" not in res.stdout and time.perf_counter() - started < 60
 
 

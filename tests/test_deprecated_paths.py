@@ -24,6 +24,7 @@ RENAMED = {
     "finpod.walkforward.store": ("finpod.walkforward.directory", None),
     "finpod.data.sources.base": ("finpod.data.sources.loaded", "LoadedSource"),
     "finpod.data.synthetic": ("finpod.data.synthetic_market", "make_synthetic"),
+    "finpod.runs.metrics": ("finpod.runs.metrics_file", "cut_torn_tail"),
 }
 
 PROBE = """

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,23 +21,6 @@ STRATEGY = (
     '[env]\naction_mode = "active"\nreference = "{reference}"\nepisode_length = 40\n'
     '[train]\nnum_envs = 8\ntotal_steps = 256\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
 )
-
-
-@pytest.fixture
-def finpod_cli(capsys):
-    """``finpod ARGS`` through the real entry point, in process: (returncode, out, err)."""
-    from finpod.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        cap = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import secrets
 import shutil
 import sys
@@ -22,6 +21,7 @@ import pandas as pd
 import pytest
 
 from finpod.data import load_manifest
+from tests.tournament.conftest import kill_processes_under
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("01_data.ipynb", "02_train.ipynb", "03_backtest.ipynb")
@@ -135,21 +135,8 @@ def workspace(tmp_path_factory):
     yield {"tmp": tmp, "execute": execute, "timings": timings}
     patch.undo()
     print("notebook seconds:", {k: round(v, 1) for k, v in timings.items()})
-    _kill_processes_under(ray_tmp)
+    kill_processes_under(ray_tmp)
     shutil.rmtree(ray_tmp, ignore_errors=True)
-
-
-def _kill_processes_under(path: Path) -> None:
-    """Kill leftovers of the Ray these tests started (their command lines name ``path``)."""
-    import psutil
-
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.info["pid"] != me and str(path) in " ".join(proc.info["cmdline"] or []):
-                proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
 
 
 @pytest.fixture(scope="module")

@@ -126,31 +126,79 @@ class BatchedAdam:
     @torch.no_grad()
     def step(self, mask: torch.Tensor | None = None) -> None:
         """One Adam step of every member (or of the members where ``mask`` is True)."""
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not live:
+            return
+        params = [self.params[i] for i in live]
+        grads = [p.grad for p in params]
+        exp_avg = [self.exp_avg[i] for i in live]
+        exp_avg_sq = [self.exp_avg_sq[i] for i in live]
+        steps = [self.steps[i] for i in live]
+        if mask is None:
+            torch._foreach_add_(steps, 1.0)
+            step_size, bc2_sqrt = self._corrections(steps, params)
+            self._moments_(exp_avg, exp_avg_sq, grads)
+            update = self._update(exp_avg, exp_avg_sq, step_size, bc2_sqrt)
+            torch._foreach_sub_(params, update)
+            return
+        # Only the masked members step: compute every member's new state, keep theirs.
+        ones = mask.to(params[0].dtype)
+        new_steps = [step + ones for step in steps]
+        step_size, bc2_sqrt = self._corrections(new_steps, params)
+        new_avg = [m.clone() for m in exp_avg]
+        new_avg_sq = [v.clone() for v in exp_avg_sq]
+        self._moments_(new_avg, new_avg_sq, grads)
+        update = self._update(new_avg, new_avg_sq, step_size, bc2_sqrt)
+        new_params = torch._foreach_sub(params, update)
+        for olds, news in (
+            (exp_avg, new_avg),
+            (exp_avg_sq, new_avg_sq),
+            (params, new_params),
+            (steps, new_steps),
+        ):
+            for old, new in zip(olds, news, strict=True):
+                old.copy_(torch.where(_bcast(mask, old), new, old))
+
+    def _corrections(
+        self, steps: list[torch.Tensor], params: list[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Per parameter, shaped to broadcast against it: the step size ``lr / (1 − β₁ᵗ)``
+        and ``√(1 − β₂ᵗ)``, from the step counts ``t`` (computed in float64 for all
+        parameters at once, then cast to the parameters' dtype)."""
         beta1, beta2 = BETAS
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            grad = p.grad
-            step = self.steps[i] + (1.0 if mask is None else mask.to(p.dtype))
-            s64 = step.double()
-            bc1 = 1.0 - beta1**s64
-            step_size = _bcast((self.lr / bc1).to(p.dtype), p)
-            bc2_sqrt = _bcast((1.0 - beta2**s64).sqrt().to(p.dtype), p)
-            if mask is None:  # every member steps: update in place
-                exp_avg = self.exp_avg[i].lerp_(grad, 1.0 - beta1)
-                exp_avg_sq = self.exp_avg_sq[i].mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
-                p.sub_(exp_avg.div(denom).mul_(step_size))
-            else:
-                exp_avg = self.exp_avg[i].lerp(grad, 1.0 - beta1)
-                exp_avg_sq = self.exp_avg_sq[i].mul(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-                denom = (exp_avg_sq.sqrt() / bc2_sqrt).add_(self.eps)
-                new_p = p - step_size * (exp_avg / denom)
-                m = _bcast(mask, p)
-                self.exp_avg[i].copy_(torch.where(m, exp_avg, self.exp_avg[i]))
-                self.exp_avg_sq[i].copy_(torch.where(m, exp_avg_sq, self.exp_avg_sq[i]))
-                p.copy_(torch.where(m, new_p, p))
-            self.steps[i].copy_(step)
+        s64 = torch.stack(steps).double()  # (P, K)
+        dtype = params[0].dtype
+        step_size = (self.lr / (1.0 - beta1**s64)).to(dtype)
+        bc2_sqrt = (1.0 - beta2**s64).sqrt().to(dtype)
+        return (
+            [_bcast(row, p) for row, p in zip(step_size, params, strict=True)],
+            [_bcast(row, p) for row, p in zip(bc2_sqrt, params, strict=True)],
+        )
+
+    @staticmethod
+    def _moments_(
+        exp_avg: list[torch.Tensor], exp_avg_sq: list[torch.Tensor], grads: list[torch.Tensor]
+    ) -> None:
+        """``m ← β₁m + (1 − β₁)g``, ``v ← β₂v + (1 − β₂)g²`` in place, every parameter."""
+        beta1, beta2 = BETAS
+        torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)
+        torch._foreach_mul_(exp_avg_sq, beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1.0 - beta2)
+
+    def _update(
+        self,
+        exp_avg: list[torch.Tensor],
+        exp_avg_sq: list[torch.Tensor],
+        step_size: list[torch.Tensor],
+        bc2_sqrt: list[torch.Tensor],
+    ) -> list[torch.Tensor]:
+        """What each parameter loses: ``step_size · m / (√v / √(1 − β₂ᵗ) + eps)``."""
+        denom = torch._foreach_sqrt(exp_avg_sq)
+        torch._foreach_div_(denom, bc2_sqrt)
+        torch._foreach_add_(denom, self.eps)
+        update = torch._foreach_div(exp_avg, denom)
+        torch._foreach_mul_(update, step_size)
+        return update
 
 
 def polyak_(target: Params, source: Params, names: Sequence[tuple[str, str]], tau: torch.Tensor):
@@ -163,9 +211,16 @@ def polyak_(target: Params, source: Params, names: Sequence[tuple[str, str]], ta
 
 
 def gather_rows(data: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """``data (K, n, …)`` rows ``ids (K, b)`` of each member → ``(K, b, …)``."""
-    rows = torch.arange(data.shape[0], device=data.device).unsqueeze(1)
-    return data[rows, ids]
+    """``data (K, n, …)`` rows ``ids (K, b)`` of each member → ``(K, b, …)``.
+
+    One ``index_select`` over the flattened ``(K·n, …)`` rows (a view of contiguous
+    storage): on a CPU about twice as fast as advanced indexing ``data[rows, ids]`` for
+    wide rows (observations), the same values.
+    """
+    k, n = data.shape[:2]
+    offsets = _bcast(torch.arange(k, device=data.device) * n, ids)
+    flat = data.flatten(0, 1).index_select(0, (ids + offsets).reshape(-1))
+    return flat.view(*ids.shape, *data.shape[2:])
 
 
 def log_2pi_half() -> float:

@@ -34,7 +34,7 @@ from finpod.runs import (
     record_candidate,
     write_metrics,
 )
-from finpod.runs.metrics import cut_torn_tail
+from finpod.runs.metrics_file import cut_torn_tail
 
 __all__ = [
     "LogLines",

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import nn
 
+from finpod.agents.batched import gather_rows, mlp_on_pair
 from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
+from finpod.agents.cross_section import CrossSectionalCritic, TickerLayout, pooled_value
+from finpod.agents.nets import QCritic
 from finpod.agents.population import Population
 from finpod.errors import FinpodError
 
@@ -69,6 +73,20 @@ class OffPolicyPopulation(Population):
         self.buffer: dict[str, torch.Tensor] | None = None
         self.buffer_pos = 0
         self.buffer_size = 0
+        hp = self.hparams[0]
+        self._q_depth = len(hp.critic_hidden) + 1
+        #: Cross-sectional networks' reading of the observation (None: flat MLPs).
+        self._layout: TickerLayout | None = None
+        if hp.net == "cross_sectional":
+            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
+
+    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
+        if self._layout is not None:
+            depth = self._q_depth - 1
+            return pooled_value(self.params, name, obs, self._layout, depth, action)
+        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
+        return q.squeeze(-1)
 
     # ----- per algorithm ----------------------------------------------------------------
     def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
@@ -100,8 +118,7 @@ class OffPolicyPopulation(Population):
         ``(obs, action, reward, next_obs, terminated)``, each ``(K, batch, …)``."""
         assert self.buffer is not None
         idx = self._randint(self.buffer_size, (self.hparams[0].batch_size,), active)
-        rows = torch.arange(self.size, device=self.device).unsqueeze(1)
-        return tuple(self.buffer[name][rows, idx] for name in BUFFER_FIELDS)
+        return tuple(gather_rows(self.buffer[name], idx) for name in BUFFER_FIELDS)
 
     # ----- replay buffer ----------------------------------------------------------------
     def _ensure_buffer(self, w: int) -> None:
@@ -339,3 +356,23 @@ def frozen(params: dict[str, torch.Tensor], prefixes: Sequence[str]) -> Iterator
     finally:
         for k in names:
             params[k].requires_grad_(True)
+
+
+def q_network(hp: Any, obs_dim: int, action_dim: int) -> Callable[[], nn.Module]:
+    """A maker of fresh Q networks of ``hp.net``'s family: cross-sectional (each ticker's
+    token carries its own action) or a flat MLP on the observation and the action."""
+    if hp.net == "cross_sectional":
+        layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
+        return lambda: CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+    return lambda: QCritic(obs_dim, action_dim, hp.critic_hidden)
+
+
+def add_targets(
+    nets: dict[str, nn.Module], names: Sequence[str], make: Callable[[], nn.Module]
+) -> None:
+    """``nets[f"{name}_target"]``: a fresh ``make()`` holding a copy of ``nets[name]``'s
+    weights, for each of ``names`` in order."""
+    for name in names:
+        target = make()
+        target.load_state_dict(nets[name].state_dict())
+        nets[f"{name}_target"] = target

@@ -13,6 +13,7 @@ With ``rng="shared"`` every draw is one call for all members from one generator
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import torch
@@ -55,40 +56,38 @@ class MemberDraws:
             [fn(g) if a else fill() for g, a in zip(self.generators, active, strict=True)]
         )
 
-    def _randn(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
-        """Standard normal ``(K, *shape)``, member k's rows from member k's stream."""
+    def _member_draws(
+        self,
+        fn: Callable[..., torch.Tensor],
+        shape: tuple[int, ...],
+        active: Sequence[bool] | None,
+        dtype: torch.dtype = torch.float32,
+    ) -> torch.Tensor:
+        """``fn(size, device=…, generator=…)`` (``torch.randn``, ``torch.rand`` …) drawn
+        ``(K, *shape)``: member k's rows from member k's stream (zeros ``dtype`` where
+        ``active[k]`` is False), or all at once from the shared generator."""
         d = self.device
         if self.shared_rng is not None:
-            return torch.randn((self.size, *shape), device=d, generator=self.shared_rng)
+            return fn((self.size, *shape), device=d, generator=self.shared_rng)
         return self._draw(
-            lambda g: torch.randn(shape, device=d, generator=g),
+            lambda g: fn(shape, device=d, generator=g),
             active,
-            lambda: torch.zeros(shape, device=d),
+            lambda: torch.zeros(shape, dtype=dtype, device=d),
         )
+
+    def _randn(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
+        """Standard normal ``(K, *shape)``, member k's rows from member k's stream."""
+        return self._member_draws(torch.randn, shape, active)
 
     def _rand(self, shape: tuple[int, ...], active: Sequence[bool] | None = None) -> torch.Tensor:
         """Uniform on [0, 1) ``(K, *shape)``."""
-        d = self.device
-        if self.shared_rng is not None:
-            return torch.rand((self.size, *shape), device=d, generator=self.shared_rng)
-        return self._draw(
-            lambda g: torch.rand(shape, device=d, generator=g),
-            active,
-            lambda: torch.zeros(shape, device=d),
-        )
+        return self._member_draws(torch.rand, shape, active)
 
     def _randint(
         self, high: int, shape: tuple[int, ...], active: Sequence[bool] | None = None
     ) -> torch.Tensor:
         """Integers uniform on ``[0, high)`` ``(K, *shape)`` int64."""
-        d = self.device
-        if self.shared_rng is not None:
-            return torch.randint(0, high, (self.size, *shape), device=d, generator=self.shared_rng)
-        return self._draw(
-            lambda g: torch.randint(0, high, shape, device=d, generator=g),
-            active,
-            lambda: torch.zeros(shape, dtype=torch.int64, device=d),
-        )
+        return self._member_draws(partial(torch.randint, 0, high), shape, active, torch.int64)
 
     def _randperm(self, n: int, active: Sequence[bool] | None = None) -> torch.Tensor:
         """A random permutation of ``0 … n−1`` per member, ``(K, n)`` int64."""

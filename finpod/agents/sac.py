@@ -19,23 +19,20 @@ import torch
 from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
-from finpod.agents.batched import linear, mlp, mlp_on_pair, polyak_
+from finpod.agents.batched import linear, mlp, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
-    CrossSectionalCritic,
     TickerLayout,
-    pooled_value,
     ticker_head,
 )
 from finpod.agents.hparams import OffPolicyParams, check_positive
 from finpod.agents.nets import (
     LOG_STD_MAX,
     LOG_STD_MIN,
-    QCritic,
     SquashedGaussianActor,
     gaussian_log_prob,
 )
-from finpod.agents.offpolicy import OffPolicyPopulation, frozen
+from finpod.agents.offpolicy import OffPolicyPopulation, add_targets, frozen, q_network
 
 
 @dataclass
@@ -79,25 +76,12 @@ class SACPopulation(OffPolicyPopulation):
     def build_nets(cls, hp: SACParams, obs_dim: int, action_dim: int) -> dict[str, nn.Module]:
         if hp.net == "cross_sectional":
             layout = TickerLayout.infer(obs_dim, action_dim, hp.ticker_features)
-
-            def actor() -> nn.Module:
-                return CrossSectionalActor(layout, hp.actor_hidden, outputs=2)
-
-            def critic() -> nn.Module:
-                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
+            actor: nn.Module = CrossSectionalActor(layout, hp.actor_hidden, outputs=2)
         else:
-
-            def actor() -> nn.Module:
-                return SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
-
-            def critic() -> nn.Module:
-                return QCritic(obs_dim, action_dim, hp.critic_hidden)
-
-        nets: dict[str, nn.Module] = {"actor": actor(), "q1": critic(), "q2": critic()}
-        for q in ("q1", "q2"):
-            target = critic()
-            target.load_state_dict(nets[q].state_dict())
-            nets[f"{q}_target"] = target
+            actor = SquashedGaussianActor(obs_dim, action_dim, hp.actor_hidden)
+        critic = q_network(hp, obs_dim, action_dim)
+        nets: dict[str, nn.Module] = {"actor": actor, "q1": critic(), "q2": critic()}
+        add_targets(nets, ("q1", "q2"), critic)
         nets["log_alpha"] = LogAlpha(hp.init_alpha)
         return nets
 
@@ -113,10 +97,6 @@ class SACPopulation(OffPolicyPopulation):
         super().__init__(*args, **kwargs)
         hp = self.hparams[0]
         self._body_depth = len(hp.actor_hidden)
-        self._q_depth = len(hp.critic_hidden) + 1
-        self._layout: TickerLayout | None = None
-        if hp.net == "cross_sectional":
-            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
         self.target_entropy = -float(self.action_dim)
         self._polyak_names = [
             (f"{q}_target.{key[len(q) + 1 :]}", key)
@@ -147,14 +127,6 @@ class SACPopulation(OffPolicyPopulation):
         action = torch.tanh(pre)
         correction = 2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre))
         return action, gaussian_log_prob(pre, mean, log_std) - correction.sum(-1)
-
-    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
-        if self._layout is not None:
-            depth = self._q_depth - 1
-            return pooled_value(self.params, name, obs, self._layout, depth, action)
-        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
-        return q.squeeze(-1)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:

@@ -26,17 +26,15 @@ import torch
 from torch import nn
 
 from finpod.agents.base import OffPolicyAgent
-from finpod.agents.batched import mlp, mlp_on_pair, polyak_
+from finpod.agents.batched import mlp, polyak_
 from finpod.agents.cross_section import (
     CrossSectionalActor,
-    CrossSectionalCritic,
     TickerLayout,
-    pooled_value,
     ticker_head,
 )
 from finpod.agents.hparams import OffPolicyParams, check_positive
-from finpod.agents.nets import DeterministicActor, QCritic
-from finpod.agents.offpolicy import OffPolicyPopulation, frozen
+from finpod.agents.nets import DeterministicActor
+from finpod.agents.offpolicy import OffPolicyPopulation, add_targets, frozen, q_network
 
 
 @dataclass
@@ -96,27 +94,18 @@ class TD3Population(OffPolicyPopulation):
 
             def make_actor() -> nn.Module:
                 return CrossSectionalActor(layout, hp.actor_hidden)
-
-            def critic() -> nn.Module:
-                return CrossSectionalCritic(layout, hp.critic_hidden, action=True)
         else:
 
             def make_actor() -> nn.Module:
                 return DeterministicActor(obs_dim, action_dim, hp.actor_hidden)
 
-            def critic() -> nn.Module:
-                return QCritic(obs_dim, action_dim, hp.critic_hidden)
-
-        actor, actor_target = make_actor(), make_actor()
-        actor_target.load_state_dict(actor.state_dict())
-        nets: dict[str, nn.Module] = {"actor": actor, "actor_target": actor_target}
+        nets: dict[str, nn.Module] = {"actor": make_actor()}
+        add_targets(nets, ("actor",), make_actor)
+        critic = q_network(hp, obs_dim, action_dim)
         critics = ("q1", "q2") if cls.twin else ("q1",)
         for name in critics:
             nets[name] = critic()
-        for name in critics:
-            target = critic()
-            target.load_state_dict(nets[name].state_dict())
-            nets[f"{name}_target"] = target
+        add_targets(nets, critics, critic)
         return nets
 
     @classmethod
@@ -128,10 +117,6 @@ class TD3Population(OffPolicyPopulation):
         super().__init__(*args, **kwargs)
         hp = self.hparams[0]
         self._actor_depth = len(hp.actor_hidden) + 1
-        self._q_depth = len(hp.critic_hidden) + 1
-        self._layout: TickerLayout | None = None
-        if hp.net == "cross_sectional":
-            self._layout = TickerLayout.infer(self.obs_dim, self.action_dim, hp.ticker_features)
         self.critics = ("q1", "q2") if self.twin else ("q1",)
         sources = ("actor", *self.critics)
         self._polyak_names = [
@@ -147,14 +132,6 @@ class TD3Population(OffPolicyPopulation):
             depth = self._actor_depth - 1
             return torch.tanh(ticker_head(self.params, name, obs, self._layout, depth).squeeze(-1))
         return torch.tanh(mlp(obs, self.params, f"{name}.net", self._actor_depth, torch.relu))
-
-    def _q(self, name: str, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """``Q_name(obs (K, B, D), action (K, B, A))`` → ``(K, B)``."""
-        if self._layout is not None:
-            depth = self._q_depth - 1
-            return pooled_value(self.params, name, obs, self._layout, depth, action)
-        q = mlp_on_pair(obs, action, self.params, f"{name}.net", self._q_depth, torch.relu)
-        return q.squeeze(-1)
 
     def _policy_action(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         sigma = self._hp32("exploration_noise").reshape(-1, 1, 1)

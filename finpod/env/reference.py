@@ -9,6 +9,7 @@ and reads bar ``t`` (and earlier bars) only for row ``t``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -76,13 +77,7 @@ def _drift_within_sessions(market: MarketData, w: torch.Tensor, ok: torch.Tensor
 
 def _file_rows(path: str, market: MarketData) -> np.ndarray:
     """(T, N) weights of a reference file as of each bar of ``market`` (validated)."""
-    frame = load_reference_file(path)
-    unknown = [c for c in frame.columns if c not in set(market.tickers)]
-    if unknown:
-        raise FinpodError(
-            f"reference file {path} names tickers not in the dataset: {', '.join(unknown[:5])}",
-            "drop those columns or rebuild the dataset with them",
-        )
+    frame = load_reference_file(path, market.tickers)
     bars = pd.DatetimeIndex(market.timestamps)
     if bars[0] < frame.index[0]:
         raise FinpodError(
@@ -95,13 +90,22 @@ def _file_rows(path: str, market: MarketData) -> np.ndarray:
     return wide[rows]
 
 
-def load_reference_file(path: str) -> pd.DataFrame:
+def load_reference_file(path: str, tickers: Sequence[str] | None = None) -> pd.DataFrame:
     """A reference weights file as a frame (index: tz-aware timestamps, New York; columns:
-    tickers; weights ≥ 0, rows summing to ≤ 1). Raises :class:`FinpodError` in one line."""
+    tickers; weights ≥ 0, rows summing to ≤ 1). With ``tickers`` (the dataset's), a column
+    naming any other ticker is refused. Raises :class:`FinpodError` in one line."""
     p = Path(path)
     if not p.is_file():
         raise FinpodError(f"reference file {path} not found", "check env.reference")
-    return _load(str(p.resolve()), os.stat(p).st_mtime_ns)
+    frame = _load(str(p.resolve()), os.stat(p).st_mtime_ns)
+    known = set(frame.columns if tickers is None else tickers)
+    unknown = [c for c in frame.columns if c not in known]
+    if unknown:
+        raise FinpodError(
+            f"reference file {path} names tickers not in the dataset: {', '.join(unknown[:5])}",
+            "drop those columns or rebuild the dataset with them",
+        )
+    return frame
 
 
 @lru_cache(maxsize=8)

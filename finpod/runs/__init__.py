@@ -7,7 +7,7 @@ directories only through it.
 - :mod:`finpod.runs.rundir`: create, resume and look up a run; ``run.json`` with package
   versions; the strategy copy; ``train.log``.
 - :mod:`finpod.runs.toml_writer`: the one TOML writer (``strategy.toml``).
-- :mod:`finpod.runs.metrics`: ``metrics.csv`` and ``learning_curves.png``.
+- :mod:`finpod.runs.metrics_file`: ``metrics.csv`` and ``learning_curves.png``.
 - :mod:`finpod.runs.leaderboard`: ``leaderboard.json`` and the checkpoints it names.
 - :mod:`finpod.runs.candidates`: ``candidates.bin``, every candidate selection chose among.
 - :mod:`finpod.runs.tensorboard`: ``tensorboard/<pod_id>/``, ``metrics.csv`` mirrored as
@@ -29,7 +29,7 @@ from finpod.runs.leaderboard import (
     Progress,
     checkpoint_name,
 )
-from finpod.runs.metrics import (
+from finpod.runs.metrics_file import (
     CURVES_FILE,
     METRICS_FILE,
     METRICS_HEADER,

@@ -13,7 +13,7 @@ One format for a single agent (``kind = "agent"``) and a tournament
       leaderboard.json   see :mod:`finpod.runs.leaderboard`
       candidates.bin     see :mod:`finpod.runs.candidates`
       checkpoints/<pod_id>.safetensors (a single agent also keeps last.safetensors)
-      metrics.csv        see :mod:`finpod.runs.metrics`
+      metrics.csv        see :mod:`finpod.runs.metrics_file`
       learning_curves.png
       train.log
       tensorboard/<pod_id>/events.out.tfevents.*   metrics.csv's rows and each pod's
@@ -42,7 +42,7 @@ from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
 from finpod.runs.inputs import INPUTS_KEY, check_inputs_exist, record_inputs
 from finpod.runs.leaderboard import Entry
-from finpod.runs.metrics import (
+from finpod.runs.metrics_file import (
     CURVES_FILE,
     METRICS_FILE,
     MetricRow,
@@ -237,7 +237,7 @@ class RunDir:
 
     def add_metrics(self, rows: Iterable[MetricRow]) -> None:
         """Append learning-curve rows to ``metrics.csv`` (see
-        :func:`~finpod.runs.metrics.append_metrics`)."""
+        :func:`~finpod.runs.metrics_file.append_metrics`)."""
         new = list(rows)
         if not new:
             return

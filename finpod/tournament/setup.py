@@ -63,13 +63,7 @@ def check_inputs(env_config: EnvConfig, dataset_dir: Path) -> Manifest:
     if env_config.reference == EQUAL_WEIGHT:
         return manifest
     path = env_config.reference
-    frame = load_reference_file(path)
-    unknown = [c for c in frame.columns if c not in set(manifest.tickers)]
-    if unknown:
-        raise FinpodError(
-            f"reference file {path} names tickers not in the dataset: {', '.join(unknown[:5])}",
-            "drop those columns or rebuild the dataset with them",
-        )
+    frame = load_reference_file(path, manifest.tickers)
     train = manifest.splits.get("train")
     if train is not None and frame.index[0] > _as_time(train.start, frame.index.tz):
         raise FinpodError(

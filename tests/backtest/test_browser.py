@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from walkforward.tiny import run_tiny_walkforward
 
 from finpod.backtest import backtest_market
 from finpod.backtest.metrics import DISTRIBUTION_LABELS
@@ -70,48 +71,11 @@ def test_the_tearsheet_opens_in_chromium_with_its_distribution_and_active_risk_p
     assert shot.is_file() and shot.stat().st_size > 10_000
 
 
-WALKFORWARD_STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "weights"
-episode_length = 40
-[train]
-num_envs = 8
-total_steps = 256
-eval_every = 128
-seed = 3
-device = "cpu"
-"""
-
-
 def test_the_walkforward_page_has_no_blank_stitched_row_in_chromium(tmp_path):
     """A 2-fold walk-forward page as rendered: images load, the console stays clean, and
     every row of the stitched-metrics table has a value somewhere (a metric with none is
     left out and named under the table instead)."""
-    from finpod.data import build_dataset
-    from finpod.walkforward import FoldSpec, run_walkforward
-
-    (tmp_path / "tiny.toml").write_text(WALKFORWARD_STRATEGY)
-    data = build_dataset(
-        "synthetic", tmp_path / "syn", n_tickers=3, n_bars=1100, seed=0, start="2000-01-03"
-    )
-    result = run_walkforward(
-        data,
-        tmp_path / "tiny.toml",
-        tmp_path / "wf",
-        spec=FoldSpec(train="400", validation="200", backtest="200", folds=2),
-        seeds=1,
-        steps=256,
-        use_ray=False,
-        log=lambda line: None,
-    )
+    result = run_tiny_walkforward(tmp_path, 256, lambda line: None)
     shot = ARTIFACTS / "walkforward.png"
     shot.unlink(missing_ok=True)
     report = inspect_page(result.report.resolve().as_uri(), screenshot=shot)

@@ -13,14 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from cli_runner import one_error_line
+from loopback import JsonHandler, LoopbackServer, bar_window, plain
 
 from finpod.data import build_dataset
 from finpod.data.calendar import TZ, sessions
@@ -72,7 +72,7 @@ def make_bars(seed: int = 7) -> dict[str, pd.DataFrame]:
 BARS = make_bars()
 
 
-class AlpacaReplay:
+class AlpacaReplay(LoopbackServer):
     """A loopback server for GET /v2/stocks/bars. ``script`` is a list of status codes for the
     first requests (e.g. ``[429]``); ``forbid_feed`` answers 403 to that feed; ``stall_after``
     holds the (n+1)-th request open until released; ``bars`` replaces :data:`BARS`;
@@ -100,17 +100,12 @@ class AlpacaReplay:
         self.always = always
         self.requests: list[dict] = []
         self.stalled = threading.Event()
-        self.release = threading.Event()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
+        class Handler(JsonHandler):
             def do_GET(self):
-                u = urlparse(self.path)
-                q = {k: v[0] for k, v in parse_qs(u.query).items()}
-                q["path"] = u.path
+                path, q = self.query()
+                q["path"] = path
                 q["key"] = self.headers.get("APCA-API-KEY-ID")
                 server.requests.append(q)
                 if server.stall_after is not None and len(server.requests) > server.stall_after:
@@ -120,36 +115,26 @@ class AlpacaReplay:
                 status = server.always or (server.script.pop(0) if server.script else 200)
                 if q.get("feed") == server.forbid_feed:
                     status = 403
-                if u.path != "/v2/stocks/bars":
+                if path != "/v2/stocks/bars":
                     status = 404
                 if status != 200:
                     msg = {
                         429: "too many requests.",
                         403: "subscription does not permit querying recent SIP data",
                     }.get(status, "not found")
-                    return self._send(status, {"code": 40000000 + status, "message": msg})
-                return self._send(200, server.page(q))
+                    retry = server.retry_after if status == 429 else None
+                    return self.send_json(
+                        status,
+                        {"code": 40000000 + status, "message": msg},
+                        None if retry is None else {"Retry-After": retry},
+                    )
+                return self.send_json(200, server.page(q))
 
-            def _send(self, status, obj):
-                body = json.dumps(obj).encode()
-                self.send_response(status)
-                if status == 429 and server.retry_after is not None:
-                    self.send_header("Retry-After", server.retry_after)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(Handler)
 
     def page(self, q: dict) -> dict:
         """Rows of the asked symbols in [start, end], by symbol then time, one page of them."""
-        lo, hi = pd.Timestamp(q["start"]), pd.Timestamp(q["end"])
-        lo = lo.tz_localize("UTC") if lo.tzinfo is None else lo
-        hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi
+        lo, hi = bar_window(q)
         assert q["timeframe"] == "1Min", q
         asked = []
         source = self.iex_bars if q.get("feed") == "iex" else self.bars
@@ -169,19 +154,10 @@ class AlpacaReplay:
         bars: dict[str, list] = {}
         for rec in rows.iloc[offset : offset + limit].to_dict("records"):
             sym = rec.pop("symbol")
-            bars.setdefault(sym, []).append({k: _plain(v) for k, v in rec.items()})
+            bars.setdefault(sym, []).append({k: plain(v) for k, v in rec.items()})
         nxt = offset + limit
         token = base64.b64encode(str(nxt).encode()).decode() if nxt < len(rows) else None
         return {"bars": bars, "next_page_token": token}
-
-    def close(self):
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _plain(v):
-    return v.item() if hasattr(v, "item") else v
 
 
 @pytest.fixture
@@ -212,36 +188,16 @@ def _load(cache: Path, **kw):
 
 
 @pytest.fixture
-def finpod_cli(capsys, monkeypatch):
-    """``finpod ARGS`` through the real entry point, in process: (returncode, stdout, stderr);
-    ``env`` replaces the Alpaca variables."""
-    from finpod.cli import main
+def finpod_cli(finpod_cli, monkeypatch):
+    """The shared ``finpod ARGS`` runner; ``env`` replaces the Alpaca variables."""
 
     def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         for k in list(os.environ):
             if k.startswith(("APCA_", "FINPOD_ALPACA")):
                 monkeypatch.delenv(k)
-        for k, v in (env or {}).items():
-            monkeypatch.setenv(k, v)
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        cap = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
+        return finpod_cli(*args, **(env or {}))
 
     return run
-
-
-def _one_line(out: subprocess.CompletedProcess, *words: str) -> str:
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert out.returncode == 1, (out.returncode, out.stderr)
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    assert "Traceback" not in out.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
 
 
 def test_pages_are_followed_and_every_bar_arrives(alpaca_env, tmp_path):
@@ -340,7 +296,7 @@ def test_rate_limit_that_never_ends_is_one_line_saying_rerun(alpaca_env, finpod_
         env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
              "FINPOD_ALPACA_DATA_URL": srv.url, "FINPOD_ALPACA_BACKOFF_S": "0.001"},
     )  # fmt: skip
-    _one_line(out, "HTTP 429", "rerun")
+    one_error_line(out, "HTTP 429", "rerun")
     assert len(srv.requests) == 6  # one try + 5 retries, then it stops
     assert not (tmp_path / "ds").exists()
 
@@ -353,7 +309,7 @@ def test_403_on_sip_is_one_line_naming_the_feed(alpaca_env, finpod_cli, tmp_path
         env={"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s",
              "FINPOD_ALPACA_DATA_URL": srv.url},
     )  # fmt: skip
-    print(_one_line(out, "sip", "HTTP 403", "--feed iex", "15 minutes"))
+    print(one_error_line(out, "sip", "HTTP 403", "--feed iex", "15 minutes"))
     assert len(srv.requests) == 1  # a 403 is not retried
 
 
@@ -362,7 +318,7 @@ def test_missing_keys_is_one_line_saying_how_to_get_them(finpod_cli, tmp_path):
         "download", "--source", "alpaca", "--tickers", "AAA", "--start", START,
         "--out", str(tmp_path / "ds"),
     )  # fmt: skip
-    _one_line(out, "APCA_API_KEY_ID", "APCA_API_SECRET_KEY", "alpaca.markets", "paper")
+    one_error_line(out, "APCA_API_KEY_ID", "APCA_API_SECRET_KEY", "alpaca.markets", "paper")
 
 
 def test_resume_after_a_kill_fetches_only_the_missing_days(alpaca_env, tmp_path):

@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 
+from cli_runner import one_error_line
+
 from . import test_alpaca as replay
-from .test_alpaca import END, REPO, START, _one_line
+from .test_alpaca import END, REPO, START
 
 #: The replay server's fixtures (keys, server, private cache; the CLI in process).
 alpaca_env, finpod_cli = replay.alpaca_env, replay.finpod_cli
@@ -39,7 +41,7 @@ def test_a_refused_connection_is_one_line_within_15_s(finpod_cli, tmp_path):
     t0 = time.monotonic()
     out = _download(finpod_cli, f"http://127.0.0.1:{port}", tmp_path / "ds")
     took = time.monotonic() - t0
-    line = _one_line(out, "cannot reach Alpaca", f"127.0.0.1:{port}", "connection refused")
+    line = one_error_line(out, "cannot reach Alpaca", f"127.0.0.1:{port}", "connection refused")
     print(f"{took:.1f} s: {line}")
     assert took < 15, took  # the long backoff (2 s doubling) would take a minute
     assert "try 2/3" in out.stdout and "try 3/3" in out.stdout  # the brief retries, shown

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from cli_runner import one_error_line
 
 from finpod.errors import FinpodError
 
@@ -47,33 +47,6 @@ def _fewer_bars(manifest: dict) -> None:
     manifest["bars"] = 200
 
 
-@pytest.fixture
-def finpod_cli(capsys):
-    """``finpod ARGS`` through the real entry point, in process: (returncode, out, err)."""
-    from finpod.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        cap = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
-
-    return run
-
-
-def _one_error_line(out: subprocess.CompletedProcess, *words: str) -> str:
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
-    errors = [line for line in lines if line.startswith("error: ")]
-    assert len(errors) == 1 and "Traceback" not in out.stderr, out.stderr
-    for word in words:
-        assert word in errors[0], errors[0]
-    return errors[0]
-
-
 def test_an_honest_manifest_opens(honest):
     import pyarrow.parquet as pq
 
@@ -86,7 +59,7 @@ def test_an_honest_manifest_opens(honest):
 
 def test_a_lying_bar_count_is_one_line_in_info(honest, tmp_path, finpod_cli):
     data = _lying(honest, tmp_path, _fewer_bars)
-    _one_error_line(finpod_cli("info", str(data)), "200 bars", "holds 240")
+    one_error_line(finpod_cli("info", str(data)), "200 bars", "holds 240", alone=False)
 
 
 def test_a_lying_bar_count_is_one_line_when_training_opens_it(honest, tmp_path, finpod_cli):
@@ -95,7 +68,7 @@ def test_a_lying_bar_count_is_one_line_when_training_opens_it(honest, tmp_path, 
     strategy.write_text(STRATEGY, encoding="utf-8")
     runs = tmp_path / "runs"
     out = finpod_cli("train", "--strategy", str(strategy), "--data", str(data), "--out", str(runs))
-    _one_error_line(out, "200 bars")
+    one_error_line(out, "200 bars", alone=False)
     assert not runs.exists() or not any(runs.iterdir())
 
 
@@ -108,7 +81,7 @@ def test_a_lying_bar_count_is_one_line_when_walkforward_opens_it(honest, tmp_pat
         "--out", str(tmp_path / "wf"), "--train", "100", "--validation", "30",
         "--backtest", "30", "--seeds", "1", "--steps", "128", "--folds", "1",
     )  # fmt: skip
-    _one_error_line(out, "200 bars")
+    one_error_line(out, "200 bars", alone=False)
 
 
 def test_a_shifted_split_time_is_refused(honest, tmp_path):

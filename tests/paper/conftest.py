@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from replay import TZ, AlpacaPaper  # noqa: E402
+from replay import TZ, AlpacaPaper, alpaca_bars, long_table  # noqa: E402
 
 from finpod.data.calendar import sessions  # noqa: E402
 
@@ -49,28 +49,16 @@ device = "cpu"
 
 
 def make_bars(seed: int = 11) -> dict[str, pd.DataFrame]:
-    """Alpaca's daily bar fields (``t`` at midnight New York, in UTC). Each open is the
-    previous close, so a market order sent after a close fills at that close: the env's
-    fill price (the next open) and the price the trader sizes its orders with are one."""
+    """Alpaca's daily bar fields (``t`` at midnight New York, in UTC), each open the
+    previous close: the env's fill price (the next open) and the price the trader sizes
+    its orders with are one."""
     rng = np.random.default_rng(seed)
+    starts = pd.DatetimeIndex(DAYS).tz_localize(TZ)
     out = {}
-    stamps = pd.DatetimeIndex(DAYS).tz_localize(TZ).tz_convert("UTC")
     for k, sym in enumerate(SYMBOLS):
         r = 0.0003 * (k - 1) + 0.015 * rng.standard_normal(len(DAYS))
         close = np.round((40.0 + 30 * k) * np.exp(np.cumsum(r)), 2)
-        open_ = np.r_[close[0], close[:-1]]
-        out[sym] = pd.DataFrame(
-            {
-                "t": stamps.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "o": open_,
-                "h": np.round(np.maximum(open_, close) * 1.004, 2),
-                "l": np.round(np.minimum(open_, close) * 0.996, 2),
-                "c": close,
-                "v": rng.integers(100_000, 900_000, len(DAYS)).astype(float),
-                "n": rng.integers(100, 900, len(DAYS)).astype(float),
-                "vw": close,
-            }
-        )
+        out[sym] = alpaca_bars(starts, close, rng, 0.004, (100_000, 900_000), (100, 900))
     return out
 
 
@@ -80,22 +68,7 @@ BARS = make_bars()
 def long_frame(upto: int, bars: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """The bars (default :data:`BARS`) of the first ``upto`` sessions as the long table the
     files source reads."""
-    rows = []
-    for sym, df in (BARS if bars is None else bars).items():
-        rows.append(
-            pd.DataFrame(
-                {
-                    "timestamp": pd.to_datetime(df["t"], utc=True).dt.tz_convert(TZ),
-                    "tic": sym,
-                    "open": df["o"],
-                    "high": df["h"],
-                    "low": df["l"],
-                    "close": df["c"],
-                    "volume": df["v"],
-                }
-            ).iloc[:upto]
-        )
-    return pd.concat(rows, ignore_index=True)
+    return long_table(BARS if bars is None else bars, upto)
 
 
 @pytest.fixture(autouse=True)

@@ -13,15 +13,64 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
+import numpy as np
 import pandas as pd
+from loopback import JsonHandler, LoopbackServer, bar_window, plain
 
 TZ = "America/New_York"
 
 
-class AlpacaPaper:
+def alpaca_bars(
+    starts: pd.DatetimeIndex,
+    close: np.ndarray,
+    rng: np.random.Generator,
+    spread: float,
+    volume: tuple[int, int],
+    trades: tuple[int, int],
+) -> pd.DataFrame:
+    """One symbol's bars in Alpaca's fields (``t`` as UTC ISO strings) from its ``close``
+    prices at the bar ``starts``. Each open is the previous close, so a market order sent
+    after a close fills at that close; high and low lie ``spread`` beyond them; volume and
+    trade count are drawn from ``rng`` in the ranges given."""
+    open_ = np.r_[close[0], close[:-1]]
+    return pd.DataFrame(
+        {
+            "t": starts.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "o": open_,
+            "h": np.round(np.maximum(open_, close) * (1 + spread), 2),
+            "l": np.round(np.minimum(open_, close) * (1 - spread), 2),
+            "c": close,
+            "v": rng.integers(*volume, len(close)).astype(float),
+            "n": rng.integers(*trades, len(close)).astype(float),
+            "vw": close,
+        }
+    )
+
+
+def long_table(bars: dict[str, pd.DataFrame], upto: int) -> pd.DataFrame:
+    """The first ``upto`` bars of every symbol as the long table the files source reads
+    (``timestamp`` in New York time)."""
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "timestamp": pd.to_datetime(df["t"], utc=True).dt.tz_convert(TZ),
+                    "tic": sym,
+                    "open": df["o"],
+                    "high": df["h"],
+                    "low": df["l"],
+                    "close": df["c"],
+                    "volume": df["v"],
+                }
+            ).iloc[:upto]
+            for sym, df in bars.items()
+        ],
+        ignore_index=True,
+    )
+
+
+class AlpacaPaper(LoopbackServer):
     def __init__(self, bars: dict[str, pd.DataFrame], cash: float, timeframe: str = "1Day"):
         self.bars = dict(bars)  # a test may change its own copy
         self.timeframe = timeframe
@@ -36,54 +85,36 @@ class AlpacaPaper:
         self.order_status: dict[str, int] = {}  # POST /v2/orders answered with this status
         self.stall_posts_after: int | None = None  # hold the (n+1)-th POST open
         self.stalled = threading.Event()
-        self.release = threading.Event()
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, status, obj=None):
-                body = b"" if obj is None else json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(JsonHandler):
             def do_GET(self):
-                u = urlparse(self.path)
-                q = {k: v[0] for k, v in parse_qs(u.query).items()}
-                server.requests.append(("GET", u.path))
-                status, obj = server.get(u.path, q)
-                self._send(status, obj)
+                path, q = self.query()
+                server.requests.append(("GET", path))
+                self.send_json(*server.get(path, q))
 
             def do_DELETE(self):
-                u = urlparse(self.path)
-                server.requests.append(("DELETE", u.path))
-                order = server.orders.get(u.path.rsplit("/", 1)[-1])
+                path, _ = self.query()
+                server.requests.append(("DELETE", path))
+                order = server.orders.get(path.rsplit("/", 1)[-1])
                 if order is None:
-                    return self._send(404, {"code": 40410000, "message": "order not found"})
+                    return self.send_json(404, {"code": 40410000, "message": "order not found"})
                 order["status"] = "canceled"
-                self._send(204)
+                self.send_json(204)
 
             def do_POST(self):
-                u = urlparse(self.path)
+                path, _ = self.query()
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(("POST", u.path))
+                server.requests.append(("POST", path))
                 if server.stall_posts_after is not None and len(server.posts) >= (
                     server.stall_posts_after
                 ):
                     server.stalled.set()
                     server.release.wait(30)
-                status, obj = server.post(body)
-                self._send(status, obj)
+                self.send_json(*server.post(body))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(Handler)
 
     # ------------------------------------------------------------------ the test's hands
     def set_clock(self, when: str, is_open: bool = False) -> None:
@@ -202,9 +233,7 @@ class AlpacaPaper:
 
     def bar_page(self, q: dict) -> dict:
         assert q["timeframe"] == self.timeframe, q
-        lo, hi = pd.Timestamp(q["start"]), pd.Timestamp(q["end"])
-        lo = lo.tz_localize("UTC") if lo.tzinfo is None else lo
-        hi = hi.tz_localize("UTC") if hi.tzinfo is None else hi
+        lo, hi = bar_window(q)
         out: dict[str, list] = {}
         for sym in q["symbols"].split(","):
             df = self.bars.get(sym)
@@ -212,13 +241,5 @@ class AlpacaPaper:
                 continue
             t = pd.to_datetime(df["t"], utc=True)
             rows = df[(t >= lo) & (t <= hi) & (t <= self.now)]
-            out[sym] = [
-                {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-                for r in rows.to_dict("records")
-            ]
+            out[sym] = [{k: plain(v) for k, v in r.items()} for r in rows.to_dict("records")]
         return {"bars": out, "next_page_token": None}
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()

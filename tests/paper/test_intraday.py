@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from replay import TZ, AlpacaPaper
+from replay import TZ, AlpacaPaper, alpaca_bars, long_table
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
 from finpod.data.calendar import sessions
@@ -68,19 +68,7 @@ def _bars(seed: int = 3) -> dict[str, pd.DataFrame]:
         close = np.round(
             (50.0 + 20 * k) * np.exp(np.cumsum(0.002 * rng.standard_normal(len(STARTS)))), 2
         )
-        open_ = np.r_[close[0], close[:-1]]
-        out[sym] = pd.DataFrame(
-            {
-                "t": STARTS.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "o": open_,
-                "h": np.round(np.maximum(open_, close) * 1.001, 2),
-                "l": np.round(np.minimum(open_, close) * 0.999, 2),
-                "c": close,
-                "v": rng.integers(1000, 9000, len(STARTS)).astype(float),
-                "n": rng.integers(10, 90, len(STARTS)).astype(float),
-                "vw": close,
-            }
-        )
+        out[sym] = alpaca_bars(STARTS, close, rng, 0.001, (1000, 9000), (10, 90))
     return out
 
 
@@ -88,23 +76,7 @@ BARS = _bars()
 
 
 def _long(upto: int) -> pd.DataFrame:
-    return pd.concat(
-        [
-            pd.DataFrame(
-                {
-                    "timestamp": STARTS[:upto],
-                    "tic": sym,
-                    "open": df["o"][:upto],
-                    "high": df["h"][:upto],
-                    "low": df["l"][:upto],
-                    "close": df["c"][:upto],
-                    "volume": df["v"][:upto],
-                }
-            )
-            for sym, df in BARS.items()
-        ],
-        ignore_index=True,
-    )
+    return long_table(BARS, upto)
 
 
 @pytest.fixture(scope="module")

@@ -102,6 +102,32 @@ def kill_processes_under(path: Path) -> None:
             continue
 
 
+def run_on_cluster(
+    cluster, strategy: Path, data: Path, out: Path, budget: str, on_event, stop=None
+):
+    """``run_tournament`` with ``pods="auto"`` on a ``ray.cluster_utils.Cluster``; Ray and
+    the cluster are shut down afterwards, whether the run ends or fails."""
+    import ray  # optional heavy dependency, as in the fixtures above
+
+    from finpod.tournament import run_tournament
+
+    try:
+        return run_tournament(
+            strategy,
+            data,
+            pods="auto",
+            budget=budget,
+            address=cluster.address,
+            out=out,
+            on_event=on_event,
+            stop=stop,
+        )
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.shutdown()
+
+
 @pytest.fixture(scope="module")
 def local_ray(ray_tmp: Path):
     """A private in-process Ray with 2 CPUs for one test module."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from finpod.tournament import Leaderboard, run_tournament
+from finpod.tournament import Leaderboard
 
-from .conftest import write_strategy
+from .conftest import run_on_cluster, write_strategy
 
 
 def test_a_cluster_without_room_gets_one_pods_request_and_the_run_waits_for_a_node(
@@ -34,20 +34,7 @@ def test_a_cluster_without_room_gets_one_pods_request_and_the_run_waits_for_a_no
             # Play the autoscaler: provide the node asked for.
             cluster.add_node(num_cpus=2, temp_dir=str(ray_tmp / "a"))
 
-    try:
-        result = run_tournament(
-            strategy,
-            tiny_dataset,
-            pods="auto",
-            budget="2 pods",
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    result = run_on_cluster(cluster, strategy, tiny_dataset, tmp_path / "runs", "2 pods", on_event)
     assert requests == [[{"CPU": 2.0}]]
     assert Leaderboard.load(result.run_dir).candidates_evaluated == 2
     assert "waiting for a node with 2 CPU(s)" in (result.run_dir / "train.log").read_text()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from finpod.tournament import Leaderboard, run_tournament
+from finpod.tournament import Leaderboard
 
-from .conftest import write_strategy
+from .conftest import run_on_cluster, write_strategy
 
 
 def test_pool_grows_when_a_node_joins_and_shrinks_when_it_leaves(tmp_path, tiny_dataset, ray_tmp):
@@ -39,21 +39,16 @@ def test_pool_grows_when_a_node_joins_and_shrinks_when_it_leaves(tmp_path, tiny_
             cluster.remove_node(worker[0])
             removed.append(True)
 
-    try:
-        result = run_tournament(
-            strategy,
-            tiny_dataset,
-            pods="auto",
-            budget="240s",  # a cap only: the run stops once the pool has shrunk and run on
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-            stop=lambda: len(after_shrink) >= 2,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    # 240 s is a cap only: the run stops once the pool has shrunk and run on
+    result = run_on_cluster(
+        cluster,
+        strategy,
+        tiny_dataset,
+        tmp_path / "runs",
+        "240s",
+        on_event,
+        stop=lambda: len(after_shrink) >= 2,
+    )
     summary = result.summary
     assert summary.pool_sizes[:3] == [1, 2, 1], summary.pool_sizes
     assert removed, "no pod ever finished on the second node"

@@ -9,10 +9,10 @@ import pytest
 
 from finpod.data import load_split
 from finpod.runs.candidates import load_candidates
-from finpod.tournament import Leaderboard, run_tournament
+from finpod.tournament import Leaderboard
 from finpod.tournament.dataplane import DataPlane, market_from_payload, market_to_payload
 
-from .conftest import write_strategy
+from .conftest import run_on_cluster, write_strategy
 
 
 def test_a_split_round_trips_through_a_payload_unchanged(tiny_dataset):
@@ -70,21 +70,16 @@ def test_a_node_joining_after_the_dataset_was_removed_trains_pods_that_enter_the
         if kind == "finish" and joined and payload["node_id"] == joined[0]:
             on_new_node.append(payload["pod_id"])
 
-    try:
-        result = run_tournament(
-            strategy,
-            data,
-            pods="auto",
-            budget="600s",  # a cap only
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-            stop=lambda: len(on_new_node) >= 2,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    # 600 s is a cap only
+    result = run_on_cluster(
+        cluster,
+        strategy,
+        data,
+        tmp_path / "runs",
+        "600s",
+        on_event,
+        stop=lambda: len(on_new_node) >= 2,
+    )
     assert not data.exists()
     assert len(on_new_node) >= 2, "no pod finished on the node that joined later"
     assert result.summary.pods_failed == 0

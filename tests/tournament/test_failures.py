@@ -15,7 +15,7 @@ from finpod.runs.rundir import read_metrics
 from finpod.tournament import Leaderboard, run_tournament
 from finpod.tournament.failures import QUARANTINE_AFTER, FailurePolicy
 
-from .conftest import write_strategy
+from .conftest import run_on_cluster, write_strategy
 
 
 def _cluster(ray_tmp, name: str, head_cpus: int = 1):
@@ -104,20 +104,7 @@ def test_a_node_lost_mid_pod_is_one_event_and_its_pods_are_requeued(
             running.pop(payload["pod_id"], None)
             finished.append(payload["pod_id"])
 
-    try:
-        result = run_tournament(
-            strategy,
-            tiny_dataset,
-            pods="auto",
-            budget="5 pods",
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    result = run_on_cluster(cluster, strategy, tiny_dataset, tmp_path / "runs", "5 pods", on_event)
     assert removed.is_set() and len(lost) >= 2
     summary = result.summary
     assert summary.node_events == 1
@@ -137,8 +124,6 @@ def test_a_node_lost_mid_pod_is_one_event_and_its_pods_are_requeued(
 def test_a_node_whose_pod_actors_cannot_start_is_quarantined_and_the_run_finishes(
     tmp_path, tiny_dataset, ray_tmp
 ):
-    import ray
-
     # A node with a broken package: its pod actors fail in their constructor.
     broken = tmp_path / "broken"
     (broken / "empyrical").mkdir(parents=True)
@@ -156,20 +141,7 @@ def test_a_node_whose_pod_actors_cannot_start_is_quarantined_and_the_run_finishe
         if kind == "quarantine":
             quarantined.append(payload["node_id"])
 
-    try:
-        result = run_tournament(
-            strategy,
-            tiny_dataset,
-            pods="auto",
-            budget="4 pods",
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    result = run_on_cluster(cluster, strategy, tiny_dataset, tmp_path / "runs", "4 pods", on_event)
     assert quarantined == [bad.node_id]
     assert "empyrical is broken" in result.summary.quarantined[bad.node_id]
     assert bad.node_id not in result.summary.nodes

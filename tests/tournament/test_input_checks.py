@@ -4,30 +4,13 @@ fails anyway prints no traceback on the console; the full text goes to ``train.l
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from cli_runner import one_error_line
 
 from finpod.errors import FinpodError
 from tests.tournament.conftest import write_strategy
-
-
-@pytest.fixture
-def finpod_cli(capsys):
-    """``finpod ARGS`` through the real entry point, in process: (returncode, out, err)."""
-    from finpod.cli import main
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-        cap = capsys.readouterr()
-        return subprocess.CompletedProcess(list(args), code, cap.out, cap.err)
-
-    return run
 
 
 def _strategy_with_reference(path: Path, reference: Path) -> Path:
@@ -49,15 +32,6 @@ def _equal_weights(path: Path, dataset: Path, tickers: list[str] | None = None) 
     return path
 
 
-def _one_error_line(out: subprocess.CompletedProcess, *words: str) -> str:
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert out.returncode == 1, (out.returncode, out.stderr)
-    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
-
-
 def test_a_missing_reference_file_is_one_line_and_no_run_directory(
     tmp_path, tiny_dataset, finpod_cli
 ):
@@ -68,7 +42,7 @@ def test_a_missing_reference_file_is_one_line_and_no_run_directory(
         "train", "--strategy", str(strategy), "--data", str(tiny_dataset),
         "--out", str(runs), "--budget", "2 pods",
     )  # fmt: skip
-    _one_error_line(out, str(missing), "not found")
+    one_error_line(out, str(missing), "not found")
     assert not runs.exists() or not any(runs.iterdir())
 
 

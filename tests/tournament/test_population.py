@@ -11,7 +11,7 @@ import torch
 from finpod.runs import read_metrics
 from finpod.tournament import Leaderboard, run_tournament
 
-from .conftest import write_strategy
+from .conftest import run_on_cluster, write_strategy
 
 
 def _markets(dataset):
@@ -157,20 +157,7 @@ def test_a_node_lost_mid_population_requeues_its_members_once(tmp_path, tiny_dat
         if kind == "finish":
             finished.append(payload["pod_id"])
 
-    try:
-        result = run_tournament(
-            strategy,
-            tiny_dataset,
-            pods="auto",
-            budget="6 pods",
-            address=cluster.address,
-            out=tmp_path / "runs",
-            on_event=on_event,
-        )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        cluster.shutdown()
+    result = run_on_cluster(cluster, strategy, tiny_dataset, tmp_path / "runs", "6 pods", on_event)
     assert removed.is_set() and len(lost) == 3
     summary = result.summary
     assert summary.node_events == 1 and summary.pods_failed == 0

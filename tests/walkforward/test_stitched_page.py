@@ -11,49 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finpod.walkforward import FoldSpec, run_walkforward
-
-STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "weights"
-episode_length = 40
-[train]
-num_envs = 8
-total_steps = 512
-eval_every = 128
-seed = 3
-device = "cpu"
-"""
+from .tiny import run_tiny_walkforward
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    from finpod.data import build_dataset
-
-    root = tmp_path_factory.mktemp("wf-page")
-    (root / "tiny.toml").write_text(STRATEGY)
-    data = build_dataset(
-        "synthetic", root / "syn", n_tickers=3, n_bars=1100, seed=0, start="2000-01-03"
-    )
     lines: list[str] = []
-    result = run_walkforward(
-        data,
-        root / "tiny.toml",
-        root / "wf",
-        spec=FoldSpec(train="400", validation="200", backtest="200", folds=2),
-        seeds=1,
-        steps=1000,  # 8 envs × horizon 8: PPO trains whole rollouts of 64 steps → 1,024
-        use_ray=False,
-        log=lines.append,
-    )
+    # 8 envs × horizon 8: PPO trains whole rollouts of 64 steps → 1,024
+    result = run_tiny_walkforward(tmp_path_factory.mktemp("wf-page"), 1000, lines.append)
     return result, lines
 
 
