@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from finpod.env.cross_features import check_cross_features
 from finpod.env.field_types import check_field_types
 from finpod.errors import FinpodError
 
@@ -178,6 +179,12 @@ class EnvConfig:
     log(mark) over the last W bars, divided by the RMS 1-bar log return over those bars
     × √W (a causal z-score of the price against its trailing mean, comparable across
     splits and bar sizes)."""
+    cross_features: list[str] = field(default_factory=list)
+    """Cross-sectional features appended to each ticker's (``"zscore"``,
+    ``"residual_momentum"``; :mod:`finpod.env.cross_features`); empty = off."""
+    train_bootstrap_block: int = 0
+    """Train on a block bootstrap of the train split, blocks of this many bars
+    (:mod:`finpod.env.bootstrap`); 0 = off. Validation and backtest are never resampled."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -233,6 +240,8 @@ class EnvConfig:
         _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
         self.decision_interval = int(self.decision_interval)  # a search may give 5.0
         self.price_window = int(self.price_window)
+        self.cross_features = check_cross_features(self.cross_features)
+        _int_at_least("train_bootstrap_block", self.train_bootstrap_block, 0, "e.g. 20 bars")
         if isinstance(self.decision_times, str) or not isinstance(
             self.decision_times, (list, tuple)
         ):
