@@ -7,6 +7,7 @@ import torch
 
 from finpod.env import EnvConfig, VecTradingEnv
 from finpod.env.cross_features import CROSS_CLIP, RESIDUAL_WINDOWS
+from finpod.env.diagnostics import observation_stats
 from finpod.env.tables import ObsLayout, build_tables
 from finpod.errors import FinpodError
 
@@ -81,3 +82,10 @@ def test_cross_features_are_the_same_on_cuda():
     cpu = build_tables(market, config, torch.device("cpu")).static_obs
     gpu = build_tables(market, config, torch.device("cuda")).static_obs.cpu()
     torch.testing.assert_close(cpu, gpu, atol=1e-5, rtol=1e-5)
+
+
+def test_observation_stats_name_the_cross_features():
+    market = make_market(30, 4, num_features=2, seed=7)
+    stats = observation_stats(market, EnvConfig(cross_features=BOTH))
+    assert f"feature:residual_momentum:{RESIDUAL_WINDOWS[0]}" in stats.index
+    assert stats.loc["feature:f0", "std"] == pytest.approx(float(market.features[:, :, 0].std()))
