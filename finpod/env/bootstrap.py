@@ -15,7 +15,9 @@ is kept and the order of blocks is new:
 - features, masks, volume and liquidity are the source bar's, as they were computed on
   the real history (causal there); the price z-score and the reference are rebuilt on the
   path; timestamps stay the split's own slots (the schedule and calendar follow the
-  slot, so on intraday bars a block may straddle a session's slots).
+  slot, so on intraday bars a block may straddle a session's slots);
+- the seam costs one step in B: the observation at a block's last bar describes its source
+  successor, not the first bar of the next block.
 
 Only a training env draws paths (:func:`uses_bootstrap`: random starts, and a split that
 is neither ``validation`` nor ``backtest``): validation scoring and the backtest always
