@@ -478,13 +478,13 @@ def median_line(name: str, summaries: list[dict[str, Any]]) -> dict[str, Any]:
 def ensemble_vs_best(
     run_dir: Path, board: dict, data_dir: Path, reports: Path, log: Path, cpu: TreeCPU
 ) -> dict[str, Any] | None:
-    """Validation and backtest Sharpe of the leaderboard ensemble beside the best single
-    entry's (both backtested, whichever the run selected)."""
+    """Validation score and backtest Sharpe and information ratio of the leaderboard
+    ensemble beside the best single entry's (both backtested, whichever the run selected)."""
     record = board.get("ensemble")
     if not record:
         return None
     name = f"ensemble-{len(record['members'])}"
-    sharpes = {}
+    sharpes, irs = {}, {}
     for agent in ("best", name):
         folder = reports / run_dir.name / ("" if agent == "best" else agent)
         if not (folder / "metrics.csv").is_file():
@@ -502,7 +502,8 @@ def ensemble_vs_best(
                 log,
                 cpu,
             )
-        sharpes[agent] = policy_lines(folder)["agent"]["sharpe"]
+        line = policy_lines(folder)["agent"]
+        sharpes[agent], irs[agent] = line["sharpe"], line.get("information_ratio")
     return {
         "selected": board.get("selected", "best"),
         "members": record["members"],
@@ -510,6 +511,8 @@ def ensemble_vs_best(
         "validation_score_ensemble": _round(record["score"]),
         "backtest_sharpe_best": sharpes["best"],
         "backtest_sharpe_ensemble": sharpes[name],
+        "backtest_information_ratio_best": irs["best"],
+        "backtest_information_ratio_ensemble": irs[name],
     }
 
 

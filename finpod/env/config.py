@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from finpod.env.cross_features import check_cross_features
 from finpod.env.field_types import check_field_types
 from finpod.env.observed import check_user_features_setting
 from finpod.errors import FinpodError
@@ -180,9 +181,12 @@ class EnvConfig:
     × √W (a causal z-score of the price against its trailing mean, comparable across
     splits and bar sizes)."""
     user_features: list[str] | None = None
-    """The dataset's user feature columns the agent observes, in this order, after the
-    built-in features (:mod:`finpod.env.observed`); ``None`` = all the dataset has,
-    ``[]`` = none. A name the dataset lacks is an error when the env is built."""
+    """The dataset's user feature columns observed, in this order (:mod:`finpod.env.observed`);
+    ``None`` = all the dataset has, ``[]`` = none; a name the dataset lacks is an error."""
+    cross_features: list[str] = field(default_factory=list)
+    """Cross-sectional per-ticker features (:mod:`finpod.env.cross_features`); [] = off."""
+    train_bootstrap_block: int = 0
+    """Block length of the train split's bootstrap (:mod:`finpod.env.bootstrap`); 0 = off."""
 
     def __post_init__(self) -> None:
         self.validate()
@@ -239,6 +243,8 @@ class EnvConfig:
         _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
         self.decision_interval = int(self.decision_interval)  # a search may give 5.0
         self.price_window = int(self.price_window)
+        self.cross_features = check_cross_features(self.cross_features)
+        _int_at_least("train_bootstrap_block", self.train_bootstrap_block, 0, "e.g. 20 bars")
         if isinstance(self.decision_times, str) or not isinstance(
             self.decision_times, (list, tuple)
         ):

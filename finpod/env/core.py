@@ -22,7 +22,9 @@ slice          width  value
                       ρ the RMS 1-bar log return over those bars (W =
                       ``EnvConfig.price_window``); clipped to ±:data:`~finpod.env.tables.PRICE_Z_CLIP`;
                       0 before a listing
-``features``   N·F    ``MarketData.features[t]`` flattened ticker-major (already O(1))
+``features``   N·F    ``MarketData.features[t]`` flattened ticker-major (already O(1));
+                      with ``EnvConfig.cross_features`` each ticker's X cross-sectional
+                      features follow its own (N·(F + X), :mod:`finpod.env.cross_features`)
 ``calendar``   3 / 0  intraday (``EnvConfig.calendar_features``): time of day of the
                       bar's end (0 at 09:30, 1 at 16:00), bars left in the session after
                       this one / bars of a full session, 1.0 on the first bar of a

@@ -13,6 +13,7 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
+from finpod.env.cross_features import cross_feature_names
 from finpod.env.observed import observed_market
 from finpod.env.tables import ObsLayout, build_tables
 
@@ -31,12 +32,16 @@ def observation_stats(market: MarketData, config: EnvConfig | None = None) -> pd
     market = observed_market(market, config.user_features)
     tables = build_tables(market, config, torch.device("cpu"))
     layout = ObsLayout.for_env(market, config)
-    n, f = market.num_stocks, market.num_features
+    n, f = market.num_stocks, layout.num_features
     static = tables.static_obs.double()
     listed = tables.step[:, n : 2 * n] > 0  # (T, N) has a mark
     columns: dict[str, torch.Tensor] = {"prices": static[:, :n][listed]}
     feats = static[:, n : n + n * f].reshape(-1, n, f)
-    for k, name in enumerate(market.feature_names):
+    names = [
+        *market.feature_names,
+        *cross_feature_names(config.cross_features, market.feature_names),
+    ]
+    for k, name in enumerate(names):
         columns[f"feature:{name}"] = feats[:, :, k][listed]
     offset = n + n * f
     for k in range(layout.calendar):

@@ -20,6 +20,7 @@ import torch
 from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
 from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
+from finpod.env.cross_features import cross_feature_names, cross_features
 from finpod.env.impact import impact_table
 from finpod.env.observed import observed_feature_names, observed_market
 from finpod.env.prices import mark_prices, valid_prices
@@ -52,9 +53,11 @@ class ObsLayout:
     @classmethod
     def for_env(cls, market: MarketData, config: EnvConfig) -> ObsLayout:
         """The layout of a :class:`~finpod.env.VecTradingEnv` on ``market`` with ``config``."""
+        observed = observed_feature_names(market.feature_names, config.user_features)
+        extra = cross_feature_names(config.cross_features, observed)
         return cls(
             market.num_stocks,
-            len(observed_feature_names(market.feature_names, config.user_features)),
+            len(observed) + len(extra),
             CALENDAR_WIDTH if use_calendar(market, config) else 0,
             1 if config.has_schedule else 0,
         )
@@ -107,7 +110,7 @@ class Tables(NamedTuple):
             the bar before is not a decision bar; a float mask: multiplying is much cheaper
             than ``torch.where`` on CPU). A delisted (bar, ticker) fills at its mark, the
             last valid close, whatever the schedule.
-        static_obs: (T, N + N·F [+ 3] [+ 1]) float32; the ``prices``, ``features`` and
+        static_obs: (T, N + N·(F + X) [+ 3] [+ 1]) float32 (X cross-sectional features); the ``prices``, ``features`` and
             optional ``calendar`` and ``schedule`` slices of the observation, which depend
             on the bar only.
         schedule: (T, 2) accounting dtype or None (no schedule); ``[:, 0]`` 1.0 where an
@@ -281,7 +284,13 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
 
     parts = [price_zscore(mark, int(config.price_window))]
     feats = market.features.to(device=device, dtype=torch.float32)
-    parts.append(torch.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0).flatten(1))
+    feats = torch.nan_to_num(feats, nan=0.0, posinf=0.0, neginf=0.0)
+    if config.cross_features:
+        # Appended per ticker (ticker-major), so the features slice stays (N, F + X).
+        listed = (mark > 0) if delist is None else (mark > 0) & (delist == 0)
+        extra = cross_features(config.cross_features, mark, feats, listed)
+        feats = torch.cat([feats, extra], dim=2)
+    parts.append(feats.flatten(1))
     if use_calendar(market, config):
         if bar_minutes(market.bar) is None:
             raise FinpodError(

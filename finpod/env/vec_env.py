@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from finpod.data.market import MarketData
+from finpod.env.bootstrap import bootstrap_path, resample_market, uses_bootstrap
 from finpod.env.config import ACTIVE_REWARDS, EnvConfig
 from finpod.env.core import (
     State,
@@ -103,6 +104,9 @@ class VecTradingEnv:
         self.can_terminate = self.config.allow_short or self.config.allow_negative_cash
         self._generator = torch.Generator(device="cpu")
         self._generator.manual_seed(int(seed))
+        # Training envs may run on block-bootstrap paths of the split (never validation
+        # or backtest): see finpod.env.bootstrap.
+        self.bootstrap = uses_bootstrap(market, self.config, self.random_start)
         self._elapsed = 0
         self._pool: torch.Tensor | list = []
         self._pool_used = 0
@@ -116,6 +120,7 @@ class VecTradingEnv:
         """Start a new episode in every env; returns obs (num_envs, obs_dim) float32."""
         if seed is not None:
             self._generator.manual_seed(int(seed))
+        self._new_path()
         self.state = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
         self._elapsed = 0
         self._pool: torch.Tensor | list = []
@@ -176,6 +181,7 @@ class VecTradingEnv:
             ended = self._elapsed >= self.episode_length
             truncated = torch.full((self.num_envs,), ended, dtype=torch.bool, device=self.device)
             if ended:
+                self._new_path()
                 state = initial_state(self._starts(), self.tables, self.config, self.num_stocks)
                 self._elapsed = 0
                 obs = observe(state, self.tables, self.config)
@@ -184,6 +190,14 @@ class VecTradingEnv:
         return obs, out.reward, terminated, truncated, info
 
     # -- helpers ------------------------------------------------------------------------
+    def _new_path(self) -> None:
+        # A fresh bootstrap path for the episodes that start now (all envs together).
+        if self.bootstrap:
+            block = int(self.config.train_bootstrap_block)
+            path = bootstrap_path(self.market.num_bars, block, self._generator)
+            resampled = resample_market(self.market, path, block)
+            self.tables = build_tables(resampled, self.config, self.device)
+
     def _pooled_starts(self) -> torch.Tensor:
         # Envs that terminate on their own need fresh starts every step; copying them from
         # the host each step would sync a GPU, so a block is drawn at once and consumed.
