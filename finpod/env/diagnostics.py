@@ -13,9 +13,8 @@ import torch
 
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
-from finpod.env.cross_features import cross_feature_names
 from finpod.env.observed import observed_market
-from finpod.env.tables import ObsLayout, build_tables
+from finpod.env.tables import ObsLayout, build_tables, extra_feature_names
 
 #: Quantiles reported by :func:`observation_stats`.
 QUANTILES = (0.05, 0.5, 0.95)
@@ -39,7 +38,7 @@ def observation_stats(market: MarketData, config: EnvConfig | None = None) -> pd
     feats = static[:, n : n + n * f].reshape(-1, n, f)
     names = [
         *market.feature_names,
-        *cross_feature_names(config.cross_features, market.feature_names),
+        *extra_feature_names(config, list(market.feature_names)),
     ]
     for k, name in enumerate(names):
         columns[f"feature:{name}"] = feats[:, :, k][listed]

@@ -34,14 +34,14 @@ from finpod.errors import FinpodError
 MAX_IMPACT_FRACTION = 0.5
 #: Floor of the average daily traded value, dollars (a ticker that never traded).
 ADV_FLOOR_DOLLARS = 1.0
+#: Centre and span of :func:`impact_feature`, log10 units: f = 0.1 % (σ = 1 %/day, ADV
+#: 100× the account) reads 0; each factor 10 in f moves it by 2/3.
+IMPACT_FEATURE_CENTER, IMPACT_FEATURE_SPAN = 3.0, 1.5
 
 
-def impact_table(
-    market: MarketData, config: EnvConfig, device: torch.device
-) -> torch.Tensor | None:
-    """(T, N) accounting dtype ``k`` with impact = min(k · √Q, cap) · Q for a fill at bar t:
-    ``k[t] = Y · σ[t − 1] / √ADV[t − 1]`` (row 0, where nothing fills, repeats row 1's
-    inputs). None with the linear cost model.
+def impact_rate(market: MarketData, config: EnvConfig, device: torch.device) -> torch.Tensor | None:
+    """(T, N) float64 ``Y · σ[t] / √ADV[t]`` from the bars ≤ t (None with the linear model):
+    what an order sent at bar t pays per dollar per √dollar.
 
     Raises :class:`FinpodError` when the square-root model is asked of a market without
     volume."""
@@ -57,11 +57,35 @@ def impact_table(
             'env.cost_model = "sqrt" needs the volume of every bar; this market has none',
             'rebuild the dataset with this version of finpod, or use cost_model = "linear"',
         )
-    k = float(config.impact_coefficient) * sigma / adv.clamp(min=ADV_FLOOR_DOLLARS).sqrt()
+    return float(config.impact_coefficient) * sigma / adv.clamp(min=ADV_FLOOR_DOLLARS).sqrt()
+
+
+def impact_table(
+    market: MarketData, config: EnvConfig, device: torch.device, rate: torch.Tensor | None = None
+) -> torch.Tensor | None:
+    """(T, N) accounting dtype ``k`` with impact = min(k · √Q, cap) · Q for a fill at bar t:
+    ``k[t]`` = :func:`impact_rate` at t − 1 (row 0, where nothing fills, repeats row 1's
+    inputs). None with the linear cost model. ``rate``: :func:`impact_rate`, if at hand."""
+    k = impact_rate(market, config, device) if rate is None else rate
+    if k is None:
+        return None
     out = torch.empty_like(k)
     out[1:] = k[:-1]
     out[:1] = k[:1]
     return out.to(config.torch_dtype).contiguous()
+
+
+def impact_feature(rate: torch.Tensor, config: EnvConfig) -> torch.Tensor:
+    """(T, N, 1) float32 observation of what trading costs in each name at bar t, so an
+    agent under square-root costs can tell thin names from liquid ones: with
+    f = :func:`impact_rate` · √``initial_cash`` (the impact, as a fraction, of trading the
+    whole starting account in the name in one order), the feature is
+    ``clip((log10 f + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN, −2, 2)``: 0 for a name
+    of σ = 1 %/day whose ADV is 100× the account, +1/3 for each 10× less ADV. Bars ≤ t
+    only, like the rate. The account's size is its starting cash, not its current value."""
+    f = (rate * float(config.initial_cash) ** 0.5).clamp(min=1e-12)
+    x = (torch.log10(f) + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN
+    return x.clamp(-2.0, 2.0).to(torch.float32).unsqueeze(-1)
 
 
 def impact_costs(traded: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

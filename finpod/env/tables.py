@@ -21,7 +21,7 @@ from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
 from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
 from finpod.env.cross_features import cross_feature_names, cross_features
-from finpod.env.impact import impact_table
+from finpod.env.impact import impact_feature, impact_rate, impact_table
 from finpod.env.observed import observed_feature_names, observed_market
 from finpod.env.prices import mark_prices, valid_prices
 from finpod.env.reference import eligible_names, reference_weights
@@ -54,7 +54,7 @@ class ObsLayout:
     def for_env(cls, market: MarketData, config: EnvConfig) -> ObsLayout:
         """The layout of a :class:`~finpod.env.VecTradingEnv` on ``market`` with ``config``."""
         observed = observed_feature_names(market.feature_names, config.user_features)
-        extra = cross_feature_names(config.cross_features, observed)
+        extra = extra_feature_names(config, observed)
         return cls(
             market.num_stocks,
             len(observed) + len(extra),
@@ -245,6 +245,14 @@ def calendar_obs(market: MarketData) -> torch.Tensor:
     return torch.stack([tod, left, first], dim=1).float()
 
 
+def extra_feature_names(config: EnvConfig, observed: list[str]) -> list[str]:
+    """Names of the per-ticker columns appended after the ``observed`` features: the
+    cross-sectional ones (:mod:`finpod.env.cross_features`), then, under square-root
+    costs, ``impact`` (:func:`finpod.env.impact.impact_feature`)."""
+    names = cross_feature_names(config.cross_features, observed)
+    return names + (["impact"] if config.cost_model == "sqrt" else [])
+
+
 def build_tables(market: MarketData, config: EnvConfig, device: torch.device) -> Tables:
     """Lookup tables of ``market`` on ``device`` (see :class:`Tables`).
 
@@ -290,6 +298,10 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         listed = (mark > 0) if delist is None else (mark > 0) & (delist == 0)
         extra = cross_features(config.cross_features, mark, feats, listed)
         feats = torch.cat([feats, extra], dim=2)
+    rate = impact_rate(market, config, device)
+    if rate is not None:
+        # Under square-root costs every ticker's token says what trading it costs.
+        feats = torch.cat([feats, impact_feature(rate, config)], dim=2)
     parts.append(feats.flatten(1))
     if use_calendar(market, config):
         if bar_minutes(market.bar) is None:
@@ -313,5 +325,5 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         buy_block=buy_block,
         delist=delist,
         reference=reference,
-        impact=impact_table(market, config, device),
+        impact=impact_table(market, config, device, rate),
     )
