@@ -31,7 +31,8 @@ unless both learners beat a zero-action Sharpe.
 whose comments give the design) that differ only in ``cost_model``, on a dataset built
 through the ``files`` source from a synthetic 5-minute ``alpha`` market with volumes
 spread ``--adv-spread``× and a causal per-ticker ``log_adv`` column (``--no-log-adv``
-leaves it out of the features); the same seed and the same budget in pods of fixed env
+leaves it out: the square-root run then sees liquidity only through the env's own
+``impact`` observation); the same seed and the same budget in pods of fixed env
 steps (the strategy's, or ``--budget``), so machine load changes their wall time, not
 their training. Each run's selected agent is backtested (``finpod backtest``'s rollout,
 with the costs it trained under) and one line per run gives the selection, the best pod,
@@ -216,7 +217,8 @@ def thin_dataset(out: Path, args) -> Path:
     whose share volumes fall ``args.adv_spread``× from the first ticker to the last, with
     two per-ticker feature columns: the planted ``alpha_signal`` and ``log_adv`` =
     log10(trailing average daily traded value / :data:`LOG_ADV_UNIT`), bars ≤ t only
-    (left out of the features with ``args.no_log_adv``: the agents then see no liquidity)."""
+    (left out with ``args.no_log_adv``: under square-root costs the env's ``impact``
+    observation still tells the names apart; under linear costs nothing does)."""
     import pandas as pd
 
     from finpod.data import build_dataset
@@ -355,7 +357,7 @@ def main() -> None:
     parser.add_argument(
         "--no-log-adv",
         action="store_true",
-        help="thin-tournament: no liquidity feature (a shared-weights policy cannot tell names apart)",
+        help="thin-tournament: no log_adv user column (the sqrt run keeps the env's impact observation)",
     )
     parser.add_argument("--start", choices=("cash", "reference"), help="override (capacity)")
     args = parser.parse_args()
