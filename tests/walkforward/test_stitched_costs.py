@@ -11,7 +11,7 @@ import pytest
 
 from finpod.walkforward import FoldSpec, run_walkforward
 from finpod.walkforward.results import fold_weighted_metrics
-from tests.walkforward.test_stitched_page import STRATEGY as PAGE_STRATEGY
+from tests.walkforward.tiny import STRATEGY as PAGE_STRATEGY
 
 #: The walk-forward page's tiny strategy, trading under square-root costs at $100M.
 STRATEGY = PAGE_STRATEGY.replace(
