@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from finpod.walkforward import FoldSpec, run_walkforward
 from finpod.walkforward.results import fold_weighted_metrics
 from tests.walkforward.tiny import STRATEGY as PAGE_STRATEGY
+from tests.walkforward.tiny import run_tiny_walkforward
 
 #: The walk-forward page's tiny strategy, trading under square-root costs at $100M.
 STRATEGY = PAGE_STRATEGY.replace(
@@ -33,22 +33,7 @@ def test_fees_and_impact_of_the_folds_add_up_separately():
 
 @pytest.fixture(scope="module")
 def sqrt_run(tmp_path_factory):
-    from finpod.data import build_dataset
-
-    root = tmp_path_factory.mktemp("wf-sqrt")
-    (root / "sqrt.toml").write_text(STRATEGY)
-    data = build_dataset(
-        "synthetic", root / "syn", n_tickers=3, n_bars=1100, seed=0, start="2000-01-03"
-    )
-    return run_walkforward(
-        data,
-        root / "sqrt.toml",
-        root / "wf",
-        spec=FoldSpec(train="400", validation="200", backtest="200", folds=2),
-        seeds=1,
-        steps=1000,
-        use_ray=False,
-    )
+    return run_tiny_walkforward(tmp_path_factory.mktemp("wf-sqrt"), 1000, strategy=STRATEGY)
 
 
 def test_stitched_table_splits_fees_and_impact_like_the_backtest(sqrt_run):

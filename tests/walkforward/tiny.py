@@ -30,10 +30,15 @@ device = "cpu"
 """
 
 
-def run_tiny_walkforward(root: Path, steps: int, log: Callable[[str], None]):
-    """The run under ``root`` (strategy, dataset and output there), ``steps`` env steps a
-    fold; returns :func:`~finpod.walkforward.run_walkforward`'s result."""
-    (root / "tiny.toml").write_text(STRATEGY)
+def run_tiny_walkforward(
+    root: Path,
+    steps: int,
+    log: Callable[[str], None] | None = None,
+    strategy: str = STRATEGY,
+):
+    """The run under ``root`` (``strategy``, dataset and output there), ``steps`` env
+    steps a fold; returns :func:`~finpod.walkforward.run_walkforward`'s result."""
+    (root / "tiny.toml").write_text(strategy)
     data = build_dataset(
         "synthetic", root / "syn", n_tickers=3, n_bars=1100, seed=0, start="2000-01-03"
     )
