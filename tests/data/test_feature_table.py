@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from cli_runner import one_error_line
 
 from finpod.data import build_dataset, load_split
 from finpod.data.features import FEATURES
@@ -86,7 +87,7 @@ def test_an_alpaca_feature_column_without_its_file_is_one_line(alpaca_env, finpo
     env = {"APCA_API_KEY_ID": "k", "APCA_API_SECRET_KEY": "s", "FINPOD_ALPACA_DATA_URL": srv.url}
     args = ["download", "--source", "alpaca", "--tickers", "AAA", "--start", replay.START]
     out = finpod_cli(*args, "--feature-column", "sentiment", "--out", str(tmp_path / "d"), env=env)
-    replay._one_line(out, "alpaca bars carry no column 'sentiment'", "--feature-file")
+    one_error_line(out, "alpaca bars carry no column 'sentiment'", "--feature-file")
     assert not srv.requests  # refused before any request
 
 

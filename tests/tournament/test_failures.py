@@ -159,6 +159,9 @@ def test_a_diverging_pod_fails_as_non_finite_and_never_scores(tmp_path, tiny_dat
         "[search.ppo]\nlearning_rate = { low = 1e-4, high = 3e-3, log = true }",
         "[search.ppo]\nlearning_rate = 100.0",  # Adam steps of 100: PPO blows up to NaN
     )
+    # Seed 7 draws a2c, a2c, ppo for the first fresh pods; with 4 fresh pods the third is
+    # fresh whenever pods 0 and 1 finish, so a PPO pod is always drawn.
+    text = text.replace("fresh_pods = 2\n", "fresh_pods = 4\n")
     strategy.write_text(text)
     finished: dict[str, str] = {}
 
