@@ -134,6 +134,8 @@ def window_market(
         tradable=pick(market.tradable),
         buyable=pick(market.buyable),
         delisted=pick(market.delisted),
+        volume=pick(market.volume),
+        liquidity=pick(market.liquidity),
     )
 
 
