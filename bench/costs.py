@@ -8,9 +8,11 @@ tournament of the case's strategy under ``--budget``), backtests with ``finpod b
 
 - ``agent`` and the benchmarks of ``backtest.json`` / ``metrics.csv`` (``equal_weight_daily``,
   ``equal_weight_buy_hold``, ``momentum``), all traded through the same env and costs;
-- on ``alpha`` markets, ``reference``: :func:`finpod.data.synthetic_market.cost_aware_reference`
-  (the signal's target weights behind a no-trade band, with the agent's costs and fills),
-  rolled over the same backtest split;
+- on ``alpha`` markets, the backtest's ``signal_rule`` (the scripted ceiling under the
+  agent's own bounds and controls) and ``cost_aware_reference``
+  (:func:`finpod.data.synthetic_market.cost_aware_reference`: the signal's target weights
+  behind a no-trade band, with the agent's account, fills and costs and nothing else of
+  its settings), rolled over the same backtest split;
 
 and one ``summary`` line with the goals: the agent's annual turnover over equal weight
 daily's (goal ≤ 2), its costs in % of capital a year (goal < 1 on daily data), its Sharpe
@@ -282,44 +284,6 @@ def policy_lines(report: Path) -> dict[str, dict[str, float]]:
     return out
 
 
-def reference_line(data_dir: Path, report: Path) -> dict[str, float] | None:
-    """The cost-aware reference on the backtest split, with the agent's cost model."""
-    from finpod.data import load_manifest
-    from finpod.data.dataset import load_split
-    from finpod.data.synthetic_market import REFERENCE_BAND, cost_aware_reference
-    from finpod.env import EnvConfig, rollout, score
-
-    manifest = load_manifest(data_dir)
-    options = manifest.get("source_options") or {}
-    if "alpha_signal" not in manifest["features"] or options.get("regime", "alpha") != "alpha":
-        return None  # the null regime's signal is noise: there is no reference to reach
-    info = json.loads((report / "backtest.json").read_text())["info"]
-    agent_env = EnvConfig.from_dict(info["env"])
-    plain = EnvConfig(
-        initial_cash=agent_env.initial_cash,
-        cost_rate=agent_env.cost_rate,
-        slippage=agent_env.slippage,
-        fill_price=agent_env.fill_price,
-    )
-    market = load_split(data_dir, "backtest")
-    policy, config = cost_aware_reference(market, plain)
-    result = rollout(policy, market, config)
-    years = len(result.returns) / market.annualization
-    costs = float(result.costs.sum()) / config.initial_cash
-    return {
-        "sharpe": round(score(result, "sharpe"), 3),
-        "cumulative_return": round(
-            float(result.account_value.iloc[-1]) / config.initial_cash - 1, 4
-        ),
-        "annual_return": round(score(result, "return"), 4),
-        "annual_turnover": round(float(result.turnover.sum()) / years, 2),
-        "annual_turnover_after_first_bar": round(float(result.turnover.iloc[2:].sum()) / years, 2),
-        "costs_pct_capital": round(100 * costs, 3),
-        "costs_pct_capital_per_year": round(100 * costs / years, 3),
-        "band": REFERENCE_BAND,
-    }
-
-
 def run_case(
     name: str, budget: str | None, work: Path, seed: int, strategy: str | None = None
 ) -> dict[str, Any]:
@@ -366,9 +330,7 @@ def run_case(
     load1 = os.getloadavg()
 
     lines = policy_lines(report)
-    ref = reference_line(data_dir, report)
-    if ref is not None:
-        lines["reference"] = ref
+    ref = lines.get("cost_aware_reference")
     head = {
         "case": name,
         "strategy": strategy,

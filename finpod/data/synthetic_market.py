@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -302,6 +301,12 @@ REFERENCE_ENTER = 1.5
 REFERENCE_EXIT = 0.0
 REFERENCE_SLOT_WEIGHT = 0.2
 REFERENCE_BAND = 0.02
+#: What the cost-aware reference takes from the env settings it is given: the account,
+#: the fills and the cost model. Everything else (tilt bounds, decision times, bands,
+#: partial adjustment, episode length, start) is the env's default, so the reference is
+#: the same line beside any agent's controls: unconstrained, not the agent's rule.
+REFERENCE_KEEPS = ("initial_cash", "fill_price", "cost_rate", "slippage", "cost_model")
+REFERENCE_KEEPS += ("impact_coefficient", "integer_shares", "dtype")
 
 
 def cost_aware_weights(
@@ -352,9 +357,10 @@ def cost_aware_reference(
     in signal space (:func:`cost_aware_weights`: enter above ``enter``, leave below
     ``exit``) and the env's no-trade band in weight space (``band``, trading all the way to
     the target), so that price drift of a held position triggers no trade. The returned
-    config is ``env_config`` (a :class:`finpod.env.EnvConfig`: same costs, fills and
-    capital) with ``action_mode="weights"``, ``no_trade_band=band`` and
-    ``band_target="target"``. Evaluate it with the env's own accounting::
+    config is a fresh :class:`finpod.env.EnvConfig` with ``env_config``'s account, fills
+    and cost model (:data:`REFERENCE_KEEPS`), ``action_mode="weights"``,
+    ``no_trade_band=band`` and ``band_target="target"``; the agent's tilt bounds and
+    execution controls are not applied. Evaluate it with the env's own accounting::
 
         policy, config = cost_aware_reference(market, EnvConfig(cost_rate=0.002))
         sharpe = finpod.env.score(finpod.env.rollout(policy, market, config))
@@ -364,8 +370,9 @@ def cost_aware_reference(
     """
     if not 0.0 <= band < 1.0:
         raise FinpodError(f"band must be in [0, 1), got {band}", "e.g. band = 0.02")
-    config = replace(
-        env_config, action_mode="weights", no_trade_band=float(band), band_target="target"
+    kept = {name: getattr(env_config, name) for name in REFERENCE_KEEPS}
+    config = type(env_config)(
+        **kept, action_mode="weights", no_trade_band=float(band), band_target="target"
     )
     return TargetWeightsPolicy(cost_aware_weights(market, enter, exit, slot_weight)), config
 
@@ -374,6 +381,7 @@ __all__ = [
     "REFERENCE_BAND",
     "REFERENCE_ENTER",
     "REFERENCE_EXIT",
+    "REFERENCE_KEEPS",
     "REFERENCE_SLOT_WEIGHT",
     "REGIMES",
     "TZ",
