@@ -33,7 +33,7 @@ Conventions (all arrays are time-major, T bars × N tickers × F features):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
 import torch
@@ -143,6 +143,30 @@ class MarketData:
             volume=None if self.volume is None else self.volume[start:stop],
             liquidity=None if self.liquidity is None else self.liquidity[start:stop],
         )
+
+    def take_bars(self, rows: torch.Tensor) -> MarketData:
+        """The bars at ``rows`` ((P,) int64 row positions, in any order, repeats allowed),
+        same tickers: every tensor field (all are time-major) with its timestamps and
+        benchmark, so a per-bar field added to the class is cut too."""
+        at = rows.cpu().numpy()
+        cut = {k: x.index_select(0, rows.to(x.device)) for k, x in self._tensors().items()}
+        bench = None if self.benchmark is None else self.benchmark.iloc[at]
+        return replace(self, timestamps=self.timestamps[at], benchmark=bench, **cut)
+
+    def take_tickers(self, tickers: list[str]) -> MarketData:
+        """The columns of ``tickers`` (each one of :attr:`tickers`), in that order, on the
+        same bars: every tensor field (all are (T, N, ...)) along its ticker axis."""
+        cols = [self.tickers.index(t) for t in tickers]
+        cut = {
+            k: x.index_select(1, torch.tensor(cols, device=x.device))
+            for k, x in self._tensors().items()
+        }
+        return replace(self, tickers=list(tickers), **cut)
+
+    def _tensors(self) -> dict[str, torch.Tensor]:
+        """The fields that hold a tensor (optional ones left out when ``None``)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
 
 
 #: Regular-session minutes in a full NYSE/NASDAQ trading day (09:30–16:00).

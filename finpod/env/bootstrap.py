@@ -99,22 +99,15 @@ def resample_market(market: MarketData, path: torch.Tensor, block: int) -> Marke
     own timestamps); see the module doc."""
     src = path.to(market.device)
     factor = chain_factor(market.close, src, block)
-
-    def take(x: torch.Tensor | None) -> torch.Tensor | None:
-        return None if x is None else x.index_select(0, src)
+    cut = market.take_bars(src)
 
     def priced(x: torch.Tensor) -> torch.Tensor:
-        return (take(x).to(torch.float64) * factor).to(x.dtype)
+        return (x.to(torch.float64) * factor).to(x.dtype)
 
     return replace(
-        market,
-        open=priced(market.open),
-        close=priced(market.close),
-        features=take(market.features),
-        tradable=take(market.tradable),
-        buyable=take(market.buyable),
-        delisted=take(market.delisted),
-        volume=take(market.volume),
-        liquidity=take(market.liquidity),
+        cut,
+        timestamps=market.timestamps,
+        open=priced(cut.open),
+        close=priced(cut.close),
         benchmark=None,
     )

@@ -13,7 +13,6 @@ A bar still forming (its end after the clock's time) is left out.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -117,26 +116,9 @@ def window_market(
         feature_columns=feature_columns or None,
         feature_file=feature_file if feature_columns else None,
     )
-    order = [market.tickers.index(t) for t in tickers]
-    if order == list(range(len(tickers))):
+    if market.tickers == list(tickers):
         return market
-    idx = torch.tensor(order, device=market.device)
-
-    def pick(x: torch.Tensor | None) -> torch.Tensor | None:
-        return None if x is None else x.index_select(1, idx)
-
-    return replace(
-        market,
-        tickers=list(tickers),
-        open=pick(market.open),
-        close=pick(market.close),
-        features=pick(market.features),
-        tradable=pick(market.tradable),
-        buyable=pick(market.buyable),
-        delisted=pick(market.delisted),
-        volume=pick(market.volume),
-        liquidity=pick(market.liquidity),
-    )
+    return market.take_tickers(list(tickers))
 
 
 def stale_tickers(market: MarketData) -> list[str]:

@@ -42,6 +42,15 @@ def test_returns_inside_and_into_each_block_are_the_source_returns():
     assert torch.equal(boot.tradable, market.tradable[path])
 
 
+def test_a_resampled_split_keeps_its_own_bar_times_and_the_source_masks():
+    market = make_market(60, 3, seed=1)
+    path = bootstrap_path(60, BLOCK, torch.Generator().manual_seed(2))
+    boot = resample_market(market, path, BLOCK)
+    assert boot.timestamps.equals(market.timestamps)  # the schedule follows the split
+    assert torch.equal(boot.tradable, market.tradable[path])
+    assert torch.equal(boot.features, market.features[path])
+
+
 def episode_tables(market, config, random_start=True, resets=2):
     env = VecTradingEnv(market, config, num_envs=3, seed=0, random_start=random_start)
     out = []

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import TRAIN_SESSIONS, after_close
+from paper_setup import TRAIN_SESSIONS, after_close
 
 K = TRAIN_SESSIONS
 REPO = Path(__file__).resolve().parents[2]

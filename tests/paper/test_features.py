@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import (
+from paper_setup import (
     DAYS,
     START_CASH,
     STRATEGY,

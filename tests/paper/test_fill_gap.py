@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BARS, DAYS, START_CASH, SYMBOLS, TRAIN_SESSIONS, after_close, long_frame
+from paper_setup import BARS, DAYS, START_CASH, SYMBOLS, TRAIN_SESSIONS, after_close, long_frame
 from replay import AlpacaPaper
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config

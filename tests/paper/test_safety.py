@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import DAYS, TRAIN_SESSIONS, after_close, play
+from paper_setup import DAYS, TRAIN_SESSIONS, after_close, play
 
 from finpod.errors import FinpodError
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 import torch
-from conftest import DAYS, START_CASH, SYMBOLS, TRAIN_SESSIONS, long_frame, play
+from paper_setup import DAYS, START_CASH, SYMBOLS, TRAIN_SESSIONS, long_frame, play
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
 from finpod.data.inmemory import from_frame

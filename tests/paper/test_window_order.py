@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from conftest import SYMBOLS, TRAIN_SESSIONS, long_frame
+from paper_setup import SYMBOLS, TRAIN_SESSIONS, long_frame
 
 from finpod.paper.live import window_market
 
