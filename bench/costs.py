@@ -27,6 +27,7 @@ Cases (all short; run by hand)::
     python bench/costs.py alpha-1min [--budget 8m]     # synthetic 1-minute alpha, 0.2 % costs
     python bench/costs.py null-5min [--budget 6m]      # synthetic 5-minute null, 0.2 % costs
     python bench/costs.py all
+    python bench/costs.py null-daily --market-seeds 3  # one run on each of 3 other markets
     python bench/costs.py alpha-1min-persistent --strategy my.toml   # another strategy
 
 Work files go under ``--work`` (default ``finpod-costs`` in the system temp folder): datasets, runs, reports.
@@ -284,13 +285,28 @@ def policy_lines(report: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def market_download(download: list[str], market_seed: int | None) -> list[str]:
+    """The case's ``finpod download`` arguments, with the synthetic market's own seed
+    replaced by ``market_seed`` (None: the case's market)."""
+    if market_seed is None:
+        return download
+    at = download.index("--seed") + 1
+    return [*download[:at], str(market_seed), *download[at + 1 :]]
+
+
 def run_case(
-    name: str, budget: str | None, work: Path, seed: int, strategy: str | None = None
+    name: str,
+    budget: str | None,
+    work: Path,
+    seed: int,
+    strategy: str | None = None,
+    market_seed: int | None = None,
 ) -> dict[str, Any]:
     case = CASES[name]
     budget = budget or case["budget"]
     strategy = strategy or case["strategy"]
-    data_dir = work / "data" / name
+    download = market_download(case["download"], market_seed)
+    data_dir = work / "data" / (name if market_seed is None else f"{name}-market{market_seed}")
     log = work / f"{name}.log"
     work.mkdir(parents=True, exist_ok=True)
     cpu = TreeCPU()
@@ -298,9 +314,9 @@ def run_case(
     load0 = os.getloadavg()
     if not (data_dir / "manifest.json").is_file():
         if "signal_persistence" in case:
-            build_persistent(case["download"], case["signal_persistence"], data_dir)
+            build_persistent(download, case["signal_persistence"], data_dir)
         else:
-            finpod(["download", *case["download"], "--out", str(data_dir)], log, cpu)
+            finpod(["download", *download, "--out", str(data_dir)], log, cpu)
     stdout = finpod(
         [
             "train",
@@ -336,6 +352,7 @@ def run_case(
         "strategy": strategy,
         "budget": budget,
         "seed": seed,
+        "market_seed": market_seed,
         "run": str(run_dir),
     }
     for policy, values in lines.items():
@@ -422,6 +439,7 @@ def median_line(name: str, summaries: list[dict[str, Any]]) -> dict[str, Any]:
         "case": name,
         "policy": "median",
         "seeds": [s["seed"] for s in summaries],
+        "market_seeds": [s.get("market_seed") for s in summaries],
         "agent_information_ratio": med(lambda s: s.get("agent_information_ratio")),
         "agent_ir_t_stat": med(lambda s: s.get("agent_ir_t_stat")),
         "agent_tracking_error": med(lambda s: s.get("agent_tracking_error")),
@@ -497,13 +515,28 @@ def main(argv: list[str] | None = None) -> int:
         "--seeds", type=int, default=1, help="run seeds seed … seed+N−1 and print their medians"
     )
     ap.add_argument("--strategy", default=None, help="strategy TOML (default: the case's)")
+    ap.add_argument(
+        "--market-seeds",
+        type=int,
+        default=0,
+        help="N > 0: run seed on N other synthetic markets (the case's market seed + 1 … + N) "
+        "instead of N run seeds on one market: a null market's backtest year is one draw",
+    )
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "finpod-costs")
     args = ap.parse_args(argv)
     for name in CASES if args.case == "all" else [args.case]:
-        runs = [
-            run_case(name, args.budget, args.work, args.seed + i, args.strategy)
-            for i in range(args.seeds)
-        ]
+        if args.market_seeds:
+            download = CASES[name]["download"]
+            base = int(download[download.index("--seed") + 1])
+            runs = [
+                run_case(name, args.budget, args.work, args.seed, args.strategy, base + 1 + i)
+                for i in range(args.market_seeds)
+            ]
+        else:
+            runs = [
+                run_case(name, args.budget, args.work, args.seed + i, args.strategy)
+                for i in range(args.seeds)
+            ]
         if len(runs) > 1:
             print(json.dumps(median_line(name, runs)), flush=True)
     return 0
