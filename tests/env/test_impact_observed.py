@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
 from finpod.env import EnvConfig, VecTradingEnv
@@ -195,3 +196,14 @@ def test_paper_trading_observes_the_impact_of_the_live_accounts_value():
     a, b, c = (obs_impact(market, SQRT, d.observation.unsqueeze(0))[0] for d in (small, big, same))
     np.testing.assert_allclose(b - a, 0.5 * np.log10(100.0) / IMPACT_FEATURE_SPAN, atol=1e-5)
     np.testing.assert_allclose(b, c, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_account_sized_impact_observation_is_the_same_on_cuda():
+    market = spread_market()
+    tables, state = accounts(market, SQRT, 20, [0.01, 1.0, 100.0])
+    cpu = observe(state, tables, SQRT)
+    cuda = torch.device("cuda")
+    gpu_tables = build_tables(market, SQRT, cuda)
+    gpu_state = type(state)(*[x.to(cuda) for x in state])
+    torch.testing.assert_close(observe(gpu_state, gpu_tables, SQRT).cpu(), cpu)
