@@ -216,7 +216,7 @@ def observe(
     torch.index_select(tables.static_obs, 0, state.t, out=out[:, 2 + n :])
     if tables.impact_level is not None:
         level = tables.impact_level.index_select(0, state.t)
-        out.index_copy_(1, tables.impact_columns, impact_feature(level, out[:, 0]))
+        out.index_copy_(1, tables.impact_columns, impact_feature(level, out[:, :1]))
     return out
 
 
@@ -231,7 +231,7 @@ def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch
     obs = torch.cat([head.float(), weights.float(), static], dim=1)
     if tables.impact_level is not None:
         level = tables.impact_level.index_select(0, state.t)
-        feature = impact_feature(level, obs[:, 0])
+        feature = impact_feature(level, obs[:, :1])
         obs = obs.index_copy(1, tables.impact_columns, feature)
     return obs
 

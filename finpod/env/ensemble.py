@@ -121,10 +121,10 @@ class EnsemblePolicy:
             if tables.impact_level is not None:
                 # Impact priced for the shared account's value: V / V0 of the member's own
                 # starting cash, the head's log value being the ensemble account's.
-                log_v = head[:, 0].double() + math.log(
+                log_v = head[:, :1].double() + math.log(
                     float(self.config.initial_cash) / float(cfg.initial_cash)
                 )
-                level = tables.impact_level[t].expand(obs.shape[0], -1)
+                level = tables.impact_level[t].expand(obs.shape[0], -1).clone()
                 member_obs.index_copy_(1, tables.impact_columns, impact_feature(level, log_v))
             action = member.policy(member_obs)
             if not isinstance(action, torch.Tensor):

@@ -39,6 +39,9 @@ ADV_FLOOR_DOLLARS = 1.0
 #: Centre and span of :func:`impact_feature`, log10 units: f = 0.1 % (σ = 1 %/day, ADV
 #: 100× the account) reads 0; each factor 10 in f moves it by 2/3.
 IMPACT_FEATURE_CENTER, IMPACT_FEATURE_SPAN = 3.0, 1.5
+#: Change of :func:`impact_feature` per unit of ``log(V / initial_cash)``: ½ · log10(e) / span
+#: (impact ∝ √V).
+IMPACT_PER_LOG_VALUE = 0.5 / (math.log(10.0) * IMPACT_FEATURE_SPAN)
 
 
 def impact_rate(market: MarketData, config: EnvConfig, device: torch.device) -> torch.Tensor | None:
@@ -96,12 +99,12 @@ def impact_feature(level: torch.Tensor, log_value: torch.Tensor) -> torch.Tensor
     of σ = 1 %/day whose ADV is 100× the account, +1/3 for each 10× less ADV or 100× more
     account value.
 
-    ``level`` (E, N) rows of :func:`impact_level` at each account's bar t (bars ≤ t only);
-    ``log_value`` (E,) ``log(V / initial_cash)`` of the accounts, V marked at bar t. As
-    log10(rate · √V) = log10(rate · √V0) + ½ · log10(V / V0), the shift is a per-account
-    constant added before the clip."""
-    shift = log_value.unsqueeze(1) * (0.5 / (math.log(10.0) * IMPACT_FEATURE_SPAN))
-    return (level + shift).clamp_(-2.0, 2.0).to(torch.float32)
+    ``level`` (E, N) float32 rows of :func:`impact_level` at each account's bar t (bars ≤ t
+    only), overwritten with the result (pass a fresh gather of the table, not a view of
+    it); ``log_value`` (E, 1) ``log(V / initial_cash)`` of the accounts, V marked at bar t.
+    As log10(rate · √V) = log10(rate · √V0) + ½ · log10(V / V0), the account's size is a
+    shift of its whole row before the clip."""
+    return level.add_(log_value, alpha=IMPACT_PER_LOG_VALUE).clamp_(-2.0, 2.0)
 
 
 def impact_costs(traded: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

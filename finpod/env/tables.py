@@ -311,8 +311,8 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         # Under square-root costs every ticker's token says what trading it costs; here for
         # an account at its starting value, observe() shifts it to each account's value.
         level = impact_level(rate, config).contiguous()
-        start = torch.zeros(level.shape[0], dtype=torch.float32, device=device)
-        feats = torch.cat([feats, impact_feature(level, start).unsqueeze(-1)], dim=2)
+        start = torch.zeros((level.shape[0], 1), dtype=torch.float32, device=device)
+        feats = torch.cat([feats, impact_feature(level.clone(), start).unsqueeze(-1)], dim=2)
         n, f = feats.shape[1], feats.shape[2]
         # Features are ticker-major, impact last in each ticker's.
         first = ObsLayout(n, f).features.start + f - 1
