@@ -216,7 +216,7 @@ def observe(
     torch.index_select(tables.static_obs, 0, state.t, out=out[:, 2 + n :])
     if tables.impact_level is not None:
         level = tables.impact_level.index_select(0, state.t)
-        out.index_copy_(1, tables.impact_columns, impact_feature(level, out[:, :1]))
+        out[:, tables.impact_columns] = impact_feature(level, out[:, :1])
     return out
 
 
@@ -231,8 +231,9 @@ def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch
     obs = torch.cat([head.float(), weights.float(), static], dim=1)
     if tables.impact_level is not None:
         level = tables.impact_level.index_select(0, state.t)
+        cols = tables.impact_columns
         feature = impact_feature(level, obs[:, :1])
-        obs = obs.index_copy(1, tables.impact_columns, feature)
+        obs = torch.slice_scatter(obs, feature, 1, cols.start, cols.stop, cols.step)
     return obs
 
 

@@ -125,7 +125,7 @@ class EnsemblePolicy:
                     float(self.config.initial_cash) / float(cfg.initial_cash)
                 )
                 level = tables.impact_level[t].expand(obs.shape[0], -1).clone()
-                member_obs.index_copy_(1, tables.impact_columns, impact_feature(level, log_v))
+                member_obs[:, tables.impact_columns] = impact_feature(level, log_v)
             action = member.policy(member_obs)
             if not isinstance(action, torch.Tensor):
                 action = torch.as_tensor(action)

@@ -130,7 +130,8 @@ class Tables(NamedTuple):
             of an account worth ``initial_cash`` before its clip
             (:func:`finpod.env.impact.impact_level`); ``static_obs`` holds it clipped, and
             :func:`finpod.env.core.observe` rewrites it for each account's current value.
-        impact_columns: (N,) int64 or None; the observation columns of ``impact``.
+        impact_columns: slice or None; the observation columns of ``impact``, one
+            per ticker (a strided slice, so writing them is one copy).
     """
 
     step: torch.Tensor
@@ -141,7 +142,7 @@ class Tables(NamedTuple):
     reference: torch.Tensor | None = None
     impact: torch.Tensor | None = None
     impact_level: torch.Tensor | None = None
-    impact_columns: torch.Tensor | None = None
+    impact_columns: slice | None = None
 
 
 def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
@@ -316,7 +317,7 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         n, f = feats.shape[1], feats.shape[2]
         # Features are ticker-major, impact last in each ticker's.
         first = ObsLayout(n, f).features.start + f - 1
-        columns = first + f * torch.arange(n, device=device)
+        columns = slice(first, first + f * (n - 1) + 1, f)
     parts.append(feats.flatten(1))
     if use_calendar(market, config):
         if bar_minutes(market.bar) is None:
