@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from finpod.env import EnvConfig, VecTradingEnv
-from finpod.env.core import account_state, observe, observe_functional
+from finpod.env.core import account_state, observe, observe_functional, transition
 from finpod.env.diagnostics import observation_stats
 from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.env.impact import IMPACT_FEATURE_SPAN
@@ -207,3 +207,34 @@ def test_the_account_sized_impact_observation_is_the_same_on_cuda():
     gpu_tables = build_tables(market, SQRT, cuda)
     gpu_state = type(state)(*[x.to(cuda) for x in state])
     torch.testing.assert_close(observe(gpu_state, gpu_tables, SQRT).cpu(), cpu)
+
+
+def test_paper_orders_under_square_root_costs_are_the_envs_filled_at_the_decision_close():
+    # The env's step from bar 20 on a market whose bar 21 closes where bar 20 did: the
+    # order is sent at bar 20 and pays the impact rate of bars ≤ 20.
+    market = spread_market(22)
+    close = market.close.clone()
+    close[21] = close[20]
+    market = replace(market, close=close)
+    config = replace(
+        SQRT,
+        action_mode="weights",
+        fill_price="close",
+        initial_cash=1e5,
+        integer_shares=False,
+        dtype="float64",
+    )
+    tables = build_tables(market, config, CPU)
+    # All in the thinnest name, to be sold for the two others: the buys spend the
+    # proceeds net of costs, so the impact rate sets their size.
+    shares = torch.tensor([[0.0, 0.0, 4000.0]], dtype=torch.float64)
+    cash = torch.tensor([1000.0], dtype=torch.float64)
+    state = account_state(torch.tensor([20]), cash, shares, tables)
+    action = torch.tensor([[0.1, 0.9, 0.0]])
+    _, step = transition(state, action, tables, config)
+    agent = RunAgent(
+        "run", "best", ["p"], config, list(market.tickers), "1d", "XNYS", lambda obs: action
+    )
+    paper = decide(agent, market.slice(0, 21), 1000.0, shares[0], start_value=1e5)
+    assert float(step.impact[0]) > 100.0
+    torch.testing.assert_close(paper.trade, step.trade[0], rtol=0, atol=1e-9)
