@@ -180,7 +180,7 @@ class Decision:
 def next_bar_tables(tables: Tables, n: int, rate: torch.Tensor | None = None) -> Tables:
     """``tables`` with one bar more after the last, filled at the last bar's close; under
     square-root costs its fills pay ``rate`` (N,), the last bar's
-    :func:`~finpod.env.impact.impact_rate` (the env's fill after a decision bar does)."""
+    :func:`~finpod.env.impact.impact_rate`, as the env's fill after a decision bar does."""
     t = tables.step.shape[0] - 1
     row = tables.step[t]
     mark = row[n : 2 * n]
