@@ -24,7 +24,10 @@ slice          width  value
                       0 before a listing
 ``features``   N·F    ``MarketData.features[t]`` flattened ticker-major (already O(1));
                       with ``EnvConfig.cross_features`` each ticker's X cross-sectional
-                      features follow its own (N·(F + X), :mod:`finpod.env.cross_features`)
+                      features follow its own (N·(F + X), :mod:`finpod.env.cross_features`);
+                      under square-root costs each ticker's last is ``impact``, the cost
+                      of trading the account's current value V in the name
+                      (:func:`~finpod.env.impact.impact_feature`)
 ``calendar``   3 / 0  intraday (``EnvConfig.calendar_features``): time of day of the
                       bar's end (0 at 09:30, 1 at 16:00), bars left in the session after
                       this one / bars of a full session, 1.0 on the first bar of a
@@ -53,6 +56,7 @@ import torch
 
 from finpod.env.config import ACTIVE_REWARDS, EnvConfig
 from finpod.env.execution import VALUE_FLOOR, active_targets, execute, weights_order
+from finpod.env.impact import impact_feature
 from finpod.env.tables import Tables
 
 #: Small variance floor of the differential Sharpe ratio's denominator (returns² units):
@@ -192,7 +196,9 @@ def observe(
     """(E, obs_dim) float32 observation of ``state`` (layout in the module docstring).
 
     Written into ``out`` when given (e.g. a slot of an agent's rollout storage), else into
-    a fresh tensor. Each slice is written in place: no concatenation copy.
+    a fresh tensor. Each slice is written in place: no concatenation copy. The ``impact``
+    columns (square-root costs) are the one per-ticker feature that depends on the
+    account: they are rewritten for each row's value.
     """
     n = state.holdings.shape[1]
     init = float(config.initial_cash)
@@ -208,6 +214,9 @@ def observe(
     out[:, 1] = state.cash * inv
     out[:, 2 : 2 + n] = state.position * inv.unsqueeze(1)
     torch.index_select(tables.static_obs, 0, state.t, out=out[:, 2 + n :])
+    if tables.impact_level is not None:
+        level = tables.impact_level.index_select(0, state.t)
+        out[:, tables.impact_columns] = impact_feature(level, out[:, :1])
     return out
 
 
@@ -219,7 +228,13 @@ def observe_functional(state: State, tables: Tables, config: EnvConfig) -> torch
     head = torch.stack([torch.log(v * (1.0 / init)), state.cash * inv], dim=1)
     weights = state.position * inv.unsqueeze(1)
     static = tables.static_obs.index_select(0, state.t)
-    return torch.cat([head.float(), weights.float(), static], dim=1)
+    obs = torch.cat([head.float(), weights.float(), static], dim=1)
+    if tables.impact_level is not None:
+        level = tables.impact_level.index_select(0, state.t)
+        cols = tables.impact_columns
+        feature = impact_feature(level, obs[:, :1])
+        obs = torch.slice_scatter(obs, feature, 1, cols.start, cols.stop, cols.step)
+    return obs
 
 
 def transition(

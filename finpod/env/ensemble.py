@@ -23,6 +23,7 @@ validation split and the backtest can trade it on the backtest split with the sa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -31,6 +32,7 @@ import torch
 from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.env.execution import active_targets
+from finpod.env.impact import impact_feature
 from finpod.env.rollout import rollout, score
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
@@ -116,6 +118,14 @@ class EnsemblePolicy:
             member_obs = torch.cat(
                 [head.float(), tables.static_obs[t].expand(obs.shape[0], -1)], dim=1
             )
+            if tables.impact_level is not None:
+                # Impact priced for the shared account's value: V / V0 of the member's own
+                # starting cash, the head's log value being the ensemble account's.
+                log_v = head[:, :1].double() + math.log(
+                    float(self.config.initial_cash) / float(cfg.initial_cash)
+                )
+                level = tables.impact_level[t].expand(obs.shape[0], -1).clone()
+                member_obs[:, tables.impact_columns] = impact_feature(level, log_v)
             action = member.policy(member_obs)
             if not isinstance(action, torch.Tensor):
                 action = torch.as_tensor(action)

@@ -21,6 +21,8 @@ marked at afterwards (temporary impact).
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from finpod.data.liquidity import daily_liquidity
@@ -37,6 +39,9 @@ ADV_FLOOR_DOLLARS = 1.0
 #: Centre and span of :func:`impact_feature`, log10 units: f = 0.1 % (σ = 1 %/day, ADV
 #: 100× the account) reads 0; each factor 10 in f moves it by 2/3.
 IMPACT_FEATURE_CENTER, IMPACT_FEATURE_SPAN = 3.0, 1.5
+#: Change of :func:`impact_feature` per unit of ``log(V / initial_cash)``: ½ · log10(e) / span
+#: (impact ∝ √V).
+IMPACT_PER_LOG_VALUE = 0.5 / (math.log(10.0) * IMPACT_FEATURE_SPAN)
 
 
 def impact_rate(market: MarketData, config: EnvConfig, device: torch.device) -> torch.Tensor | None:
@@ -75,17 +80,31 @@ def impact_table(
     return out.to(config.torch_dtype).contiguous()
 
 
-def impact_feature(rate: torch.Tensor, config: EnvConfig) -> torch.Tensor:
-    """(T, N, 1) float32 observation of what trading costs in each name at bar t, so an
-    agent under square-root costs can tell thin names from liquid ones: with
-    f = :func:`impact_rate` · √``initial_cash`` (the impact, as a fraction, of trading the
-    whole starting account in the name in one order), the feature is
-    ``clip((log10 f + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN, −2, 2)``: 0 for a name
-    of σ = 1 %/day whose ADV is 100× the account, +1/3 for each 10× less ADV. Bars ≤ t
-    only, like the rate. The account's size is its starting cash, not its current value."""
+def impact_level(rate: torch.Tensor, config: EnvConfig) -> torch.Tensor:
+    """(T, N) float32 :func:`impact_feature` of an account worth ``config.initial_cash``,
+    before the clip: ``(log10(rate · √initial_cash) + IMPACT_FEATURE_CENTER) /
+    IMPACT_FEATURE_SPAN``, ``rate`` (T, N) :func:`impact_rate`. The env keeps it per bar and
+    shifts it by each account's value at observation time."""
     f = (rate * float(config.initial_cash) ** 0.5).clamp(min=1e-12)
-    x = (torch.log10(f) + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN
-    return x.clamp(-2.0, 2.0).to(torch.float32).unsqueeze(-1)
+    return ((torch.log10(f) + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN).to(torch.float32)
+
+
+def impact_feature(level: torch.Tensor, log_value: torch.Tensor) -> torch.Tensor:
+    """(E, N) float32 observation of what trading costs in each name for each account, so
+    an agent under square-root costs can tell thin names from liquid ones and sees that its
+    own size makes them dearer: with f = :func:`impact_rate` · √V (the impact, as a
+    fraction, of trading the whole account in the name in one order), V the account's
+    current value, the feature is
+    ``clip((log10 f + IMPACT_FEATURE_CENTER) / IMPACT_FEATURE_SPAN, −2, 2)``: 0 for a name
+    of σ = 1 %/day whose ADV is 100× the account, +1/3 for each 10× less ADV or 100× more
+    account value.
+
+    ``level`` (E, N) float32 rows of :func:`impact_level` at each account's bar t (bars ≤ t
+    only), overwritten with the result (pass a fresh gather of the table, not a view of
+    it); ``log_value`` (E, 1) ``log(V / initial_cash)`` of the accounts, V marked at bar t.
+    As log10(rate · √V) = log10(rate · √V0) + ½ · log10(V / V0), the account's size is a
+    shift of its whole row before the clip."""
+    return level.add_(log_value, alpha=IMPACT_PER_LOG_VALUE).clamp_(-2.0, 2.0)
 
 
 def impact_costs(traded: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

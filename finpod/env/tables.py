@@ -21,7 +21,7 @@ from finpod.data.calendar import TZ, bar_minutes, get_calendar
 from finpod.data.market import MarketData
 from finpod.env.config import SESSION_CLOSE_MIN, SESSION_OPEN_MIN, EnvConfig, decision_minutes
 from finpod.env.cross_features import cross_feature_names, cross_features
-from finpod.env.impact import impact_feature, impact_rate, impact_table
+from finpod.env.impact import impact_feature, impact_level, impact_rate, impact_table
 from finpod.env.observed import observed_feature_names, observed_market
 from finpod.env.prices import mark_prices, valid_prices
 from finpod.env.reference import eligible_names, reference_weights
@@ -126,6 +126,12 @@ class Tables(NamedTuple):
             buyable at the bar), see :mod:`finpod.env.reference`.
         impact: (T, N) accounting dtype or None (linear costs); the square-root impact
             coefficient of a fill at the bar, see :func:`finpod.env.impact.impact_table`.
+        impact_level: (T, N) float32 or None (linear costs); the ``impact`` observation
+            of an account worth ``initial_cash`` before its clip
+            (:func:`finpod.env.impact.impact_level`); ``static_obs`` holds it clipped, and
+            :func:`finpod.env.core.observe` rewrites it for each account's current value.
+        impact_columns: slice or None; the observation columns of ``impact``, one
+            per ticker (a strided slice, so writing them is one copy).
     """
 
     step: torch.Tensor
@@ -135,6 +141,8 @@ class Tables(NamedTuple):
     delist: torch.Tensor | None = None
     reference: torch.Tensor | None = None
     impact: torch.Tensor | None = None
+    impact_level: torch.Tensor | None = None
+    impact_columns: slice | None = None
 
 
 def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
@@ -299,9 +307,17 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         extra = cross_features(config.cross_features, mark, feats, listed)
         feats = torch.cat([feats, extra], dim=2)
     rate = impact_rate(market, config, device)
+    level = columns = None
     if rate is not None:
-        # Under square-root costs every ticker's token says what trading it costs.
-        feats = torch.cat([feats, impact_feature(rate, config)], dim=2)
+        # Under square-root costs every ticker's token says what trading it costs; here for
+        # an account at its starting value, observe() shifts it to each account's value.
+        level = impact_level(rate, config).contiguous()
+        start = torch.zeros((level.shape[0], 1), dtype=torch.float32, device=device)
+        feats = torch.cat([feats, impact_feature(level.clone(), start).unsqueeze(-1)], dim=2)
+        n, f = feats.shape[1], feats.shape[2]
+        # Features are ticker-major, impact last in each ticker's.
+        first = ObsLayout(n, f).features.start + f - 1
+        columns = slice(first, first + f * (n - 1) + 1, f)
     parts.append(feats.flatten(1))
     if use_calendar(market, config):
         if bar_minutes(market.bar) is None:
@@ -326,4 +342,6 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         delist=delist,
         reference=reference,
         impact=impact_table(market, config, device, rate),
+        impact_level=level,
+        impact_columns=columns,
     )

@@ -48,6 +48,7 @@ from finpod.data.market import MarketData
 from finpod.env.config import EnvConfig
 from finpod.env.core import account_state, observe, transition
 from finpod.env.ensemble import EnsemblePolicy, Member
+from finpod.env.impact import impact_rate
 from finpod.env.observed import observed_feature_names
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
@@ -176,8 +177,10 @@ class Decision:
     """Account value at the decision bar's close: cash + Σ shares · close, dollars."""
 
 
-def next_bar_tables(tables: Tables, n: int) -> Tables:
-    """``tables`` with one bar more after the last, filled at the last bar's close."""
+def next_bar_tables(tables: Tables, n: int, rate: torch.Tensor | None = None) -> Tables:
+    """``tables`` with one bar more after the last, filled at the last bar's close; under
+    square-root costs its fills pay ``rate`` (N,), the last bar's
+    :func:`~finpod.env.impact.impact_rate`, as the env's fill after a decision bar does."""
     t = tables.step.shape[0] - 1
     row = tables.step[t]
     mark = row[n : 2 * n]
@@ -192,6 +195,9 @@ def next_bar_tables(tables: Tables, n: int) -> Tables:
         step=torch.cat([tables.step, nxt.unsqueeze(0)]),
         buy_block=more(tables.buy_block),
         delist=more(tables.delist),
+        impact=None
+        if tables.impact is None
+        else torch.cat([tables.impact, rate.to(tables.impact.dtype).reshape(1, n)]),
     )
 
 
@@ -229,7 +235,11 @@ def decide(
     action = policy(obs)
     if not isinstance(action, torch.Tensor):
         action = torch.as_tensor(action)
-    after, out = transition(state, action.reshape(1, n), next_bar_tables(tables, n), config)
+    rate = impact_rate(market, config, torch.device("cpu"))
+    rate_now = None if rate is None else rate[-1]
+    after, out = transition(
+        state, action.reshape(1, n), next_bar_tables(tables, n, rate_now), config
+    )
     value = float(state.value[0])
     inv = 1.0 / max(value, 1e-12)
     return Decision(
