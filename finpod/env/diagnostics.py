@@ -25,7 +25,9 @@ def observation_stats(market: MarketData, config: EnvConfig | None = None) -> pd
 
     Entries of a ticker are counted only on bars where it has a mark price (listed). Rows:
     ``prices``, ``feature:<name>`` for each feature, ``calendar:<k>`` when on; columns
-    ``mean``, ``std``, ``p5``, ``p50``, ``p95``, ``count``.
+    ``mean``, ``std``, ``p5``, ``p50``, ``p95``, ``count``. Under square-root costs the
+    ``feature:impact`` row is for an account worth ``initial_cash`` (the env shifts it by
+    the account's current value at each step).
     """
     config = config if config is not None else EnvConfig()
     market = observed_market(market, config.user_features)
