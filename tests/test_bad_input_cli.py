@@ -14,13 +14,7 @@ from pathlib import Path
 
 import pytest
 from cli_runner import one_error_line
-
-STRATEGY = (
-    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
-    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
-    '[env]\naction_mode = "weights"\nepisode_length = 40\n'
-    '[train]\nnum_envs = 8\ntotal_steps = {steps}\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
-)
+from tiny_strategy import tiny_agent
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def run_dir(dataset, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("run")
     strategy = folder / "s.toml"
-    strategy.write_text(STRATEGY.format(steps=256))
+    strategy.write_text(tiny_agent())
     return train_agent(strategy, dataset, folder / "runs", progress=False, run_id="r1")
 
 
@@ -85,7 +79,7 @@ def test_a_bad_strategy_file_is_one_line(finpod_cli, tmp_path, dataset, content,
 def test_train_out_that_cannot_be_written_is_one_line(finpod_cli, tmp_path, dataset, where):
     (tmp_path / "afile").write_text("x")
     strategy = tmp_path / "s.toml"
-    strategy.write_text(STRATEGY.format(steps=256))
+    strategy.write_text(tiny_agent())
     out = {"under_file": tmp_path / "afile" / "runs", "proc": Path("/proc/finpod-test")}[where]
     res = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)
@@ -121,10 +115,7 @@ def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):
     """``finpod train`` without a terminal, SIGINT after its first ``lines`` stdout lines:
     (those lines, stderr, returncode)."""
     strategy = tmp_path / "long.toml"
-    text = STRATEGY.format(steps=10_000_000).replace(
-        "eval_every = 128", f"eval_every = {eval_every}"
-    )
-    strategy.write_text(text)
+    strategy.write_text(tiny_agent(train={"total_steps": 10_000_000, "eval_every": eval_every}))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "finpod", "train", "--strategy", str(strategy)]

@@ -12,15 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from tiny_strategy import tiny_agent
 
 from finpod.errors import FinpodError
-
-STRATEGY = (
-    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
-    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
-    '[env]\naction_mode = "active"\nreference = "{reference}"\nepisode_length = 40\n'
-    '[train]\nnum_envs = 8\ntotal_steps = 256\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
-)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +31,9 @@ def trained(tmp_path_factory) -> tuple[Path, Path, str]:
     reference = root / "weights.csv"
     reference.write_text(text, encoding="utf-8")
     strategy = root / "s.toml"
-    strategy.write_text(STRATEGY.format(reference=reference), encoding="utf-8")
+    strategy.write_text(
+        tiny_agent(env={"action_mode": "active", "reference": str(reference)}), encoding="utf-8"
+    )
     run = train_agent(strategy, data, root / "runs", run_id="r")
     return Path(run), reference, text
 

@@ -23,50 +23,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from rebinding import patch_everywhere
+from tiny_strategy import tiny_agent, tiny_tournament
 
-SINGLE_AGENT = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [8]
-critic_hidden = [8]
-[env]
-action_mode = "weights"
-episode_length = 40
-[train]
-num_envs = 4
-total_steps = 96
-eval_every = 32
-seed = 1
-device = "cpu"
-"""
+SINGLE_AGENT = tiny_agent(
+    hparams={"actor_hidden": [8], "critic_hidden": [8]},
+    train={"num_envs": 4, "total_steps": 96, "eval_every": 32, "seed": 1},
+)
 
-TOURNAMENT = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 16
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [8]
-critic_hidden = [8]
-[env]
-action_mode = "active"
-episode_length = 40
-[train]
-num_envs = 4
-seed = 7
-device = "cpu"
-[tournament]
-pod_steps = 128
-epochs = 2
-top_k = 4
-fresh_pods = 2
-cpus_per_pod = 1.0
-"""
+TOURNAMENT = tiny_tournament(env={"action_mode": "active"}, tournament={"pod_steps": 128})
 
 
 @pytest.fixture(scope="module")

@@ -114,35 +114,15 @@ class MarketData:
         return self.close.device
 
     def to(self, device: torch.device | str) -> MarketData:
-        """Same data on ``device``."""
-        return replace(
-            self,
-            open=self.open.to(device),
-            close=self.close.to(device),
-            features=self.features.to(device),
-            tradable=self.tradable.to(device),
-            buyable=None if self.buyable is None else self.buyable.to(device),
-            delisted=None if self.delisted is None else self.delisted.to(device),
-            volume=None if self.volume is None else self.volume.to(device),
-            liquidity=None if self.liquidity is None else self.liquidity.to(device),
-        )
+        """Same data on ``device``: every tensor field moved there, each keeping its dtype."""
+        return replace(self, **{k: x.to(device) for k, x in self._tensors().items()})
 
     def slice(self, start: int, stop: int) -> MarketData:
-        """Bars ``start:stop`` (row positions), same tickers."""
+        """Bars ``start:stop`` (row positions), same tickers: every tensor field (all are
+        time-major) with its timestamps and benchmark; the split name is kept."""
+        cut = {k: x[start:stop] for k, x in self._tensors().items()}
         bench = None if self.benchmark is None else self.benchmark.iloc[start:stop]
-        return replace(
-            self,
-            timestamps=self.timestamps[start:stop],
-            open=self.open[start:stop],
-            close=self.close[start:stop],
-            features=self.features[start:stop],
-            tradable=self.tradable[start:stop],
-            benchmark=bench,
-            buyable=None if self.buyable is None else self.buyable[start:stop],
-            delisted=None if self.delisted is None else self.delisted[start:stop],
-            volume=None if self.volume is None else self.volume[start:stop],
-            liquidity=None if self.liquidity is None else self.liquidity[start:stop],
-        )
+        return replace(self, timestamps=self.timestamps[start:stop], benchmark=bench, **cut)
 
     def take_bars(self, rows: torch.Tensor) -> MarketData:
         """The bars at ``rows`` ((P,) int64 row positions, in any order, repeats allowed),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_strategy import tiny_agent
 from typer.testing import CliRunner
 
 from finpod.agents import load_checkpoint
@@ -23,12 +24,7 @@ def dataset(tmp_path_factory):
 
 def test_train_writes_run_directory(dataset, tmp_path):
     strategy = tmp_path / "s.toml"
-    strategy.write_text(
-        '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\nupdate_epochs = 1\n'
-        "actor_hidden = [16]\ncritic_hidden = [16]\n"
-        '[env]\naction_mode = "weights"\nepisode_length = 40\n'
-        '[train]\nnum_envs = 8\ntotal_steps = 256\neval_every = 128\nseed = 3\ndevice = "cpu"\n'
-    )
+    strategy.write_text(tiny_agent())
     result = CliRunner().invoke(
         app,
         [
@@ -90,12 +86,7 @@ def test_train_reports_bad_strategy_in_one_line(tmp_path, dataset):
     assert exit_info.value.code == 1
 
 
-_RESUME_STRATEGY = (
-    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
-    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
-    '[env]\naction_mode = "weights"\nepisode_length = 40\n'
-    '[train]\nnum_envs = 8\ntotal_steps = 768\neval_every = 128\nseed = 5\ndevice = "cpu"\n'
-)
+_RESUME_STRATEGY = tiny_agent(train={"total_steps": 768, "seed": 5})
 
 
 def _validation_rows(run):

@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 from cli_runner import one_error_line
+from tiny_strategy import tiny_agent
 
 from finpod.errors import FinpodError
 
-STRATEGY = (
-    '[agent]\nalgorithm = "ppo"\n[agent.hparams]\nhorizon = 8\nminibatch_size = 64\n'
-    "update_epochs = 1\nactor_hidden = [16]\ncritic_hidden = [16]\n"
-    '[env]\nepisode_length = 40\n[train]\nnum_envs = 8\ntotal_steps = 256\nseed = 3\ndevice = "cpu"\n'
-)
+#: The tiny agent in the default action mode, never scored while it trains.
+STRATEGY = tiny_agent(env={"action_mode": None}, train={"eval_every": None})
 
 
 @pytest.fixture(scope="module")

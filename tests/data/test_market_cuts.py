@@ -1,10 +1,11 @@
-"""Cutting a ``MarketData`` by bars or by tickers carries every field: each tensor (all are
-time-major, (T, N, ...)) is cut on the cut's axis, and the rest is kept. The market here
-fills every field of the class, so a field added later is checked without a new test."""
+"""Cutting a ``MarketData`` by bars or by tickers, or moving it to a device, carries every
+field: each tensor (all are time-major, (T, N, ...)) is cut on the cut's axis or moved, and
+the rest is kept. The market here fills every field of the class, so a field added later is
+checked without a new test."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pandas as pd
 import pytest
@@ -18,6 +19,15 @@ T, N, F = 7, 3, 2
 SHAPES = {"features": (T, N, F), "liquidity": (T, N, 2)}
 #: Rows taken: fewer than T, out of order, one repeated.
 ROWS = torch.tensor([4, 0, 4, 6, 2])
+#: Devices a market is moved to: ``meta`` (shapes and dtypes, no values) runs on any machine.
+DEVICES = [
+    "meta",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+    ),
+]
+#: Dtypes given to the tensor fields in turn, so that a move which casts shows.
+DTYPES = (torch.float64, torch.bool, torch.int64, torch.float32)
 
 
 def full_market() -> MarketData:
@@ -87,3 +97,26 @@ def test_take_tickers_cuts_every_tensor_along_the_ticker_axis_in_the_order_asked
             continue
         want = before.index_select(1, cols) if isinstance(before, torch.Tensor) else before
         assert _same(want, after), f"{f.name} is not cut to the tickers taken"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_to_moves_every_tensor_field_with_its_dtype_and_keeps_the_rest(device):
+    market = full_market()
+    names = [
+        f.name for f in fields(MarketData) if isinstance(getattr(market, f.name), torch.Tensor)
+    ]
+    market = replace(
+        market, **{k: getattr(market, k).to(DTYPES[i % len(DTYPES)]) for i, k in enumerate(names)}
+    )
+    out = market.to(device)
+    kind = torch.device(device).type
+    assert out.device.type == kind
+    for f in fields(MarketData):
+        before, after = getattr(market, f.name), getattr(out, f.name)
+        if not isinstance(before, torch.Tensor):
+            assert after is before, f"{f.name} is not kept"
+            continue
+        assert after.device.type == kind, f"{f.name} is not moved to {device}"
+        assert (after.dtype, after.shape) == (before.dtype, before.shape), f"{f.name} changed"
+        if kind != "meta":
+            assert torch.equal(after.cpu(), before), f"{f.name} changed values on the way"

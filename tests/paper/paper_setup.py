@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from replay import TZ, alpaca_bars, long_table
+from tiny_strategy import tiny_agent
 
 from finpod.data.calendar import sessions
 
@@ -20,28 +21,9 @@ DAYS = sessions("2021-01-04", "2022-06-30")[:330]
 #: Sessions the run is trained on (the dataset); the later ones are only served live.
 TRAIN_SESSIONS = 300
 START_CASH = 1_000_000.0
-STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "active"
-episode_length = 40
-cost_rate = 0.0
-no_trade_band = 0.01
-dtype = "float64"
-[train]
-num_envs = 8
-total_steps = 256
-eval_every = 128
-seed = 3
-device = "cpu"
-"""
+STRATEGY = tiny_agent(
+    env={"action_mode": "active", "cost_rate": 0.0, "no_trade_band": 0.01, "dtype": "float64"}
+)
 
 
 def make_bars(seed: int = 11) -> dict[str, pd.DataFrame]:

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 from replay import TZ, AlpacaPaper, alpaca_bars, long_table
+from tiny_strategy import tiny_agent
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
 from finpod.data.calendar import sessions
@@ -25,29 +26,16 @@ DAYS = sessions("2023-03-01", "2023-03-31")[:16]
 TRAIN_DAYS = 14
 BARS_PER_DAY = 78
 CASH = 1_000_000.0
-STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "active"
-episode_length = 40
-cost_rate = 0.0
-no_trade_band = 0.005
-decision_interval = 3
-dtype = "float64"
-[train]
-num_envs = 8
-total_steps = 256
-eval_every = 128
-seed = 5
-device = "cpu"
-"""
+STRATEGY = tiny_agent(
+    env={
+        "action_mode": "active",
+        "cost_rate": 0.0,
+        "no_trade_band": 0.005,
+        "decision_interval": 3,
+        "dtype": "float64",
+    },
+    train={"seed": 5},
+)
 
 
 def _starts() -> pd.DatetimeIndex:

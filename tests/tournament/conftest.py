@@ -9,37 +9,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_strategy import tiny_tournament
 
-#: Small enough that a pod trains in well under a second on one CPU core.
-TINY_STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 16
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [8]
-critic_hidden = [8]
-[env]
-episode_length = 40
-[train]
-num_envs = 4
-seed = 7
-device = "cpu"
-[tournament]
-pod_steps = {pod_steps}
-epochs = {epochs}
-top_k = {top_k}
-fresh_pods = 2
-cpus_per_pod = 1.0
-{extra}
-[search]
+#: The tiny tournament's search: PPO and A2C pods, their learning rates drawn.
+SEARCH = """[search]
 algorithms = ["ppo", "a2c"]
 [search.ppo]
-learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
-gamma = {{ low = 0.9, high = 0.999 }}
+learning_rate = { low = 1e-4, high = 3e-3, log = true }
+gamma = { low = 0.9, high = 0.999 }
 [search.a2c]
-learning_rate = {{ low = 1e-4, high = 3e-3, log = true }}
+learning_rate = { low = 1e-4, high = 3e-3, log = true }
 horizon = 16
 actor_hidden = [8]
 critic_hidden = [8]
@@ -49,9 +28,11 @@ critic_hidden = [8]
 def write_strategy(
     path: Path, pod_steps: int = 256, epochs: int = 2, top_k: int = 4, extra: str = ""
 ) -> Path:
-    """A tiny tournament strategy file at ``path``."""
-    text = TINY_STRATEGY.format(
-        pod_steps=pod_steps, epochs=epochs, top_k=top_k, extra=textwrap.dedent(extra)
+    """A tiny tournament strategy file at ``path`` (small enough that a pod trains in well
+    under a second on one CPU core); ``extra`` is TOML put after the ``[tournament]`` keys."""
+    text = tiny_tournament(
+        tournament={"pod_steps": pod_steps, "epochs": epochs, "top_k": top_k},
+        tail=textwrap.dedent(extra) + "\n" + SEARCH,
     )
     path.write_text(text, encoding="utf-8")
     return path

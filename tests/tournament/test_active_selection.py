@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from tiny_strategy import tiny_tournament
 
 from finpod.agents import load_checkpoint
 from finpod.backtest.agents import recorded_env_config
@@ -17,41 +18,28 @@ from finpod.env import rollout, score
 from finpod.runs import load_candidates, read_run_info
 from finpod.tournament import Leaderboard, run_tournament
 
-ACTIVE_STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 16
-minibatch_size = 64
-update_epochs = 2
-actor_hidden = [8]
-critic_hidden = [8]
-learning_rate = 3e-3
-[env]
-action_mode = "active"
-start = "reference"
-max_active_weight = 0.2
-active_budget = 0.5
-reward = "active_log_return"
-episode_length = 40
-[train]
-num_envs = 4
-seed = 7
-device = "cpu"
-score = "information_ratio"
-[tournament]
-pod_steps = 512
-epochs = 2
-top_k = 6
-fresh_pods = 2
-cpus_per_pod = 1.0
-population = {population}
-score = "information_ratio"
-[search]
-algorithms = ["ppo"]
-[search.ppo]
-learning_rate = {{ low = 1e-3, high = 1e-2, log = true }}
-"""
+
+def _active_strategy(population: int) -> str:
+    """The tiny tournament trading active tilts, scored on the information ratio."""
+    return tiny_tournament(
+        hparams={"update_epochs": 2, "learning_rate": 3e-3},
+        env={
+            "action_mode": "active",
+            "start": "reference",
+            "max_active_weight": 0.2,
+            "active_budget": 0.5,
+            "reward": "active_log_return",
+        },
+        train={"score": "information_ratio"},
+        tournament={
+            "pod_steps": 512,
+            "top_k": 6,
+            "population": population,
+            "score": "information_ratio",
+        },
+        tail='[search]\nalgorithms = ["ppo"]\n'
+        "[search.ppo]\nlearning_rate = { low = 1e-3, high = 1e-2, log = true }\n",
+    )
 
 
 @pytest.mark.parametrize("population", [1, 2], ids=["pods", "population"])
@@ -59,7 +47,7 @@ def test_pods_are_ranked_by_the_information_ratio_of_their_active_returns(
     population, tmp_path, tiny_dataset, ray_tmp
 ):
     path = tmp_path / "s.toml"
-    path.write_text(ACTIVE_STRATEGY.format(population=population), encoding="utf-8")
+    path.write_text(_active_strategy(population), encoding="utf-8")
     run = run_tournament(path, tiny_dataset, pods=1, budget="4 pods", out=tmp_path / "r")
     board = Leaderboard.load(run.run_dir)
     assert board.score_name == "information_ratio"

@@ -10,14 +10,10 @@ import pandas as pd
 import pytest
 
 from finpod.walkforward.results import fold_weighted_metrics
-from tests.walkforward.tiny import STRATEGY as PAGE_STRATEGY
-from tests.walkforward.tiny import run_tiny_walkforward
+from tests.walkforward.tiny import page_strategy, run_tiny_walkforward
 
 #: The walk-forward page's tiny strategy, trading under square-root costs at $100M.
-STRATEGY = PAGE_STRATEGY.replace(
-    "episode_length = 40\n",
-    'episode_length = 40\ncost_model = "sqrt"\ninitial_cash = 100_000_000.0\n',
-)
+STRATEGY = page_strategy(cost_model="sqrt", initial_cash=100_000_000.0)
 
 
 def test_fees_and_impact_of_the_folds_add_up_separately():

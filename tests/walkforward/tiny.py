@@ -6,28 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tiny_strategy import tiny_agent
+
 from finpod.data import build_dataset
 from finpod.walkforward import FoldSpec, run_walkforward
 
-STRATEGY = """
-[agent]
-algorithm = "ppo"
-[agent.hparams]
-horizon = 8
-minibatch_size = 64
-update_epochs = 1
-actor_hidden = [16]
-critic_hidden = [16]
-[env]
-action_mode = "weights"
-episode_length = 40
-[train]
-num_envs = 8
-total_steps = 512
-eval_every = 128
-seed = 3
-device = "cpu"
-"""
+
+def page_strategy(**env) -> str:
+    """The page's strategy: the tiny agent at 512 env steps, its ``[env]`` updated with
+    ``env``."""
+    return tiny_agent(env=env, train={"total_steps": 512})
+
+
+STRATEGY = page_strategy()
 
 
 def run_tiny_walkforward(
