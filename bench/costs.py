@@ -102,13 +102,12 @@ CASES: dict[str, dict[str, Any]] = {
     "alpha-1min-persistent": {
         # The same market with a slower signal (φ = 0.99: half-life ~69 bars), the setting
         # the cost-aware reference was tuned on; at φ = 0.9 nothing survives 0.2 % costs.
-        # `finpod download` has no flag for the persistence: built in-process (below).
         "download": shlex.split(
             "--source synthetic --regime alpha --bar 1min --n-tickers 10 --seed 1 --years 0.2"
+            " --signal-persistence 0.99"
             " --train 2015-01-02:2015-01-30 --validation 2015-02-03:2015-02-13"
             " --backtest 2015-02-18:2015-03-05"
         ),
-        "signal_persistence": 0.99,
         "strategy": "strategies/intraday.toml",
         "budget": "8m",
     },
@@ -194,42 +193,6 @@ def finpod(args: list[str], log: Path, cpu: TreeCPU) -> str:
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {shlex.join(cmd)}; see {log}")
     return stdout
-
-
-def build_persistent(download: list[str], persistence: float, out: Path) -> None:
-    """``finpod download DOWNLOAD`` of a synthetic market, with ``signal_persistence``
-    (which the synthetic source does not take yet) set on the generator."""
-    import functools
-
-    import finpod.data.synthetic_market as synthetic
-    from finpod.data import build_dataset
-
-    opts = dict(zip(download[::2], download[1::2], strict=True))
-    splits = {k: tuple(opts[f"--{k}"].split(":", 1)) for k in ("train", "validation", "backtest")}
-    print(
-        json.dumps(
-            {
-                "command": f"finpod download {shlex.join(download)} --out {out}",
-                "signal_persistence": persistence,
-            }
-        ),
-        flush=True,
-    )
-    original = synthetic.synthetic_bars
-    synthetic.synthetic_bars = functools.partial(original, signal_persistence=persistence)
-    try:
-        build_dataset(
-            "synthetic",
-            out,
-            bar=opts["--bar"],
-            splits=splits,
-            regime=opts["--regime"],
-            n_tickers=int(opts["--n-tickers"]),
-            seed=int(opts["--seed"]),
-            years=float(opts["--years"]),
-        )
-    finally:
-        synthetic.synthetic_bars = original
 
 
 def policy_lines(report: Path) -> dict[str, dict[str, float]]:
@@ -324,10 +287,7 @@ def run_case(
     busy0, wall0 = machine_busy_s(), time.perf_counter()
     load0 = os.getloadavg()
     if not (data_dir / "manifest.json").is_file():
-        if "signal_persistence" in case:
-            build_persistent(download, case["signal_persistence"], data_dir)
-        else:
-            finpod(["download", *download, "--out", str(data_dir)], log, cpu)
+        finpod(["download", *download, "--out", str(data_dir)], log, cpu)
     stdout = finpod(
         [
             "train",
