@@ -13,14 +13,21 @@ from finpod.runs import METRICS_HEADER as METRIC_COLUMNS
 from finpod.runs.candidates import load_candidates
 
 
-def test_best_checkpoint_is_the_best_validation_score(trading_env, tmp_path):
-    scores = iter([0.5, 2.0, 1.0, -1.0])
-    seen = []
+def scripted_scores(scores: list[float]):
+    """``(eval_fn, seen)``: an eval function that returns ``scores`` in turn and records
+    the env steps of each agent it scores in ``seen``."""
+    it = iter(scores)
+    seen: list[int] = []
 
     def eval_fn(agent):
         seen.append(agent.env_steps)
-        return next(scores)
+        return next(it)
 
+    return eval_fn, seen
+
+
+def test_best_checkpoint_is_the_best_validation_score(trading_env, tmp_path):
+    eval_fn, seen = scripted_scores([0.5, 2.0, 1.0, -1.0])
     agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
     res = train(
         agent,
@@ -107,13 +114,7 @@ def test_a_checkpoint_with_non_finite_validation_returns_is_never_selected(tradi
 def test_training_in_memory_keeps_the_best_scored_weights_not_the_last(trading_env):
     """Without a run directory (a walk-forward seed) the best weights are still those of
     the best validation score."""
-    scores = iter([0.5, 2.0, 1.0])
-    seen = []
-
-    def eval_fn(agent):
-        seen.append(agent.env_steps)
-        return next(scores)
-
+    eval_fn, seen = scripted_scores([0.5, 2.0, 1.0])
     agent = make_agent("ppo", SMALL["ppo"], trading_env.obs_dim, trading_env.action_dim, "cpu", 0)
     res = train(
         agent, trading_env, total_steps=3 * 32, eval_every=32, eval_fn=eval_fn, progress=False

@@ -55,6 +55,15 @@ def spread_market(bars: int = 40):
     return with_volume(market, np.tile([1e7, 1e5, 1e3], (bars, 1)))
 
 
+def thinner_and_dearer_after(market, t: int):
+    """``market`` with the bars after ``t`` changed: 1,000× less volume, prices × 1.5."""
+    volume = market.volume.clone()
+    volume[t + 1 :] *= 1e-3
+    close = market.close.clone()
+    close[t + 1 :] *= 1.5
+    return replace(market, volume=volume, close=close)
+
+
 def test_under_square_root_costs_each_ticker_observes_what_trading_it_costs():
     market = spread_market()
     linear = ObsLayout.for_env(market, EnvConfig())
@@ -77,11 +86,7 @@ def test_a_larger_starting_account_reads_a_higher_cost_in_the_same_name():
 def test_the_impact_observation_at_t_uses_no_bar_after_t():
     market = spread_market()
     t = 25
-    volume = market.volume.clone()
-    volume[t + 1 :] *= 1e-3
-    close = market.close.clone()
-    close[t + 1 :] *= 1.5
-    later = replace(market, volume=volume, close=close)
+    later = thinner_and_dearer_after(market, t)
     a, b = impact_column(market, SQRT), impact_column(later, SQRT)
     assert np.array_equal(a[: t + 1], b[: t + 1])
     assert not np.allclose(a[t + 2 :], b[t + 2 :])
@@ -121,11 +126,7 @@ def test_an_env_observation_at_t_uses_no_bar_after_t():
     # The account's value moves the impact columns; bars after t move neither.
     market = spread_market()
     t = 25
-    volume = market.volume.clone()
-    volume[t + 1 :] *= 1e-3
-    close = market.close.clone()
-    close[t + 1 :] *= 1.5
-    later = replace(market, volume=volume, close=close)
+    later = thinner_and_dearer_after(market, t)
     action = torch.tensor([[0.6, 0.3, 0.1]])
     seen = []
     for m in (market, later):
