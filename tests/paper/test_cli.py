@@ -84,7 +84,10 @@ def test_a_process_killed_mid_decision_restarts_without_sending_twice(
     symbols = sorted(s for _, s, _ in server.sent())
     assert symbols == ["AAA", "BBB", "CCC"], restarted.lines
     assert len(server.posts) == 3  # no POST was refused as a duplicate: none was repeated
-    assert any("already in the account: not sent again" in x for x in restarted.lines)
+    # the order in flight was pending in the state: the start looked it up before deciding
+    assert any(
+        "is in the account (accepted): recorded, not sent again" in x for x in restarted.lines
+    )
 
 
 def test_missing_keys_are_one_line(run_dir, trained, monkeypatch):

@@ -97,7 +97,10 @@ def setup(intraday_run, tmp_path, monkeypatch):
         monkeypatch.setenv(key, value)
     run = shutil.copytree(intraday_run[0], tmp_path / "runs" / "r5")
     lines: list[str] = []
-    trader = PaperTrader(run, data_dir=intraday_run[1], lookback_sessions=40, log=lines.append)
+    # bars from files are consolidated (sip) bars; the replay serves them without delay
+    trader = PaperTrader(
+        run, data_dir=intraday_run[1], lookback_sessions=40, log=lines.append, realtime=True
+    )
     trader.lines = lines
     trader.start()
     yield trader, srv, run
