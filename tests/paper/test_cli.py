@@ -45,7 +45,7 @@ def test_dry_run_logs_the_orders_and_sends_nothing(server, run_dir, trained, cap
     assert out.count("dry run: would buy") == 3, out
     assert not [r for r in server.requests if r[0] in ("POST", "DELETE")]
     assert server.posts == []
-    assert not (run_dir / "paper" / "state.json").exists()
+    assert not (run_dir / "paper").exists()  # no state, no log, no bar cache
 
 
 def test_ctrl_c_with_an_order_in_flight_records_it_and_stops(server, run_dir, trained):
