@@ -27,10 +27,11 @@ def journal(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
-def assert_journal_is_the_account(run_dir: Path, server) -> None:
+def assert_journal_is_the_account(run_dir: Path, server, resent: int = 0) -> None:
     """The journal's ``order`` records are the account's orders (id, symbol, signed qty,
     status, filled shares); one ``decision`` and at most one ``fills`` per decision; every
-    order of a ``fills`` record as the account has it; nothing POSTed twice."""
+    order of a ``fills`` record as the account has it; ``resent`` POSTs refused as
+    duplicates (none: nothing is sent twice)."""
     records = journal(run_dir)
     side = {"buy": 1.0, "sell": -1.0}
     account = {
@@ -55,7 +56,7 @@ def assert_journal_is_the_account(run_dir: Path, server) -> None:
         for o in fills["orders"]:
             if o["status"] != "rejected":
                 assert account[o["client_order_id"]][2] == o["status"]
-    assert server.duplicates == []
+    assert len(server.duplicates) == resent
 
 
 def test_an_answer_lost_after_the_order_was_taken_is_looked_up_not_sent_again(
@@ -72,6 +73,25 @@ def test_an_answer_lost_after_the_order_was_taken_is_looked_up_not_sent_again(
     state = json.loads((run_dir / "paper" / "state.json").read_text())
     assert sorted(o["status"] for o in state["orders"].values()) == ["accepted"] * 3
     assert_journal_is_the_account(run_dir, server)
+
+
+def test_an_order_refused_as_a_duplicate_is_recorded_as_the_account_has_it(trader, server, run_dir):
+    state = run_dir / "paper" / "state.json"
+    first = trader()
+    saved = state.read_text()
+    server.set_clock(after_close(K))
+    assert first.step() == "decided"
+    state.write_text(saved)  # the state of the sent orders is lost ...
+    (run_dir / "paper" / "journal.jsonl").unlink()
+    server.inject("GET", "/v2/orders:by_client_order_id", status=404)  # ... and one lookup lags
+    again = trader()
+    assert again.step() == "decided"
+    assert len(server.duplicates) == 1 and len(server.orders) == 3
+    line = next(x for x in again.lines if "has this client order id already" in x)
+    assert "is in the account (accepted): recorded, not sent again" in line
+    recorded = json.loads(state.read_text())["orders"]
+    assert sorted(o["status"] for o in recorded.values()) == ["accepted"] * 3
+    assert_journal_is_the_account(run_dir, server, resent=1)
 
 
 def _spawn(run_dir: Path, dataset: Path) -> subprocess.Popen:
