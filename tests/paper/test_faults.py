@@ -124,6 +124,7 @@ def test_a_kill_between_send_and_answer_then_a_restart_that_no_longer_wants_the_
     server.fill_open_orders(f"{DAYS[K + 1]:%Y-%m-%d}")  # and it fills
     restarted = trader()  # same bar: the agent now holds that symbol
     assert restarted.step() == "decided"
+    assert any(x.startswith("decision at") and "2 order(s)" in x for x in restarted.lines)
     assert f"order {first['client_order_id']} is in the account (filled)" in "\n".join(
         restarted.lines
     )
