@@ -63,6 +63,11 @@ def test_ctrl_c_with_an_order_in_flight_records_it_and_stops(server, run_dir, tr
     assert recorded == {"AAA": "accepted", "BBB": "accepted"}
     assert state["last_decision"] is None  # the decision is not done: CCC was never sent
     assert len(server.posts) == 2
+    # the decision is journaled before its first order, each order the account took once
+    path = run_dir / "paper" / "journal.jsonl"
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["decision", "order", "order"]
+    assert {r["symbol"] for r in records[1:]} == {"AAA", "BBB"}
 
 
 def test_a_process_killed_mid_decision_restarts_without_sending_twice(
