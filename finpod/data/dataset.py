@@ -58,7 +58,7 @@ from finpod.data.manifest import (
     load_manifest,
     universe_entry,
 )
-from finpod.data.outdir import prepare_out
+from finpod.data.outdir import drop_marker, prepare_out
 from finpod.data.splits import (
     DEFAULT_EMBARGO_SESSIONS,
     DEFAULT_FRACTIONS,
@@ -79,6 +79,9 @@ from finpod.data.user_features import USER_SCALING
 from finpod.errors import FinpodError
 
 SOURCES = tuple(sources.LOADERS)
+#: Source options that name files or folders the build reads (or caches into): an
+#: ``--overwrite`` is refused while one of them lies inside the dataset it would replace.
+INPUT_OPTIONS = ("path", "benchmark", "cache_dir")
 # The splits, the manifest and the dataset's files live in finpod.data.splits/.manifest/
 # .store, align_benchmark, bars_to_market and from_frame in finpod.data.benchmark/.inmemory;
 # they stay importable from here (finpod.data.synthetic_market imports bars_to_market here).
@@ -181,7 +184,8 @@ def build_dataset(
         )
     out = Path(out)
     # The output is checked (and its temporary folder made) before any work is done.
-    tmp, made = prepare_out(out, overwrite)
+    inputs = tuple(opts[k] for k in INPUT_OPTIONS if opts.get(k) is not None)
+    tmp, made = prepare_out(out, overwrite, inputs)
     try:
         return _build_into(
             tmp,
@@ -344,5 +348,6 @@ def _build_into(
             atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
         atomic_write_json(tmp / "cleaning_report.json", loaded.report)
         atomic_write_json(tmp / "manifest.json", manifest.to_dict())
+        drop_marker(tmp)
         replace_dir(tmp, out)
     return out
