@@ -20,7 +20,6 @@ from pathlib import Path
 
 from finpod.errors import FinpodError
 
-
 #: File inside each temporary build folder; its text names the folder (see the module doc).
 TEMP_MARKER = ".finpod-temporary"
 
