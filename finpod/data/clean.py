@@ -25,13 +25,25 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
   bar on, for good (``report["delisted"]``): the env converts such a position to cash at
   its last valid close (:data:`DELISTING_RULE`).
 - close-to-close moves beyond ±50 % in log terms are listed (``large_moves``) but kept.
+- one bad row is one bad row. A few rows of a ticker lying far outside the rest of its
+  own bars (more than :data:`STRAY_GAP_DAYS` calendar days away, at most
+  :data:`STRAY_MAX_ROWS` rows and a tenth of the ticker's rows: a typed year, 2016-03-15
+  among 2019 rows) are an error naming the ticker, the rows and the file; the dataset's
+  range never stretches to reach them. Remove or fix the rows, or cut them off with
+  ``--start``/``--end``.
+- a ticker with fewer than ``min_bars`` bars (default :data:`MIN_TICKER_BARS`) is an error
+  naming it, or with ``--drop-bad-tickers`` dropped and listed with its cause.
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
-  and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
-  This is a choice of universe made over the whole range (like picking the tickers to
-  download); it never changes a price or a feature of the tickers kept.
+  and last bar are dropped and reported. This is a choice of universe made over the whole
+  range (like picking the tickers to download); it never changes a price or a feature of
+  the tickers kept.
+- the dataset's range is the span of the tickers kept: a ticker that is dropped never
+  moves the range, the splits or the other tickers' listing dates.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -60,6 +72,7 @@ from finpod.data.stages import (
 )
 from finpod.data.ticker_rule import (
     EXACT_DUPLICATE,
+    ORIGIN,
     OUT_OF_RANGE,
     OUTSIDE_SESSIONS,
     ticker_rule,
@@ -77,6 +90,15 @@ from finpod.data.timestamps import (
 )
 from finpod.data.vendor import refuse_excel_serials
 from finpod.errors import FinpodError
+
+#: A ticker needs at least this many bars (one bar has no return, no feature and no fill).
+MIN_TICKER_BARS = 2
+#: Rows of a ticker this many calendar days away from the rest of its bars are strays...
+STRAY_GAP_DAYS = 60
+#: ...when they are at most this many rows...
+STRAY_MAX_ROWS = 5
+#: ...and at most this share of the ticker's rows (a real listing gap is neither).
+STRAY_MAX_SHARE = 0.1
 
 # Bars, the column and ticker readers, the timestamp readers and the grid stages live in
 # finpod.data.bars/.timestamps/.stages; they stay importable from here.
@@ -114,7 +136,7 @@ def clean_long(
     start: str | pd.Timestamp | None = None,
     end: str | pd.Timestamp | None = None,
     min_coverage: float = 0.8,
-    min_bars: int = 2,
+    min_bars: int = MIN_TICKER_BARS,
     ticker: str | None = None,
     where: str = "input",
     date_format: str | None = None,
@@ -133,7 +155,8 @@ def clean_long(
         start, end: optional date range to keep (inclusive).
         min_coverage: a ticker with bars on less than this fraction of the grid between its
             first and last bar is dropped.
-        min_bars: a ticker with fewer bars is dropped.
+        min_bars: a ticker with fewer bars is an error naming it (dropped and listed with
+            ``drop_bad_tickers``).
         ticker: ticker for every row when the table has no ``tic`` column.
         where: name of the input, used in error messages.
         date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
@@ -253,6 +276,8 @@ def clean_long(
             "each (timestamp, ticker) needs one row; fix the conflicting rows",
         )
 
+    refuse_stray_rows(ts_ns, tic_codes, tic_names, frame.index.to_numpy(), df, where)
+
     # Calendar grid.
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
     sess = sessions(local.min(), local.max(), calendar)
@@ -300,7 +325,7 @@ def clean_long(
     n_idx, kept_names = pd.factorize(frame["tic"].to_numpy(), sort=True)
     names = [str(x) for x in kept_names]
 
-    # Trim the grid to the span of kept bars.
+    # Trim the grid to the span of kept bars (again below, once sparse tickers are gone).
     t0, t1 = int(t_idx.min()), int(t_idx.max()) + 1
     grid = grid[t0:t1]
     t_idx = t_idx - t0
@@ -313,23 +338,39 @@ def clean_long(
     observed = np.zeros((T, N), dtype=bool)
     observed[t_idx, n_idx] = True
 
-    # Sparse tickers.
+    # Sparse tickers: too few bars (the ticker rule), or too little coverage (a universe choice).
     counts = observed.sum(axis=0)
     first = np.where(counts > 0, observed.argmax(axis=0), T)
     last = np.where(counts > 0, T - 1 - observed[::-1].argmax(axis=0), -1)
     life = np.maximum(last - first + 1, 1)
     coverage = counts / life
-    sparse = (coverage < min_coverage) | (counts < min_bars)
-    if sparse.any():
+    too_few = counts < min_bars
+    if too_few.any():
+        i = int(np.flatnonzero(too_few)[0])
+        when = ", ".join(str(grid[t].date()) for t in np.flatnonzero(observed[:, i])[:3])
+        why = {
+            names[k]: f"only {int(counts[k])} bar{'s' if counts[k] != 1 else ''} "
+            f"(a ticker needs at least {min_bars})"
+            for k in np.flatnonzero(too_few)
+        }
+        if not drop_bad_tickers:
+            raise FinpodError(
+                f"{where}: ticker {names[i]} has only {int(counts[i])} usable bar"
+                f"{'s' if counts[i] != 1 else ''} ({when}); a ticker needs at least {min_bars}",
+                "add its bars, remove it from the input, or pass --drop-bad-tickers to build "
+                "without it",
+            )
+        report.setdefault("tickers_dropped", {}).update(why)
+    low = (coverage < min_coverage) & ~too_few
+    if low.any():
         report.setdefault("tickers_dropped", {}).update(
             {
-                names[
-                    i
-                ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
-                for i in np.flatnonzero(sparse)
+                names[i]: f"{int(counts[i])} bars over {int(life[i])} sessions "
+                f"({coverage[i]:.0%} coverage)"
+                for i in np.flatnonzero(low)
             }
         )
-    keep = ~sparse
+    keep = ~(too_few | low)
     if not keep.any():
         cause = f" after dropping rows ({_summary(dropped)})" if dropped else ""
         raise FinpodError(
@@ -338,9 +379,16 @@ def clean_long(
             "fix the rows named, or lower --min-coverage",
         )
     names = [n for n, k in zip(names, keep, strict=True) if k]
-    arrays = {k: v[:, keep] for k, v in arrays.items()}
     observed = observed[:, keep]
-    first, last = first[keep], last[keep]
+    # The range is the span of the tickers kept: a dropped one never stretches it.
+    alive = np.flatnonzero(observed.any(axis=1))
+    t0, t1 = int(alive[0]), int(alive[-1]) + 1
+    grid = grid[t0:t1]
+    observed = observed[t0:t1]
+    arrays = {k: v[t0:t1][:, keep] for k, v in arrays.items()}
+    T = len(grid)
+    first = observed.argmax(axis=0)
+    last = T - 1 - observed[::-1].argmax(axis=0)
 
     filled_prices, filled = forward_fill(arrays, observed)
     n_filled = filled.sum(axis=0)
@@ -383,6 +431,68 @@ def clean_long(
         delisted=delisted if delisted.any() else None,
     )
     return bars, report
+
+
+def refuse_stray_rows(
+    ts_ns: np.ndarray,
+    tic_codes: np.ndarray,
+    tic_names: pd.Index,
+    rows: np.ndarray,
+    raw: pd.DataFrame,
+    where: str,
+) -> None:
+    """Raise when a few rows of one ticker lie far from the rest of its own bars.
+
+    ``ts_ns`` (n,) int64 UTC stamps and ``tic_codes`` (n,) codes into ``tic_names`` are
+    the cleaned rows; ``rows`` their positions in the raw table ``raw`` (for the file
+    name). A ticker's rows are cut at every gap above :data:`STRAY_GAP_DAYS`; a piece
+    other than the largest with at most :data:`STRAY_MAX_ROWS` rows and
+    :data:`STRAY_MAX_SHARE` of the ticker's rows is a stray (a typed year): kept, it would
+    stretch the dataset's range and fill the ticker across the gap.
+    """
+    if len(ts_ns) < 2:
+        return
+    order = np.lexsort((ts_ns, tic_codes))
+    ts, codes = ts_ns[order], tic_codes[order]
+    gap = np.int64(STRAY_GAP_DAYS) * 86_400_000_000_000
+    new_piece = np.r_[True, (np.diff(codes) != 0) | (np.diff(ts) > gap)]
+    piece = np.cumsum(new_piece) - 1
+    size = np.bincount(piece)
+    piece_tic = codes[new_piece]
+    per_tic = np.bincount(codes, minlength=len(tic_names))
+    # The body of each ticker: its largest piece (the first of equals).
+    body = np.full(len(tic_names), -1)
+    for p in np.argsort(-size, kind="stable"):
+        if body[piece_tic[p]] < 0:
+            body[piece_tic[p]] = p
+    stray = (
+        (np.arange(len(size)) != body[piece_tic])
+        & (size <= STRAY_MAX_ROWS)
+        & (size <= STRAY_MAX_SHARE * per_tic[piece_tic])
+    )
+    if not stray.any():
+        return
+    p = int(np.flatnonzero(stray)[0])
+    t = int(piece_tic[p])
+    in_piece = np.flatnonzero(piece == p)
+    b = np.flatnonzero(piece == body[t])
+
+    def day(ns: int) -> str:
+        return str(pd.Timestamp(ns, tz="UTC").tz_convert(TZ).date())
+
+    dates = ", ".join(day(int(ts[k])) for k in in_piece[:3])
+    body_span = f"{day(int(ts[b[0]]))} → {day(int(ts[b[-1]]))}"
+    away = abs(int(ts[in_piece[0]]) - int(ts[b[0] if ts[in_piece[0]] < ts[b[0]] else b[-1]]))
+    origin = ""
+    if ORIGIN in raw.columns:
+        origin = f" in {Path(str(raw[ORIGIN].iloc[int(rows[order[in_piece[0]]])])).name}"
+    n = len(in_piece)
+    raise FinpodError(
+        f"{where}: {n} row{'s' if n != 1 else ''} of {tic_names[t]}{origin} ({dates}) "
+        f"lie{'s' if n == 1 else ''} {away // 86_400_000_000_000} days away from its other "
+        f"{len(b)} bars ({body_span}): a mistyped year?",
+        "fix or remove the row(s), or leave them out with --start/--end",
+    )
 
 
 def _summary(d: dict) -> str:
