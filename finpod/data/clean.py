@@ -79,14 +79,13 @@ from finpod.data.ticker_rule import (
 )
 from finpod.data.timestamps import (
     EPOCH_UNITS,
-    detect_bar_label,
+    bar_label_per_ticker,
     infer_bar,
-    infer_bar_ns,
+    infer_bar_per_ticker,
     one_bar_size,
     parse_timestamps,
     read_stamps,
     stamp_dates,
-    utc_ns,
 )
 from finpod.data.vendor import refuse_excel_serials
 from finpod.errors import FinpodError
@@ -193,7 +192,7 @@ def clean_long(
     check_tickers(tic, where)
     one_bar_size(instant, wall, tic.fillna(""), where)
     if bar is None:
-        bar = infer_bar_ns(utc_ns(instant))
+        bar = infer_bar_per_ticker(instant, tic)
         report["bar_inferred"] = bar
     bar = normalize_bar(bar)
     minutes = bar_minutes(bar)
@@ -293,16 +292,27 @@ def clean_long(
     )
     stamp = ts_ns
     if not daily:
-        label = bar_label
-        if label == "auto":
-            label = detect_bar_label(local, minutes)
-            if label == "end":
+        shift = np.int64(minutes) * 60_000_000_000
+        if bar_label == "auto":
+            names_now = [str(x) for x in tic_names]
+            is_end, by_label = bar_label_per_ticker(local, tic_codes, names_now, minutes, where)
+            stamp = np.where(is_end[tic_codes], ts_ns - shift, ts_ns)
+            if set(by_label) == {"end"}:
                 report["bar_label"] = "end (shifted to bar start)"
-        if label == "end":
-            stamp = ts_ns - np.int64(minutes) * 60_000_000_000
+            elif len(by_label) > 1:
+                report["bar_label"] = (
+                    f"per ticker: end (shifted to bar start) for {', '.join(by_label['end'])}; "
+                    f"start for {', '.join(by_label['start'])}"
+                )
+        elif bar_label == "end":
+            stamp = ts_ns - shift
     pos = np.searchsorted(grid_ns, stamp)
     pos_c = np.minimum(pos, len(grid_ns) - 1)
     on_grid = grid_ns[pos_c] == stamp
+    if not daily and timezone != "UTC" and str(notes.get("input_timezone", "")).startswith("naive"):
+        refuse_naive_utc(
+            wall, frame.index.to_numpy(), on_grid, grid_ns, bar_label, minutes, where, timezone
+        )
     if (~on_grid).any():
         dropped["outside_sessions"] = int((~on_grid).sum())
         lose(~on_grid, OUTSIDE_SESSIONS)
@@ -431,6 +441,39 @@ def clean_long(
         delisted=delisted if delisted.any() else None,
     )
     return bars, report
+
+
+def refuse_naive_utc(
+    wall: pd.Series,
+    rows: np.ndarray,
+    on_grid: np.ndarray,
+    grid_ns: np.ndarray,
+    bar_label: str,
+    minutes: int,
+    where: str,
+    timezone: str,
+) -> None:
+    """Raise when naive intraday stamps read in ``timezone`` mostly miss the session but
+    would fit it read as UTC: a vendor writing UTC without saying so. Lowering the
+    coverage would then build prices hours late; ``--timezone UTC`` reads them right.
+    ``wall`` are the raw naive stamps, ``rows`` the kept rows' positions in it."""
+    if on_grid.mean() >= 0.5:
+        return
+    naive = wall.iloc[rows]
+    as_utc = naive.dt.tz_localize("UTC", ambiguous="NaT", nonexistent="NaT")
+    ns = as_utc.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]").astype(np.int64)
+    ok = as_utc.notna().to_numpy()
+    shift = np.int64(minutes) * 60_000_000_000
+    best = 0.0
+    for delta in (0,) if bar_label == "start" else (shift,) if bar_label == "end" else (0, shift):
+        pos = np.minimum(np.searchsorted(grid_ns, ns - delta), len(grid_ns) - 1)
+        best = max(best, float((ok & (grid_ns[pos] == ns - delta)).mean()))
+    if best >= 0.9 and best > 2 * on_grid.mean():
+        raise FinpodError(
+            f"{where}: {1 - on_grid.mean():.0%} of the naive stamps fall outside the "
+            f"sessions read as {timezone} time, but {best:.0%} fit the sessions read as UTC",
+            "the stamps look like UTC: pass --timezone UTC (do not lower --min-coverage)",
+        )
 
 
 def refuse_stray_rows(
