@@ -5,7 +5,9 @@ A dataset directory holds:
 - ``bars.parquet``: one row per (bar, ticker) on the full calendar grid, sorted by time
   then ticker: ``timestamp, tic, open, high, low, close, volume, tradable, filled``, the
   optional bool masks ``buyable`` and ``delisted`` (when the source sets them) and one
-  float32 column per feature. Prices are NaN before a ticker's first bar.
+  float32 column per feature. Prices and volumes are float64, as the source gave them
+  (manifest ``price_precision``; older datasets: float32). Prices are NaN before a
+  ticker's first bar.
 - ``benchmark.parquet`` (when the source has one): ``timestamp, close`` of the index level
   on the same grid, each bar showing the last level known when the bar closes
   (:mod:`finpod.data.benchmark`).
@@ -69,6 +71,7 @@ from finpod.data.splits import (
 )
 from finpod.data.store import (
     MASKS,
+    PRICE_DTYPE,
     ROWS_PER_GROUP_BARS,
     content_hash,
     load_split,
@@ -301,7 +304,7 @@ def _build_into(
         bench_vals = (
             None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
         )
-        digest = content_hash(bars, feats, names, bench_vals, plan)
+        digest = content_hash(bars, feats, names, bench_vals, plan, PRICE_DTYPE)
         bpy = bars_per_year(bars.bar, calendar, start=bars.timestamps[0], end=bars.timestamps[-1])
         manifest = Manifest(
             format=FORMAT_VERSION,
@@ -335,6 +338,7 @@ def _build_into(
                 "cleaning_report": "cleaning_report.json",
             },
             user_features=user_checks or None,
+            price_precision=np.dtype(PRICE_DTYPE).name,
         )
         wtask = prog.add_task("write parquet", total=len(bars.timestamps))
         write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
