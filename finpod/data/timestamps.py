@@ -368,40 +368,6 @@ def infer_bar_per_ticker(instant: pd.Series, tic: pd.Series) -> str:
     return f"{minutes}min"
 
 
-def bar_label_per_ticker(
-    local: pd.DatetimeIndex, codes: np.ndarray, names: list[str], minutes: int, where: str
-) -> tuple[np.ndarray, dict[str, list[str]]]:
-    """Each ticker's bar label from its own stamps (New York wall time ``local``, ticker
-    ``codes`` into ``names``): ``"end"`` when it hits the session close (16:00) and never
-    the open (09:30), ``"start"`` when it hits the open; files of several vendors may
-    differ. A ticker whose stamps show neither takes the label of the others when they
-    agree; when they differ it cannot be told, and the input is refused.
-
-    Returns ``(is_end, by_label)``: (len(names),) bool and ``{label: tickers}``.
-    """
-    tod = np.asarray(local.hour * 60 + local.minute)
-    n = len(names)
-    has_open = np.bincount(codes[tod == 9 * 60 + 30], minlength=n) > 0
-    has_close = np.bincount(codes[tod == 16 * 60], minlength=n) > 0
-    is_end = has_close & ~has_open
-    known = has_open | has_close
-    labels = {"end" if e else "start" for e, k in zip(is_end, known, strict=True) if k}
-    unknown = [names[i] for i in np.flatnonzero(~known)]
-    if unknown and len(labels) > 1:
-        raise FinpodError(
-            f"{where}: the files label their bars differently (some at the start, some at "
-            f"the end), and the stamps of {', '.join(unknown[:5])} show neither the open "
-            "(09:30) nor the close (16:00), so their label cannot be told",
-            "build those tickers separately with --bar-label start or --bar-label end",
-        )
-    if unknown and labels == {"end"}:
-        is_end = is_end | ~known
-    by_label: dict[str, list[str]] = {}
-    for i, e in enumerate(is_end):
-        by_label.setdefault("end" if e else "start", []).append(names[i])
-    return is_end, by_label
-
-
 def detect_bar_label(local: pd.DatetimeIndex, minutes: int) -> str:
     """``"end"`` when intraday stamps of New York wall time ``local`` hit 16:00 but never
     09:30 (each bar is stamped at its end), else ``"start"``."""
