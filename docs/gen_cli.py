@@ -51,7 +51,7 @@ def _default(param: click.Parameter) -> str:
     value: Any = param.default
     if getattr(param, "is_flag", False):
         if param.secondary_opts:
-            return param.opts[0] if value else param.secondary_opts[0]
+            return f"`{param.opts[0] if value else param.secondary_opts[0]}`"
         return "off" if not value else "on"
     if value is None or callable(value):
         return ""
