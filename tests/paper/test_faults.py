@@ -239,14 +239,12 @@ def test_rewriting_a_journal_record_replaces_it(tmp_path):
     ]
 
 
-def test_the_readme_states_the_limits_the_code_has():
+def test_the_docs_state_the_limits_the_code_has():
     from finpod.data.sources.alpaca_client import TRIES
     from finpod.paper.broker import TRADING_URL_ENV
     from finpod.paper.trader import MAX_FAILED_POLLS, MAX_RETRY_WAIT_S
 
-    text = " ".join((REPO / "README.md").read_text().split())
-    section = text[text.index("## Paper trading") :]
-    section = section[: section.index(" ## ")]  # up to the next section
+    section = " ".join((REPO / "docs" / "paper.md").read_text().split())
     assert f"after a request's {TRIES} tries (the first and {TRIES - 1} retries" in section
     assert f"After {MAX_FAILED_POLLS} failed polls in a row" in section
     assert f"(at most {MAX_RETRY_WAIT_S / 60:g} minutes)" in section
