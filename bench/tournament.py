@@ -190,7 +190,7 @@ def run_single(
     best, reached_at, epoch = float("-inf"), None, 0
     while time.perf_counter() - t0 < minutes * 60:
         pod.run_epoch([agent], envs, spec.steps, epoch)
-        value = pod.evaluate(agent, "sharpe")[0]
+        value = float(pod.evaluate(agent, "sharpe").scores[0])
         best = max(best, value)
         epoch += 1
         if value >= target:
