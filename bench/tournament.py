@@ -172,9 +172,7 @@ def run_single(
 
     t0 = time.perf_counter()
     torch.set_num_threads(threads)
-    pod = Pod(
-        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
-    )
+    pod = Pod(load_split(data, "train"), load_split(data, "validation"), strategy.config, device)
     spec = PodSpec(
         pod_id="single",
         algorithm=strategy.algorithm,
@@ -233,9 +231,7 @@ def run_single_plain(strategy, data: Path, steps: int, device: str) -> dict:
     from finpod.tournament.pod import Pod
 
     torch.set_num_threads(1)
-    pod = Pod(
-        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
-    )
+    pod = Pod(load_split(data, "train"), load_split(data, "validation"), strategy.config, device)
     spec = PodSpec(
         pod_id="single",
         algorithm="ppo",
