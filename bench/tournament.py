@@ -595,7 +595,7 @@ def main() -> None:
         common: dict = {}
         target = args.target
         if not (args.skip_single and args.skip_tournament):
-            oracle = oracle_sharpe(data, strategy.env)
+            oracle = oracle_sharpe(data, strategy.config.to_dict())
             target = args.target if args.target is not None else args.target_frac * oracle
             common = {"target_sharpe": target, "oracle_sharpe": oracle}
         if not args.skip_single:
