@@ -75,13 +75,13 @@ def agent_policy(run_dir: Path | None, config_mode: str, num_stocks: int):
 
         return zero, EnvConfig(action_mode=config_mode), f"scripted zero action ({config_mode})"
     from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
-    from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+    from finpod.runs import Leaderboard, read_run_info
 
     meta = read_run_info(run_dir)
-    entry = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)["entries"][0]
+    entry = Leaderboard.load(run_dir).entries[0]
     config, _ = recorded_env_config(run_dir, meta, entry)
     policy = ensemble_policy(load_agents(run_dir, [entry], torch.device("cpu")))
-    return policy, config, f"best entry {entry.get('pod_id')} of {run_dir.name}"
+    return policy, config, f"best entry {entry.pod_id} of {run_dir.name}"
 
 
 def capacity(args) -> None:

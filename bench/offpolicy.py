@@ -78,7 +78,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     strategy = load_strategy(REPO / args.strategy)
     market = load_split(args.data, "train")
     num_envs = args.num_envs or strategy.train.num_envs
-    env = VecTradingEnv(market, strategy.env_config(), num_envs=num_envs, seed=1, random_start=True)
+    env = VecTradingEnv(market, strategy.config, num_envs=num_envs, seed=1, random_start=True)
     hp = pod_hparams(strategy, args.algo, args)
     agent = make_agent(args.algo, hp, env.obs_dim, env.action_dim, "cpu", seed=0)
     if args.update_bf16:

@@ -172,9 +172,7 @@ def run_single(
 
     t0 = time.perf_counter()
     torch.set_num_threads(threads)
-    pod = Pod(
-        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
-    )
+    pod = Pod(load_split(data, "train"), load_split(data, "validation"), strategy.config, device)
     spec = PodSpec(
         pod_id="single",
         algorithm=strategy.algorithm,
@@ -190,7 +188,7 @@ def run_single(
     best, reached_at, epoch = float("-inf"), None, 0
     while time.perf_counter() - t0 < minutes * 60:
         pod.run_epoch([agent], envs, spec.steps, epoch)
-        value = pod.evaluate(agent, "sharpe")[0]
+        value = float(pod.evaluate(agent, "sharpe").scores[0])
         best = max(best, value)
         epoch += 1
         if value >= target:
@@ -233,9 +231,7 @@ def run_single_plain(strategy, data: Path, steps: int, device: str) -> dict:
     from finpod.tournament.pod import Pod
 
     torch.set_num_threads(1)
-    pod = Pod(
-        load_split(data, "train"), load_split(data, "validation"), strategy.env_config(), device
-    )
+    pod = Pod(load_split(data, "train"), load_split(data, "validation"), strategy.config, device)
     spec = PodSpec(
         pod_id="single",
         algorithm="ppo",
@@ -599,7 +595,7 @@ def main() -> None:
         common: dict = {}
         target = args.target
         if not (args.skip_single and args.skip_tournament):
-            oracle = oracle_sharpe(data, strategy.env)
+            oracle = oracle_sharpe(data, strategy.config.to_dict())
             target = args.target if args.target is not None else args.target_frac * oracle
             common = {"target_sharpe": target, "oracle_sharpe": oracle}
         if not args.skip_single:

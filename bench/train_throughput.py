@@ -663,7 +663,7 @@ def strategy_learner(args) -> dict[str, Any]:
     from finpod.strategy import load_strategy
 
     s = load_strategy(args.strategy)
-    config = s.env_config()
+    config = s.config
     market = load_split(args.strategy_data, "train")
     env = VecTradingEnv(market, config, num_envs=s.train.num_envs, seed=args.seed)
     hp = hparams_for_env(ALGORITHMS[s.algorithm][0], s.hparams, env)

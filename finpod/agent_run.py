@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,11 @@ from finpod.runs import (
     find_run,
     read_run_info,
 )
-from finpod.strategy import load_strategy
+from finpod.strategy import Strategy, as_strategy
 
 
 def train_single_agent(
-    strategy_path: str | Path | None,
+    strategy_path: Strategy | str | Path | None,
     data: str | Path | None,
     out: str | Path = "runs",
     *,
@@ -70,21 +71,21 @@ def train_single_agent(
         seed = previous["seed"] if seed is None else seed
     if strategy_path is None or data is None:
         raise FinpodError("training needs --strategy and --data", "or --resume RUN")
-    strategy = load_strategy(strategy_path)
+    strategy = as_strategy(strategy_path)
     if seed is not None:
-        strategy.train.seed = int(seed)
+        strategy = strategy.with_train(seed=int(seed))
     if device is not None:
-        strategy.train.device = device
+        strategy = strategy.with_train(device=device)
     if total_steps is not None:
         if total_steps <= 0:
             raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
-        strategy.train.total_steps = int(total_steps)
+        strategy = strategy.with_train(total_steps=int(total_steps))
     spec = strategy.train
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
     train_market = load_split(data, "train", device=dev)
     valid_market = load_split(data, "validation", device=dev)
-    env_config = strategy.env_config()
+    env_config = strategy.config
     torch.manual_seed(spec.seed)
     env = VecTradingEnv(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
@@ -113,7 +114,10 @@ def train_single_agent(
         return _train_and_record(
             agent, env, strategy, valid_market, env_config, run_dir, progress, log
         )
-    strategy.hparams = hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env)
+    strategy = replace(
+        strategy,
+        hparams=hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env),
+    )
     agent = make_agent(
         strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
     )
@@ -134,7 +138,7 @@ def train_single_agent(
         seed=spec.seed,
         extra={"device": str(dev)},
         inputs={  # files read outside the run directory: the run keeps a copy and a hash
-            "strategy": strategy_path,
+            "strategy": strategy.path,
             "reference": None if env_config.reference == EQUAL_WEIGHT else env_config.reference,
             "benchmark": Path(data) / bench if (bench := manifest.file("benchmark")) else None,
         },

@@ -32,6 +32,8 @@ from finpod.errors import FinpodError
 
 #: A progress hook: ``on_event(kind, payload)``.
 Event = Callable[[str, dict[str, Any]], None]
+#: A strategy file's path, or the :class:`finpod.strategy.Strategy` a command read from it.
+StrategyArg = Any
 
 #: Where ``finpod run`` builds the shipped NASDAQ-100 sample dataset.
 SAMPLE_DATASET_DIR = Path("data/datasets/sample")
@@ -201,9 +203,7 @@ def run_tournament(
     ``display``, ``stop``, ...). The orchestrator's events go to ``on_event``, then
     ``"tournament"`` with the result.
     """
-    from finpod.tournament import (
-        run_tournament as _run,  # lazy: the CLI imports pipeline at start-up
-    )
+    from finpod.tournament import run_tournament as _run  # lazy: CLI start-up imports this
 
     result = _run(strategy, data, on_event=on_event, **options)
     _emit(on_event, "tournament", result=result)
@@ -211,7 +211,7 @@ def run_tournament(
 
 
 def train_agent(
-    strategy: str | Path | None,
+    strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
     out: str | Path = "runs",
     *,
@@ -253,7 +253,7 @@ def train_agent(
 
 
 def wants_tournament(
-    strategy: str | Path | None,
+    strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
     out: str | Path = "runs",
     *,
@@ -278,13 +278,13 @@ def wants_tournament(
         raise FinpodError(
             "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
         )
-    from finpod.strategy import load_strategy  # lazy: the CLI imports pipeline at start-up
+    from finpod.strategy import as_strategy  # lazy: the CLI imports pipeline at start-up
 
-    return bool(load_strategy(strategy).tournament)
+    return bool(as_strategy(strategy).tournament)
 
 
 def train(
-    strategy: str | Path | None,
+    strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
     out: str | Path = "runs",
     *,

@@ -20,6 +20,8 @@ from finpod.errors import FinpodError
 
 #: Names a strategy's ``train.score`` and ``tournament.score`` may take.
 SCORES = ("sharpe", "sortino", "calmar", "return", "information_ratio")
+#: The score a strategy, a run or a leaderboard ranks by when it names none.
+DEFAULT_SCORE = "sharpe"
 #: Scores of *active* performance: computed on the per-bar returns over the zero-tilt
 #: reference account (the reference weights traded through the same controls, fills and
 #: costs), so they need a benchmark-relative env with an active reward.

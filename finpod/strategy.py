@@ -33,15 +33,16 @@ from finpod.agents.hparams import build_hparams
 from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.runs.toml_writer import toml_dumps
-from finpod.scores import SCORES
+from finpod.scores import DEFAULT_SCORE, SCORES
 
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainSpec:
-    """The ``[train]`` table: budget and execution settings of one training run."""
+    """The ``[train]`` table: budget and execution settings of one training run (frozen:
+    validated once, when made; :meth:`Strategy.with_train` makes a changed copy)."""
 
     num_envs: int = 64
     """Parallel envs the agent collects from."""
@@ -53,8 +54,9 @@ class TrainSpec:
     """Seed of networks, exploration and env resets."""
     device: str = "auto"
     """``auto``, ``cpu``, ``cuda`` or ``cuda:K``."""
-    score: str = "sharpe"
-    """Validation score used to select checkpoints: sharpe | sortino | calmar | return."""
+    score: str = DEFAULT_SCORE
+    """Validation score used to select checkpoints: sharpe | sortino | calmar | return |
+    information_ratio (:data:`finpod.scores.SCORES`)."""
 
     def __post_init__(self) -> None:
         for key in ("num_envs", "total_steps", "eval_every"):
@@ -81,15 +83,17 @@ class TrainSpec:
             )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Strategy:
-    """A validated strategy file.
+    """A validated strategy file (frozen: read and checked once; :meth:`with_train` and
+    ``dataclasses.replace`` make changed copies, checked again).
 
     Attributes:
         algorithm: registry name of the agent.
         hparams: the agent's full hyperparameters (defaults filled in), as a plain dict.
-        config: the env settings, typed and validated when the file is read (the one
-            form of them; :attr:`env` is the same as the plain table a run records).
+        config: the env settings (:class:`~finpod.env.EnvConfig`), typed and validated when
+            the file is read: the one form of them that training, the tournament's pods and
+            the backtest are given (``config.to_dict()`` is the table a run records).
         train: budget and execution settings.
         tournament, search: raw tables for the tournament layer.
         name, description: free text.
@@ -106,15 +110,10 @@ class Strategy:
     description: str = ""
     path: Path | None = None
 
-    @property
-    def env(self) -> dict[str, Any]:
-        """The env settings as the plain table a run records (every field resolved)."""
-        return self.config.to_dict()
-
-    def env_config(self, **overrides: Any) -> EnvConfig:
-        """The ``EnvConfig`` of this strategy (with ``overrides``): what training, the
-        tournament's pods and the backtest are given."""
-        return self.config.with_options(**overrides)
+    def with_train(self, **overrides: Any) -> Strategy:
+        """This strategy with ``[train]`` settings replaced (e.g. ``--seed``, ``--steps``),
+        validated like the file's."""
+        return dataclasses.replace(self, train=dataclasses.replace(self.train, **overrides))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved strategy as plain data (what ``run.json`` records)."""
@@ -124,7 +123,7 @@ class Strategy:
         if self.description:
             out["description"] = self.description
         out["agent"] = {"algorithm": self.algorithm, "hparams": dict(self.hparams)}
-        out["env"] = dict(self.env)
+        out["env"] = self.config.to_dict()
         out["train"] = dataclasses.asdict(self.train)
         if self.tournament:
             out["tournament"] = self.tournament
@@ -203,6 +202,12 @@ def load_strategy(path: str | Path) -> Strategy:
             f"strategy file {path} is not valid TOML: {err}", "fix the syntax"
         ) from err
     return strategy_from_dict(raw, path)
+
+
+def as_strategy(strategy: Strategy | str | Path) -> Strategy:
+    """``strategy`` as is when it is already read, else the file it names read: a command
+    reads its strategy file once and hands the :class:`Strategy` down."""
+    return strategy if isinstance(strategy, Strategy) else load_strategy(strategy)
 
 
 def _non_finite(table: Any, prefix: str = "") -> str | None:

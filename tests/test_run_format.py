@@ -87,17 +87,18 @@ def test_train_resume_continues_a_tournament_run_of_the_old_format(legacy: Path)
 @pytest.mark.parametrize("run", ["agent-legacy", "tournament-legacy"])
 def test_the_env_settings_of_the_old_format_are_read_from_the_keys_it_wrote(run: str):
     from finpod.backtest.agents import recorded_env_config
+    from finpod.runs import Entry
 
     run_dir = FIXTURE / run
     run_meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     entries = json.loads((run_dir / "leaderboard.json").read_text(encoding="utf-8"))["entries"]
     assert entries
     for entry in entries:
-        config, source = recorded_env_config(run_dir, run_meta, entry)
+        config, source = recorded_env_config(run_dir, run_meta, Entry.from_json(entry))
         assert source == ("leaderboard entry" if entry.get("env") else "checkpoint"), source
         # "env_config" is a key no finpod ever wrote in an entry: it is not read.
         stray = {k: v for k, v in entry.items() if k != "env"} | {
             "env_config": {"episode_length": 7}
         }
-        other, other_source = recorded_env_config(run_dir, run_meta, stray)
+        other, other_source = recorded_env_config(run_dir, run_meta, Entry.from_json(stray))
         assert other_source != "leaderboard entry" and other.episode_length != 7

@@ -1,7 +1,8 @@
 """Selection and scoring read the validation split, and only it.
 
 A spy wraps what the training paths call to get data (``finpod.data.load_split``) and to
-score an agent (``finpod.env.rollout``), recording which split each call saw. Single-agent
+score an agent (``finpod.agents.validation.account_rollout``, the one validation rollout
+of every learner), recording which split the traded env holds. Single-agent
 checkpoint selection and tournament pod scoring must roll out on validation bars only;
 the backtest split is never loaded. In the tournament the scoring runs inside Ray worker
 processes, so the spy is installed there by Ray's ``worker_process_setup_hook``.
@@ -68,14 +69,15 @@ class Spy:
     """Records split loads and scoring rollouts in this process (``swap``: score on train)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, swap: bool = False) -> None:
+        import finpod.agents.validation as validation
         import finpod.data
-        import finpod.env
 
         self.loaded: list[str] = []
         self.scored: list[dict] = []
         self.swap = swap
         self._markets: dict = {}
-        load, roll = finpod.data.load_split, finpod.env.rollout
+        load, roll = finpod.data.load_split, validation.account_rollout
+        build = validation.scoring_env
 
         def load_split(dataset_dir, split, *args, **kwargs):
             self.loaded.append(split)
@@ -83,14 +85,19 @@ class Spy:
             self._markets[split] = market
             return market
 
-        def rollout(policy, market, *args, **kwargs):
+        def scoring_env(market, *args, **kwargs):
             if self.swap and market.split == "validation":
-                market = self._markets["train"]  # the bug: checkpoints scored on train
-            self.scored.append(_record(market))
-            return roll(policy, market, *args, **kwargs)
+                # The bug: checkpoints scored on train bars (as many as validation has).
+                market = self._markets["train"].slice(0, len(market.timestamps))
+            return build(market, *args, **kwargs)
+
+        def account_rollout(act, env):
+            self.scored.append(_record(env.market))
+            return roll(act, env)
 
         patch_everywhere(monkeypatch, finpod.data, "load_split", load_split)
-        patch_everywhere(monkeypatch, finpod.env, "rollout", rollout)
+        patch_everywhere(monkeypatch, validation, "scoring_env", scoring_env)
+        patch_everywhere(monkeypatch, validation, "account_rollout", account_rollout)
 
 
 def _train_single_agent(dataset: Path, out: Path) -> Path:
@@ -138,10 +145,10 @@ def _worker_spy(log_dir: str):
         import json as _json
         import os as _os
 
+        import finpod.agents.validation as validation
         import finpod.data
-        import finpod.env
 
-        load, roll = finpod.data.load_split, finpod.env.rollout
+        load, roll = finpod.data.load_split, validation.account_rollout
 
         def log(kind: str, entry: dict) -> None:
             path = _os.path.join(log_dir, f"{kind}-{_os.getpid()}.jsonl")
@@ -152,65 +159,41 @@ def _worker_spy(log_dir: str):
             log("load", {"split": split})
             return load(dataset_dir, split, *args, **kwargs)
 
-        def rollout(policy, market, *args, **kwargs):
-            ts = market.timestamps
-            log("score", {"split": market.split, "first": str(ts[0]), "last": str(ts[-1])})
-            return roll(policy, market, *args, **kwargs)
+        def account_rollout(act, env):
+            # What the accounts really trade: the market of the env the scorer built.
+            ts = env.market.timestamps
+            log("score", {"split": env.market.split, "first": str(ts[0]), "last": str(ts[-1])})
+            return roll(act, env)
 
         finpod.data.load_split = load_split
-        finpod.env.rollout = rollout
+        validation.account_rollout = account_rollout
 
-        import finpod.tournament.members as members
+        from finpod.tournament.pod import Pod
 
-        batched = members.member_returns
-
-        def member_returns(act, market, config, members, device, env=None, **kwargs):
-            # What the accounts really trade: the cached scoring env's market when one is
-            # passed (built elsewhere, in PopulationTrainer.scoring_env), else ``market``.
-            if env is None:
-                env = members.scoring_env(market, config, members, device)
-            traded = env.market
-            ts = traded.timestamps
-            log("score", {"split": traded.split, "first": str(ts[0]), "last": str(ts[-1])})
-            return batched(act, market, config, members, device, env=env, **kwargs)
-
-        members.member_returns = member_returns
-        if _os.path.exists(_os.path.join(log_dir, "swap-env")):
-            # A subtler bug: the cached scoring env is built on train bars, as many as the
-            # validation split has, while ``member_returns`` is still passed validation.
-            def scoring_env_on_train(self, spec, k):
-                valid = self.pod.valid_market
-                train = self.pod.train_market.slice(0, len(valid.timestamps))
-                config = self.pod.env_config_for(spec)
-                return members.scoring_env(train, config, k, self.pod.device)
-
-            members.PopulationTrainer.scoring_env = scoring_env_on_train
+        scorer_for = Pod.scorer_for
         if _os.path.exists(_os.path.join(log_dir, "swap")):
-            # The bug for populations: members scored on train (env built on train too).
-            trainer_train = members.PopulationTrainer.train
-
-            def population_on_train(self, *args, **kwargs):
-                valid, self.pod.valid_market = self.pod.valid_market, self.pod.train_market
+            # The bug: pods and populations scored on train.
+            def on_train(self, *args, **kwargs):
+                valid, self.valid_market = self.valid_market, self.train_market
                 self._scoring_key = None
                 try:
-                    return trainer_train(self, *args, **kwargs)
-                finally:
-                    self.pod.valid_market = valid
-
-            members.PopulationTrainer.train = population_on_train
-        if _os.path.exists(_os.path.join(log_dir, "swap")):
-            from finpod.tournament.pod import Pod
-
-            evaluate = Pod.evaluate
-
-            def on_train(self, agent, *args, **kwargs):  # the bug: pods scored on train
-                valid, self.valid_market = self.valid_market, self.train_market
-                try:
-                    return evaluate(self, agent, *args, **kwargs)
+                    return scorer_for(self, *args, **kwargs)
                 finally:
                     self.valid_market = valid
 
-            Pod.evaluate = on_train
+            Pod.scorer_for = on_train
+        if _os.path.exists(_os.path.join(log_dir, "swap-env")):
+            # A subtler bug: the scorer keeps the validation split, but its env is built on
+            # train bars, as many as the validation split has.
+            def env_on_train(self, spec, members=1):
+                scorer = scorer_for(self, spec, members)
+                train = self.train_market.slice(0, len(self.valid_market.timestamps))
+                scorer.env = validation.scoring_env(
+                    train, self.env_config_for(spec), members, self.device
+                )
+                return scorer
+
+            Pod.scorer_for = env_on_train
 
     return install
 

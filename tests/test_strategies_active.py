@@ -14,7 +14,7 @@ STRATEGIES = sorted((Path(__file__).resolve().parents[1] / "strategies").glob("*
 
 @pytest.mark.parametrize("path", STRATEGIES, ids=lambda p: p.name)
 def test_every_shipped_strategy_is_benchmark_relative_with_controls_or_says_why_not(path):
-    config = load_strategy(path).env_config()
+    config = load_strategy(path).config
     first = path.read_text(encoding="utf-8").splitlines()[0]
     if "not benchmark-relative" in first.lower():
         return
@@ -31,5 +31,5 @@ def test_starting_in_cash_is_one_line_away(path, tmp_path):
     assert text.count('start = "reference"') == 1
     edited = tmp_path / path.name
     edited.write_text(text.replace('start = "reference"', 'start = "cash"'), encoding="utf-8")
-    config = load_strategy(edited).env_config()
+    config = load_strategy(edited).config
     assert config.start == "cash" and config.action_mode == "active"

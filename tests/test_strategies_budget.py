@@ -33,13 +33,13 @@ def test_the_quick_start_and_intraday_strategies_ship_as_tournaments():
 def test_every_searched_pod_env_of_a_shipped_strategy_is_valid(path):
     strategy = load_strategy(path)
     _, space, _ = resolve(strategy)
-    parse_search(strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.env)
+    parse_search(strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.config)
     rng = np.random.default_rng(0)
     for _ in range(50):
         drawn = space.sample_env(rng)
-        EnvConfig.from_dict(pod_env(strategy.env, drawn))
+        EnvConfig.from_dict(pod_env(strategy.config.to_dict(), drawn))
         child = space.perturb_env(drawn, 0.25, rng)
-        EnvConfig.from_dict(pod_env(strategy.env, child))
+        EnvConfig.from_dict(pod_env(strategy.config.to_dict(), child))
 
 
 @pytest.mark.parametrize("path", [QUICKSTART, INTRADAY], ids=lambda p: p.name)
@@ -70,7 +70,7 @@ class JitteryWeights:
 
 
 def test_the_quick_start_controls_cut_a_jittery_policys_turnover():
-    config = load_strategy(QUICKSTART).env_config()
+    config = load_strategy(QUICKSTART).config
     market = make_synthetic(20, 300, bar="1d", regime="null", seed=3)
     with_controls = rollout(JitteryWeights(20), market, config)
     without = rollout(JitteryWeights(20), market, config.without_controls())
@@ -79,7 +79,7 @@ def test_the_quick_start_controls_cut_a_jittery_policys_turnover():
 
 
 def test_the_intraday_strategy_sees_the_calendar_on_minute_bars():
-    config = load_strategy(INTRADAY).env_config()
+    config = load_strategy(INTRADAY).config
     minute = make_synthetic(4, 2 * 390, bar="1min", regime="null", seed=0)
     env = VecTradingEnv(minute, config, num_envs=2)
     plain = VecTradingEnv(
@@ -90,7 +90,7 @@ def test_the_intraday_strategy_sees_the_calendar_on_minute_bars():
 
 
 def test_the_intraday_strategy_on_daily_bars_says_what_to_change():
-    config = load_strategy(INTRADAY).env_config()
+    config = load_strategy(INTRADAY).config
     daily = make_synthetic(4, 600, bar="1d", regime="null", seed=0)
     with pytest.raises(FinpodError, match="needs intraday bars"):
         VecTradingEnv(daily, config, num_envs=2)
@@ -98,7 +98,7 @@ def test_the_intraday_strategy_on_daily_bars_says_what_to_change():
 
 def test_the_intraday_strategy_does_not_go_flat_every_close():
     # At 0.2 % costs a round trip every session costs ~0.4 % of capital a day.
-    config = load_strategy(INTRADAY).env_config()
+    config = load_strategy(INTRADAY).config
     assert config.cost_rate >= 0.001 and config.flat_at_close is False
 
 
@@ -122,7 +122,7 @@ def test_the_shipped_update_settings_move_the_policy(path):
     from finpod.agents.cross_section import hparams_for_env
 
     s = load_strategy(path)
-    config = s.env_config()
+    config = s.config
     intraday = bool(config.calendar_features) or bool(config.decision_times)
     market = (
         make_synthetic(10, 4 * 390, bar="1min", regime="alpha", seed=1)

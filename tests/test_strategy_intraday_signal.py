@@ -38,7 +38,7 @@ def rule_ir_t(market, config) -> float:
 
 def test_the_signal_rule_earns_its_costs_back_under_the_strategys_controls(market):
     """Deciding every 15 minutes: t 5.9 on this market (once a session: 2.7)."""
-    config = load_strategy(SIGNAL).env_config()
+    config = load_strategy(SIGNAL).config
     assert config.cost_rate == 0.002 and config.fill_price == "open"
     assert rule_ir_t(market, config) > 4.0
 
@@ -51,7 +51,7 @@ def test_the_signal_rule_earns_at_the_searched_slow_corner(market):
     env = strategy.search["env"]
     slowest = min(env["decision_times"], key=len)
     config = replace(
-        strategy.env_config(),
+        strategy.config,
         decision_times=slowest,
         no_trade_band=env["no_trade_band"]["high"],
         partial_adjustment=env["partial_adjustment"]["low"],

@@ -25,7 +25,7 @@ def test_the_wide_strategys_mean_tilt_grows_toward_the_signal_within_a_quarter_p
     quarter of a pod on a planted-alpha market, the regression slope of the agent's
     actions on the signal rule's must be well away from zero."""
     s = load_strategy(WIDE)
-    config = s.env_config()
+    config = s.config
     market = make_synthetic(20, 1000, bar="1d", regime="alpha", seed=1)
     env = VecTradingEnv(market, config, num_envs=s.train.num_envs, seed=0)
     hp = hparams_for_env(ALGORITHMS["ppo"][0], s.hparams, env)

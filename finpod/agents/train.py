@@ -43,6 +43,7 @@ from finpod.agents.loop import Callback, run_loop, update_ratio
 from finpod.agents.progress import StepCountingEnv, TrainingBar
 from finpod.agents.validation import Evaluation, make_trading_eval
 from finpod.runs import load_candidates
+from finpod.scores import DEFAULT_SCORE
 
 if TYPE_CHECKING:
     from finpod.env.protocol import VecEnv
@@ -108,7 +109,7 @@ def train(
     run_dir: str | Path | None = None,
     progress: bool = True,
     pod_id: str = "agent",
-    score_name: str = "sharpe",
+    score_name: str = DEFAULT_SCORE,
     log: Callable[[str], None] | None = None,
     resume_buffer: bool = False,
     tensorboard: bool = True,

@@ -14,10 +14,7 @@ import torch
 from finpod.agents.checkpoint import checkpoint_env
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
-from finpod.runs import (
-    LEADERBOARD_FILE,
-    read_json,
-)
+from finpod.runs import Entry, Leaderboard
 from finpod.runs.agent_names import (  # noqa: F401 (re-exported: the backtest's agent names)
     AGENT_CHOICES,
     AGENT_HELP,
@@ -39,8 +36,7 @@ def resolve_agent(run_dir: str | Path, agent: str) -> str:
     An unknown name is a :class:`FinpodError` that lists every choice."""
     if agent.strip().lower() != "selected":
         return canonical_agent(agent)
-    board = read_json(Path(run_dir) / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    return canonical_agent(str(board.get("selected") or "best"))
+    return canonical_agent(Leaderboard.load(Path(run_dir)).selected())
 
 
 # ------------------------------------------------------------------------------- agents
@@ -55,25 +51,23 @@ def ensemble_policy(agents: Sequence[Any]) -> Policy:
     return policy
 
 
-def load_agents(run_dir: Path, entries: Sequence[dict[str, Any]], device: torch.device) -> list:
+def load_agents(run_dir: Path, entries: Sequence[Entry], device: torch.device) -> list:
+    """The agents of leaderboard ``entries``, from their checkpoints, on ``device``."""
     # lazy: importing finpod.backtest (reports, `finpod report`) does not load the agents
     from finpod.agents import load_checkpoint
 
     agents = []
     for entry in entries:
-        rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
-        path = run_dir / rel
+        path = Path(run_dir) / entry.checkpoint
         if not path.is_file():
-            raise FinpodError(
-                f"checkpoint of {entry.get('pod_id')} missing: {path}", "re-run train"
-            )
+            raise FinpodError(f"checkpoint of {entry.pod_id} missing: {path}", "re-run train")
         agents.append(load_checkpoint(path, device))
     return agents
 
 
 # ------------------------------------------------------------------------ run's settings
 def recorded_env_config(
-    run_dir: Path, run_meta: dict[str, Any], entry: dict[str, Any]
+    run_dir: Path, run_meta: dict[str, Any], entry: Entry
 ) -> tuple[EnvConfig, str]:
     """The env settings the entry was trained and scored with, and where they came from.
 
@@ -82,12 +76,10 @@ def recorded_env_config(
     metadata, the run's resolved strategy ``env`` table. Never the defaults of a newer
     finpod: a setting the run did not record is the default it ran with.
     """
-    recorded = entry.get("env")
-    if isinstance(recorded, dict) and recorded:
+    if entry.env:
         base = dict((run_meta.get("strategy") or {}).get("env") or {})
-        return EnvConfig.from_dict({**base, **recorded}), "leaderboard entry"
-    rel = entry.get("checkpoint") or f"checkpoints/{entry.get('pod_id')}.safetensors"
-    path = run_dir / rel
+        return EnvConfig.from_dict({**base, **entry.env}), "leaderboard entry"
+    path = Path(run_dir) / entry.checkpoint
     if path.is_file():
         # lazy: importing finpod.backtest does not load the agents
         from finpod.agents import read_checkpoint

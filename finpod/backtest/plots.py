@@ -27,6 +27,7 @@ from finpod.backtest.plot_style import (
     legend_outside,
     line_style,
 )
+from finpod.scores import DEFAULT_SCORE
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -273,7 +274,7 @@ def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
         splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
         splits = splits or [None]
         axes = np.atleast_1d(fig.subplots(1, len(splits)))
-        score = (result.info.get("score_name") or "sharpe") if result.info else "sharpe"
+        score = (result.info or {}).get("score_name") or DEFAULT_SCORE
         for ax, split in zip(axes, splits, strict=False):
             sub = curves if split is None else curves[curves["split"] == split]
             preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")

@@ -9,6 +9,7 @@ redraw the tearsheet without running anything again.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -164,11 +165,11 @@ class BacktestResult:
             return self.benchmark_returns[m.REFERENCE]
         return None
 
-    @property
+    @functools.cached_property
     def env_config(self) -> EnvConfig:
-        """The env settings the backtest ran with, read from the recorded ``info["env"]``:
-        a setting it did not record is :class:`~finpod.env.EnvConfig`'s default, the one it
-        ran with (never a default of the report's own)."""
+        """The env settings the backtest ran with, read once from the recorded
+        ``info["env"]``: a setting it did not record is :class:`~finpod.env.EnvConfig`'s
+        default, the one it ran with (never a default of the report's own)."""
         return EnvConfig.from_dict(dict(self.info.get("env") or {}))
 
     @property

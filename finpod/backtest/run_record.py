@@ -9,6 +9,7 @@ their recorded env settings: :mod:`finpod.backtest.agents`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,14 +20,14 @@ import pyarrow.parquet as pq
 from finpod.data.market import MarketData
 from finpod.env.config import EQUAL_WEIGHT, EnvConfig
 from finpod.errors import FinpodError
-from finpod.runs import METRICS_FILE, metrics_frame
+from finpod.runs import METRICS_FILE, Leaderboard, metrics_frame
 from finpod.runs.inputs import changed, copy_of, recorded
 
 #: The option that backtests a run on its own copies of the files it read.
 USE_RECORDED = "--use-recorded-inputs"
 
 
-def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | None) -> list[float]:
+def trial_sharpes(leaderboard: Leaderboard, learning_curves: pd.DataFrame | None) -> list[float]:
     """Annualized validation Sharpe of every candidate the run recorded.
 
     The last validation ``sharpe`` of each pod in ``metrics.csv`` (it logs every candidate),
@@ -43,9 +44,8 @@ def trial_sharpes(leaderboard: dict[str, Any], learning_curves: pd.DataFrame | N
         values = val.groupby("pod_id")["value"].last().astype(float).tolist()
         if len(values) >= 2:
             return values
-    if leaderboard.get("score_name", "sharpe") == "sharpe":
-        entries = leaderboard.get("entries", [])
-        return [float(e["score"]) for e in entries if e.get("score") is not None]
+    if leaderboard.score_name == "sharpe":
+        return [float(e.score) for e in leaderboard.entries if math.isfinite(e.score)]
     return []
 
 
@@ -63,27 +63,27 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def leaderboard_frame(leaderboard: dict[str, Any]) -> pd.DataFrame:
+def leaderboard_frame(leaderboard: Leaderboard) -> pd.DataFrame:
     """One row per entry. ``hparams (differing)`` lists only the hyperparameters whose shown
     values differ between entries of the same algorithm (the algorithm column already
     tells PPO from A2C); ``execution (differing)`` the execution controls a tournament
     searched (the entry's ``env``) whose shown values differ between entries."""
-    entries = leaderboard.get("entries", [])
-    params = [e.get("hparams") or {} for e in entries]
-    algorithms = [e.get("algorithm") for e in entries]
-    controls = [e.get("env") or {} for e in entries]
+    entries = leaderboard.entries
+    params = [e.hparams or {} for e in entries]
+    algorithms = [e.algorithm for e in entries]
+    controls = [e.env or {} for e in entries]
     execution = _differing(controls, [None] * len(entries))
     hparams = _differing(params, algorithms)
     rows = []
     for rank, (e, p, env) in enumerate(zip(entries, params, controls, strict=True), start=1):
         row = {
             "rank": rank,
-            "pod_id": e.get("pod_id"),
-            "algorithm": e.get("algorithm"),
-            "score": e.get("score"),
-            "env_steps": e.get("env_steps", (e.get("history") or [{}])[-1].get("env_steps")),
-            "parent": e.get("parent") or "",
-            "hparams (differing)": _listed(p, hparams.get(e.get("algorithm"), [])),
+            "pod_id": e.pod_id,
+            "algorithm": e.algorithm,
+            "score": e.score if math.isfinite(e.score) else None,
+            "env_steps": e.env_steps or (e.history or [{}])[-1].get("env_steps"),
+            "parent": e.parent or "",
+            "hparams (differing)": _listed(p, hparams.get(e.algorithm, [])),
         }
         if any(execution.values()):
             row["execution (differing)"] = _listed(env, execution[None])

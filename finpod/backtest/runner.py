@@ -69,12 +69,7 @@ from finpod.env.config import EnvConfig
 from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
-from finpod.runs import (
-    LEADERBOARD_FILE,
-    load_candidates,
-    read_json,
-    read_run_info,
-)
+from finpod.runs import Leaderboard, load_candidates, read_run_info
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -240,11 +235,10 @@ def run_backtest(
     agent = resolve_agent(run_dir, agent)
     k = parse_agent(agent)
     run_meta = read_run_info(run_dir)
-    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    entries = board.get("entries") or []
-    if not entries:
+    board = Leaderboard.load(run_dir)
+    if not board.entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
-    chosen = entries[:k]
+    chosen = board.entries[:k]
     config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
 
     dataset = dataset_dir(run_dir, run_meta, data_dir)
@@ -270,38 +264,36 @@ def run_backtest(
                 "backtest on the dataset the run was trained on",
             )
     curves = read_curves(run_dir)
-    score_name = board.get("score_name", "sharpe")
+    score_name = board.score_name
     run_id = str(run_meta.get("run_id") or run_dir.name)
     # N of the Deflated Sharpe: every candidate and checkpoint selection chose among. The
     # candidate record has them all; older runs fall back to the leaderboard's count or,
     # for single-agent runs (best of several checkpoints), the validation evaluations.
-    fallback_n = int(board.get("candidates_evaluated") or len(entries))
+    fallback_n = int(board.candidates_evaluated or len(board.entries))
     if run_meta.get("kind") == "agent":
         fallback_n = max(fallback_n, checkpoint_evaluations(curves, score_name))
     candidates = load_candidates(run_dir)
     sharpes = trial_sharpes(board, curves) if score_name == "sharpe" else []
-    selected_sharpe = chosen[0].get("score") if score_name == "sharpe" else None
+    selected_sharpe = chosen[0].score if score_name == "sharpe" else None
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
     ensemble_scored = False
     ceiling_config: EnvConfig | None = None
-    selected_id = chosen[0].get("pod_id")
+    selected_id = chosen[0].pod_id
     policy: Policy = ensemble_policy(agents)
     if ensemble:
         members = []
         for entry, member_agent in zip(chosen, agents, strict=True):
             member_config = inputs.env(recorded_env_config(run_dir, run_meta, entry)[0])
-            members.append(
-                Member(ensemble_policy([member_agent]), member_config, str(entry.get("pod_id")))
-            )
+            members.append(Member(ensemble_policy([member_agent]), member_config, entry.pod_id))
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
         # The ceiling trades under the best member's own bounds (the ensemble's orders go
         # through a target-weights config).
         ceiling_config = members[0].config
         label = agent_description(agent, len(chosen))
-        record = board.get("ensemble") or {}
-        if record.get("members") == [e.get("pod_id") for e in chosen]:
+        record = board.ensemble or {}
+        if record.get("members") == [e.pod_id for e in chosen]:
             # The run scored this very ensemble on validation: it is the candidate selected.
             selected_id = record.get("id")
             ensemble_scored = True
@@ -314,10 +306,10 @@ def run_backtest(
     if was_selected:
         label = f"selected on validation: {label}"
     info = {
-        "agent": f"{label}: " + ", ".join(str(e.get("pod_id")) for e in chosen),
+        "agent": f"{label}: " + ", ".join(e.pod_id for e in chosen),
         "agent_name": agent,
-        "pod_ids": [e.get("pod_id") for e in chosen],
-        "algorithms": [e.get("algorithm") for e in chosen],
+        "pod_ids": [e.pod_id for e in chosen],
+        "algorithms": [e.algorithm for e in chosen],
         "score_name": score_name,
         "dataset_path": str(dataset),
         "dataset_hash": manifest.get("hash"),
@@ -374,7 +366,7 @@ def run_backtest(
         ),
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
-    whose = dsr_note(agent, [str(e.get("pod_id")) for e in chosen], ensemble_scored)
+    whose = dsr_note(agent, [e.pod_id for e in chosen], ensemble_scored)
     if whose:
         why = result.statistics.get("dsr_note")
         result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from finpod.cli.interrupted import note_run_dir
 from finpod.pipeline import train, wants_tournament
-from finpod.runs import RUN_FILE, read_run_info
+from finpod.runs import RUN_FILE
 
 console = Console()
 
@@ -114,8 +114,13 @@ def register(app: typer.Typer) -> None:
             resume = str(out / run_id)
             run_id = None
         view = TournamentView()
+        parsed = None
+        if resume is None and strategy is not None:
+            from finpod.strategy import load_strategy  # lazy: the CLI starts without it
+
+            parsed = load_strategy(strategy)  # read once, handed down
         tournament = wants_tournament(
-            strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
+            parsed or strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
         )
 
         def show(kind: str, payload: dict) -> None:
@@ -129,7 +134,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             run_dir = train(
-                strategy,
+                parsed or strategy,
                 data,
                 out,
                 pods=pods,
@@ -147,7 +152,7 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             view.close()
-        if read_run_info(run_dir)["kind"] == "agent":
+        if not tournament:
             console.print(f"[bold green]run written to[/] {run_dir}")
         else:
             # The run directory on stdout, alone, so scripts can capture it.

@@ -1,4 +1,5 @@
-"""``EnvConfig``: every knob of the trading MDP, validated once."""
+"""``EnvConfig``: every knob of the trading MDP, validated once, when it is made (frozen:
+whoever holds one, the env, a pod or the backtest, trusts it without checking it again)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
 EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvConfig:
     """Trading MDP settings shared by training, validation and backtest rollouts."""
 
@@ -189,10 +190,8 @@ class EnvConfig:
     """Block length of the train split's bootstrap (:mod:`finpod.env.bootstrap`); 0 = off."""
 
     def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise :class:`FinpodError` naming the first bad field."""
+        """Raise :class:`FinpodError` naming the first bad field; normalize the rest."""
+        normalize = object.__setattr__  # while it is made; frozen afterwards
         check_field_types(self, EXAMPLES)
         _choice("action_mode", self.action_mode, ACTION_MODES)
         _choice("fill_price", self.fill_price, FILL_PRICES)
@@ -238,12 +237,12 @@ class EnvConfig:
             raise FinpodError(f"env.sharpe_decay must be in (0, 1), got {self.sharpe_decay}")
         if self.drawdown_weight < 0:
             raise FinpodError(f"env.drawdown_weight must be ≥ 0, got {self.drawdown_weight}")
-        self.user_features = check_user_features_setting(self.user_features)
+        normalize(self, "user_features", check_user_features_setting(self.user_features))
         _int_at_least("decision_interval", self.decision_interval, 1, "e.g. decision_interval = 5")
         _int_at_least("price_window", self.price_window, 2, "e.g. price_window = 20")
-        self.decision_interval = int(self.decision_interval)  # a search may give 5.0
-        self.price_window = int(self.price_window)
-        self.cross_features = check_cross_features(self.cross_features)
+        normalize(self, "decision_interval", int(self.decision_interval))  # a search: 5.0
+        normalize(self, "price_window", int(self.price_window))
+        normalize(self, "cross_features", check_cross_features(self.cross_features))
         _int_at_least("train_bootstrap_block", self.train_bootstrap_block, 0, "e.g. 20 bars")
         if isinstance(self.decision_times, str) or not isinstance(
             self.decision_times, (list, tuple)
@@ -252,7 +251,7 @@ class EnvConfig:
                 f'env.decision_times must be a list of "HH:MM" times, got {self.decision_times!r}',
                 'e.g. decision_times = ["09:35", "15:50"]',
             )
-        self.decision_times = [str(x) for x in self.decision_times]
+        normalize(self, "decision_times", [str(x) for x in self.decision_times])
         decision_minutes(self.decision_times)  # validates the format
         if self.decision_times and self.decision_interval != 1:
             raise FinpodError(

@@ -36,6 +36,7 @@ from finpod.env.impact import impact_feature
 from finpod.env.rollout import rollout, score
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
+from finpod.scores import DEFAULT_SCORE
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -154,7 +155,7 @@ class EnsemblePolicy:
 def score_ensemble(
     members: Sequence[Member],
     market: MarketData,
-    score_name: str = "sharpe",
+    score_name: str = DEFAULT_SCORE,
     device: torch.device | str | None = None,
 ):
     """Trade the ensemble of ``members`` over the whole of ``market`` (any split) and score it.

@@ -31,7 +31,7 @@ def check_field_types(config: Any, examples: dict[str, Any], prefix: str = "env"
         elif kind == "bool" and getattr(value, "dtype", None) is not None:
             if value.dtype.kind != "b":  # a numpy bool (from a search) is a bool
                 _bad_bool(key, f.name, value)
-            setattr(config, f.name, bool(value))
+            object.__setattr__(config, f.name, bool(value))  # normalized while made
         elif kind == "bool" and not isinstance(value, bool):
             _bad_bool(key, f.name, value)
         elif kind == "str" and not isinstance(value, str):
@@ -70,7 +70,7 @@ def _check_number(
     if integer:
         if value != int(value):
             raise FinpodError(f"{key} must be an integer, got {value!r}", example)
-        setattr(config, name, int(value))
+        object.__setattr__(config, name, int(value))  # normalized while made
 
 
 def _example(config: Any, name: str, examples: dict[str, Any]) -> Any:

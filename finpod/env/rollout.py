@@ -14,7 +14,7 @@ from finpod.data.market import MarketData, periods_per_year
 from finpod.env.config import EnvConfig
 from finpod.env.vec_env import VecTradingEnv
 from finpod.errors import FinpodError
-from finpod.scores import SCORES, score_returns, scored_series
+from finpod.scores import DEFAULT_SCORE, SCORES, score_returns, scored_series
 
 Policy = Callable[[torch.Tensor], torch.Tensor]
 
@@ -200,7 +200,7 @@ def activity(result: Rollout) -> dict[str, float]:
     return {"turnover": float(turnover), "costs": float(costs)}
 
 
-def score(result: Rollout, name: str = "sharpe", bar: str | None = None) -> float:
+def score(result: Rollout, name: str = DEFAULT_SCORE, bar: str | None = None) -> float:
     """Annualized score of a rollout's returns: ``sharpe``, ``sortino``, ``calmar``,
     ``return``, or ``information_ratio`` (of the returns over the zero-tilt reference's,
     see :func:`finpod.scores.scored_series`).

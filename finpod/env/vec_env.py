@@ -72,8 +72,7 @@ class VecTradingEnv:
         device: torch.device | str | None = None,
         compile: bool = False,
     ) -> None:
-        self.config = config if config is not None else EnvConfig()
-        self.config.validate()
+        self.config = config if config is not None else EnvConfig()  # validated when made
         if num_envs < 1:
             raise FinpodError(f"num_envs must be ≥ 1, got {num_envs}")
         self.device = torch.device(device) if device is not None else market.device

@@ -52,7 +52,7 @@ from finpod.env.impact import impact_rate
 from finpod.env.observed import observed_feature_names
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
-from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+from finpod.runs import Leaderboard, read_run_info
 
 
 @dataclass
@@ -95,8 +95,7 @@ def load_run_agent(
     name = resolve_agent(run_dir, agent)
     k = parse_agent(name)
     meta = read_run_info(run_dir)
-    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    chosen = (board.get("entries") or [])[:k]
+    chosen = Leaderboard.load(run_dir).entries[:k]
     if not chosen:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
     manifest = load_manifest(dataset_dir(run_dir, meta, data_dir))
@@ -107,7 +106,7 @@ def load_run_agent(
     policy: Any = ensemble_policy(agents)
     if ensemble:
         policy = [
-            Member(ensemble_policy([a]), recorded_env_config(run_dir, meta, e)[0], str(e["pod_id"]))
+            Member(ensemble_policy([a]), recorded_env_config(run_dir, meta, e)[0], e.pod_id)
             for e, a in zip(chosen, agents, strict=True)
         ]
         config = replace(
@@ -118,7 +117,7 @@ def load_run_agent(
     return RunAgent(
         run_id=str(meta.get("run_id") or run_dir.name),
         name=name,
-        pod_ids=[str(e.get("pod_id")) for e in chosen],
+        pod_ids=[e.pod_id for e in chosen],
         config=config,
         tickers=[str(t) for t in manifest["tickers"]],
         bar=str(manifest["bar"]),

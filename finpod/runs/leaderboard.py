@@ -116,7 +116,7 @@ class Progress:
 class Leaderboard:
     """Top-K pods by validation score, mirrored to ``<run_dir>/leaderboard.json``."""
 
-    def __init__(self, run_dir: Path, top_k: int, score_name: str = "sharpe") -> None:
+    def __init__(self, run_dir: Path, top_k: int, score_name: str) -> None:
         self.run_dir = Path(run_dir)
         self.top_k = int(top_k)
         self.score_name = score_name
@@ -233,7 +233,7 @@ class Leaderboard:
             entries = [Entry.from_json(e) for e in obj["entries"]]
             # A single-agent run's board (before it recorded top_k) holds its one entry.
             top_k = int(obj.get("top_k", max(1, len(entries))))
-            board = cls(Path(run_dir), top_k, str(obj.get("score_name", "sharpe")))
+            board = cls(Path(run_dir), top_k, str(obj["score_name"]))
             board.candidates_evaluated = int(obj.get("candidates_evaluated", len(entries)))
             board.entries = entries
             board.progress = Progress(**obj.get("progress", {}))

@@ -56,16 +56,15 @@ def score_leaderboard_ensemble(
     if int(size) < 2 or len(chosen) < 2:
         board.ensemble = None
         return None
-    entries = [e.to_json() for e in chosen]
     pod_ids = [e.pod_id for e in chosen]
     cid = ensemble_id(pod_ids)
     run_meta = read_run_info(run.path)
     device = torch.device(device)
     try:
-        agents = load_agents(run.path, entries, device)
+        agents = load_agents(run.path, chosen, device)
         members = [
             Member(ensemble_policy([agent]), recorded_env_config(run.path, run_meta, e)[0], pid)
-            for agent, e, pid in zip(agents, entries, pod_ids, strict=True)
+            for agent, e, pid in zip(agents, chosen, pod_ids, strict=True)
         ]
         market = load_split(Path(dataset_dir), "validation", device=device)
         score, out = score_ensemble(members, market, board.score_name, device=device)

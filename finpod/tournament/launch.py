@@ -20,7 +20,7 @@ from finpod.agents import read_checkpoint
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
-from finpod.strategy import load_strategy
+from finpod.strategy import Strategy, as_strategy, load_strategy
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
@@ -51,20 +51,20 @@ def resolve(
     """Tournament config, search space and seed of a loaded strategy with overrides."""
     raw = dict(strategy.tournament)
     # Without its own score the tournament ranks by the strategy's validation score.
-    raw.setdefault("score", getattr(strategy.train, "score", "sharpe"))
+    raw.setdefault("score", strategy.train.score)
     config = parse_tournament(raw)
     if pods is not None:
         config = replace(config, pods=parse_pods(pods))
     if budget is not None:
         config = replace(config, budget=parse_budget(budget))
     space = parse_search(
-        strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.env_config()
+        strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.config
     )
     return config.validate(), space, int(strategy.train.seed if seed is None else seed)
 
 
 def run_tournament(
-    strategy_path: str | Path | None,
+    strategy_path: Strategy | str | Path | None,
     data_dir: str | Path | None,
     *,
     pods: str | int | None = None,
@@ -83,7 +83,8 @@ def run_tournament(
     """Train a tournament and write its run directory (see :mod:`finpod.runs`).
 
     Args:
-        strategy_path: strategy TOML (optional with ``resume``: the run's copy is used).
+        strategy_path: strategy TOML, or the :class:`~finpod.strategy.Strategy` read from it
+            (optional with ``resume``: the run's copy is used).
         data_dir: dataset directory on the driver's machine; the driver checks its hash and
             ships the train and validation splits to the pods through Ray's object store
             (optional with ``resume``: the run's dataset is used; its hash must match).
@@ -111,7 +112,7 @@ def run_tournament(
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
         dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
-        manifest = check_inputs(strategy.env_config(), dataset)
+        manifest = check_inputs(strategy.config, dataset)
         if manifest.hash != info["dataset"]["hash"]:
             raise FinpodError(
                 f"dataset {dataset} is not the one run {run_path.name} was trained on (hash differs)",
@@ -130,12 +131,12 @@ def run_tournament(
     else:
         if strategy_path is None or data_dir is None:
             raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
-        strategy = load_strategy(strategy_path)
+        strategy = as_strategy(strategy_path)
         dataset = Path(data_dir)
-        manifest = check_inputs(strategy.env_config(), dataset)
+        manifest = check_inputs(strategy.config, dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
-        reference = strategy.env_config().reference
+        reference = strategy.config.reference
         resolved["tournament"] = config.to_dict()
         resolved["search"] = space.to_dict()
         resolved["train"]["seed"] = run_seed
@@ -149,7 +150,7 @@ def run_tournament(
             dataset_hash=manifest.hash,
             seed=run_seed,
             inputs={  # files read outside the run directory: kept with a copy and a hash
-                "strategy": strategy_path,
+                "strategy": strategy.path,
                 "reference": None if reference == EQUAL_WEIGHT else reference,
                 "benchmark": dataset / bench if (bench := manifest.file("benchmark")) else None,
             },
@@ -169,7 +170,7 @@ def run_tournament(
             config=config,
             space=space,
             dataset_dir=dataset.resolve(),
-            env_config=strategy.env_config(),
+            env_config=strategy.config,
             num_envs=int(config.num_envs or strategy.train.num_envs),
             seed=run_seed,
             device=pod_device,

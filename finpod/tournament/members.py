@@ -10,24 +10,22 @@ One round = build (or reuse) one train env of K × W envs → a batched populati
 (:func:`finpod.agents.population.make_population`) whose member k starts from scratch
 with the spec's seed or from its parent's weights and optimizer state (copied into its
 slice) → ``epochs`` rounds of ``learn`` on every member at once → after each epoch, every
-member scored on the validation split in one env of K accounts (:func:`member_returns`).
+member scored on the validation split in one env of K accounts (the pod's
+:class:`~finpod.agents.validation.ValidationScorer`, the one every learner is scored by).
 
 The env tables are built once per actor and reused by every round that trains with the
-same settings, and so is the validation env of K accounts. Algorithms without a batched
+same settings, and so is the validation scorer of K accounts. Algorithms without a batched
 engine (and rounds of one pod) train their members one after another on the usual path.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import pandas as pd
 import torch
 
 from finpod.agents import ALGORITHMS, make_agent
@@ -35,84 +33,19 @@ from finpod.agents.callbacks import TimeBudget
 from finpod.agents.cross_section import hparams_for_env
 from finpod.agents.hparams import build_hparams
 from finpod.agents.learners import PopulationLearner
-from finpod.agents.loop import Callback, Segment, Validation, run_loop
+from finpod.agents.loop import Callback, Segment, run_loop
 from finpod.agents.progress import StepCountingEnv
 from finpod.agents.registry import make_population
-from finpod.data.market import periods_per_year
+from finpod.agents.validation import ValidationScorer
 from finpod.env import VecTradingEnv
-from finpod.env.rollout import trading_activity
-from finpod.scores import score_returns, scored_series
 from finpod.tournament.generator import PodSpec, population_class
-from finpod.tournament.pod_results import (
-    NON_FINITE,
-    PodResult,
-    checkpoint_bytes,
-    node_id,
-    state_from_checkpoint_bytes,
-)
+from finpod.tournament.pod_results import PodResult, pod_result, state_from_checkpoint_bytes
 
 if TYPE_CHECKING:
     from finpod.env import EnvConfig
 
 #: Offset of a population's train-env seed from its first member's seed.
 ENV_SEED_OFFSET = 1
-
-
-def scoring_env(market: Any, config: EnvConfig, members: int, device: torch.device) -> Any:
-    """The env :func:`member_returns` trades ``members`` accounts in (build once, reuse)."""
-
-    config = replace(config, episode_length=None, dtype="float64")
-    return VecTradingEnv(
-        market, config, num_envs=members, seed=0, random_start=False, device=device
-    )
-
-
-@torch.no_grad()
-def member_returns(
-    act: Any,
-    market: Any,
-    config: EnvConfig,
-    members: int,
-    device: torch.device,
-    env: Any = None,
-    activity: dict[str, np.ndarray] | None = None,
-) -> np.ndarray:
-    """Per-bar simple returns ``(members, T − 1) float64`` of ``members`` accounts, each
-    traded deterministically over the whole of ``market`` by its own member.
-
-    ``act`` maps obs ``(members, obs_dim)`` to actions ``(members, num_stocks)``; row k is
-    member k. The same env as :func:`finpod.env.rollout` (whole split, float64
-    accounting, next-bar fills, the config's execution controls), with one account per
-    member instead of one: account k's returns equal a single-account rollout of member
-    k's policy. ``env``: a :func:`scoring_env` of the same settings to reuse.
-
-    ``activity``, when given, receives each account's trading: ``"turnover"`` and
-    ``"costs"`` ``(members, T − 1) float64`` (the rollout's per-bar turnover and dollars
-    of costs, see :class:`finpod.env.Rollout`).
-    """
-    if env is None:
-        env = scoring_env(market, config, members, device)
-    obs = env.reset()
-    values = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
-    turnover, costs = [], []
-    ref = [torch.full((members,), float(config.initial_cash), dtype=torch.float64)]
-    for _ in range(env.episode_length):
-        action = act(obs).to(env.device, torch.float32)
-        obs, _, _, _, info = env.step(action)
-        values.append(info["account_value"].to("cpu", torch.float64))
-        if activity is not None:
-            turnover.append(info["turnover"])
-            costs.append(info["cost"])
-            if "reference_value" in info:
-                ref.append(info["reference_value"].to("cpu", torch.float64))
-    v = torch.stack(values, dim=1).numpy()  # (members, T)
-    if activity is not None:
-        activity["turnover"] = torch.stack(turnover, 1).to("cpu", torch.float64).numpy()
-        activity["costs"] = torch.stack(costs, 1).to("cpu", torch.float64).numpy()
-        if len(ref) > 1:
-            rv = torch.stack(ref, 1).numpy()
-            activity["reference_returns"] = rv[:, 1:] / rv[:, :-1] - 1.0
-    return v[:, 1:] / v[:, :-1] - 1.0
 
 
 def fit_spec_to_env(spec: PodSpec, env: Any) -> PodSpec:
@@ -136,6 +69,8 @@ class PodSplits(Protocol):
 
     def env_config_for(self, spec: PodSpec) -> EnvConfig: ...
 
+    def scorer_for(self, spec: PodSpec, members: int) -> ValidationScorer: ...
+
     def train_with_buffer(
         self, spec: PodSpec, parent: bytes | None, parent_buffer: Any, export_buffer: bool
     ) -> tuple[PodResult, Any]: ...
@@ -149,8 +84,6 @@ class PopulationTrainer:
         self.pod = pod
         self._env: Any = None
         self._env_key: tuple[EnvConfig, int] | None = None
-        self._scoring: Any = None
-        self._scoring_key: tuple[EnvConfig, int] | None = None
 
     def train_env(self, spec: PodSpec, members: int) -> Any:
         """The train env of ``members × W`` envs for ``spec``'s settings: built once, reused
@@ -171,16 +104,6 @@ class PopulationTrainer:
             self._env_key = key
         self._env.reset(seed=spec.seed + ENV_SEED_OFFSET)
         return self._env
-
-    def scoring_env(self, spec: PodSpec, members: int) -> Any:
-        """The validation env of ``members`` accounts for ``spec``'s settings (cached)."""
-        config = self.pod.env_config_for(spec)
-        key = (config, members)
-        if self._scoring_key != key:
-            self._scoring = None
-            self._scoring = scoring_env(self.pod.valid_market, config, members, self.pod.device)
-            self._scoring_key = key
-        return self._scoring
 
     def train(self, specs: list[PodSpec], parents: list[bytes | None]) -> list[PodResult]:
         """Train ``specs`` (one population) and return one result per spec, in order."""
@@ -230,12 +153,8 @@ class PopulationTrainer:
         )
         loop = run_loop(
             PopulationLearner(population, counted),
-            PopulationScorer(
-                population,
-                self.pod.valid_market,
-                self.pod.env_config_for(lead),
-                self.scoring_env(lead, k_members),
-                lead.score_name,
+            self.pod.scorer_for(lead, k_members).scorer(
+                lambda obs: population.act(obs, deterministic=True)
             ),
             ids=[s.pod_id for s in specs],
             steps_per_segment=max(1, math.ceil(lead.steps / lead.epochs)),
@@ -248,79 +167,18 @@ class PopulationTrainer:
         )
         steps = population.env_steps().cpu().numpy().astype(np.int64)
         train_s = time.perf_counter() - t0
-        node = node_id()
-        results = []
-        for k, spec in enumerate(specs):
-            agent = population.export_member(k)
-            failure = f"{NON_FINITE}: {loop.failures[k]}" if loop.failures[k] else ""
-            results.append(
-                PodResult(
-                    pod_id=spec.pod_id,
-                    algorithm=spec.algorithm,
-                    hparams=json.loads(json.dumps(dataclasses.asdict(agent.hparams))),
-                    score=float(loop.scores[k]),
-                    history=loop.history[k],
-                    env_steps=int(steps[k]),
-                    updates=int(agent.updates),
-                    steps_done=int(steps[k] - loop.start_env_steps[k]),
-                    checkpoint=b""
-                    if failure
-                    else checkpoint_bytes(agent, self.pod.env_config_for(spec)),
-                    metrics=loop.metrics[k],
-                    node_id=node,
-                    train_s=train_s,
-                    epochs_done=int(loop.scored[k]),
-                    returns=loop.returns[k],
-                    failure=failure,
-                    env=dict(spec.env),
-                )
+        return [
+            pod_result(
+                spec,
+                population.export_member(k),
+                loop,
+                k,
+                self.pod.env_config_for(spec),
+                env_steps=int(steps[k]),
+                train_s=train_s,
             )
-        return results
-
-
-class PopulationScorer:
-    """Every member of a population scored on the validation split at once, in one env
-    of K accounts (:func:`member_returns`): its score, the annualized return, turnover and
-    costs, and the series the score ranks ``(T − 1,) float32`` (its candidate record)."""
-
-    def __init__(
-        self, population: Any, valid: Any, config: EnvConfig, env: Any, score_name: str
-    ) -> None:
-        self.population, self.valid, self.config = population, valid, config
-        self.env, self.score_name = env, score_name
-        self.ann = float(valid.annualization) or periods_per_year(valid.bar)
-        # empyrical reads the index's values: tz-naive UTC, as finpod.env.score does.
-        self.index = pd.DatetimeIndex(valid.timestamps[1:]).tz_convert(None)
-
-    def __call__(self, alive: np.ndarray) -> Validation:
-        k_members = len(alive)
-        trading: dict[str, np.ndarray] = {}
-        rets = member_returns(
-            lambda obs: self.population.act(obs, deterministic=True),
-            self.valid,
-            self.config,
-            k_members,
-            self.env.device,
-            env=self.env,
-            activity=trading,
-        )
-        turnover, costs = trading_activity(
-            trading["turnover"], trading["costs"], float(self.config.initial_cash), self.ann
-        )
-        reference = trading.get("reference_returns")
-        out = Validation(np.full(k_members, math.nan), [None] * k_members, [{}] * k_members)
-        for k in np.flatnonzero(alive):
-            r = scored_series(rets[k], None if reference is None else reference[k], self.score_name)
-            value = score_returns(pd.Series(r, index=self.index), self.score_name, self.ann)
-            out.scores[k], out.returns[k] = value, r.astype(np.float32)
-            if not bool(np.isfinite(r).all()) or not math.isfinite(value):
-                continue
-            rows = {self.score_name: value}
-            if self.score_name != "return":
-                annual = pd.Series(rets[k], index=self.index)
-                rows["return"] = score_returns(annual, "return", self.ann)
-            out.rows[k] = {**rows, "turnover": float(turnover[k]), "costs": float(costs[k])}
-        return out
+            for k, spec in enumerate(specs)
+        ]
 
 
 class TrackProgress(Callback):

@@ -20,8 +20,6 @@ NaN network would otherwise sit in cash and score 0.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -35,12 +33,12 @@ from finpod.agents.callbacks import TimeBudget
 from finpod.agents.learners import AgentLearner
 from finpod.agents.loop import Validation, run_loop
 from finpod.agents.progress import StepCountingEnv
+from finpod.agents.validation import ValidationScorer, agent_act
 from finpod.data.market import MarketData
 from finpod.device import pick_device
-from finpod.env import VecTradingEnv, rollout, score
-from finpod.env.rollout import activity as trading
+from finpod.env import VecTradingEnv
 from finpod.runs import package_versions
-from finpod.scores import scored_series
+from finpod.scores import DEFAULT_SCORE
 from finpod.tournament.dataplane import fetch_splits
 from finpod.tournament.fusion import (
     learn_epoch,
@@ -50,13 +48,7 @@ from finpod.tournament.fusion import (
 )
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.members import PopulationTrainer, TrackProgress, fit_spec_to_env
-from finpod.tournament.pod_results import (
-    NON_FINITE,
-    PodResult,
-    checkpoint_bytes,
-    last_line,
-    node_id,
-)
+from finpod.tournament.pod_results import PodResult, last_line, node_id, pod_result
 from finpod.tournament.progress import PodProgress
 from finpod.tournament.search import pod_env_config
 
@@ -94,6 +86,8 @@ class Pod:
             None if learner_devices is None else [torch.device(d) for d in learner_devices]
         )
         self._markets: dict[torch.device, MarketData] = {self.device: self.train_market}
+        self._scoring: ValidationScorer | None = None
+        self._scoring_key: tuple[EnvConfig, int, str] | None = None
         #: What ``progress()`` answers while a pod trains (read from the control thread).
         self.tracker = PodProgress()
 
@@ -154,31 +148,28 @@ class Pod:
             learners, envs, steps_per_learner, epoch_seed, concurrent=self.concurrent_learners
         )
 
+    def scorer_for(self, spec: PodSpec, members: int = 1) -> ValidationScorer:
+        """The validation scorer of ``members`` accounts with ``spec``'s env settings and
+        score: built once, reused while the settings stay the same."""
+        key = (self.env_config_for(spec), members, spec.score_name)
+        if self._scoring_key != key:
+            self._scoring = None  # free the old tables first
+            config, _, score_name = key
+            self._scoring = ValidationScorer(
+                self.valid_market, config, score_name, members, self.device
+            )
+            self._scoring_key = key
+        return self._scoring
+
     def evaluate(
-        self,
-        agent: Any,
-        score_name: str,
-        env_config: EnvConfig | None = None,
-        activity: dict[str, float] | None = None,
-    ) -> tuple[float, float, np.ndarray]:
-        """(score, annual return, per-bar returns ``(T − 1,) float32``) of ``agent``'s
-        deterministic policy on the validation split, with ``env_config`` (default: the
-        run's env; a pod passes its own, see :meth:`env_config_for`). ``activity``, when
-        given, receives the rollout's ``turnover`` and ``costs`` (see
-        :func:`finpod.env.rollout.activity`)."""
-
-        def policy(obs: torch.Tensor) -> torch.Tensor:
-            return agent.act(obs.to(agent.device), deterministic=True).to(self.device)
-
+        self, agent: Any, score_name: str = DEFAULT_SCORE, env_config: EnvConfig | None = None
+    ) -> Validation:
+        """``agent``'s deterministic policy scored on the validation split (one member), with
+        ``env_config`` (default: the run's env; a pod passes its own, see
+        :meth:`env_config_for`)."""
         config = self.env_config if env_config is None else env_config
-        result = rollout(policy, self.valid_market, config, device=self.device)
-        # The series the score ranks (active returns for an active score): what the run
-        # records as this candidate's validation returns, for its DSR and PBO.
-        series = scored_series(result.returns, result.reference_returns, score_name)
-        returns = series.to_numpy(dtype=np.float32)
-        if activity is not None:
-            activity.update(trading(result))
-        return score(result, score_name), score(result, "return"), returns
+        scorer = ValidationScorer(self.valid_market, config, score_name, 1, self.device)
+        return scorer.score(agent_act(agent, self.device))
 
     # ----- a whole pod ------------------------------------------------------------------
     def train(
@@ -217,17 +208,9 @@ class Pod:
         def epoch(steps: int, index: int) -> dict[str, float]:
             return self.run_epoch(learners, envs, steps, spec.seed + index)[0]
 
-        def scorer(alive: np.ndarray) -> Validation:
-            trading: dict[str, float] = {}
-            value, annual, returns = self.evaluate(agent, spec.score_name, config, trading)
-            rows = {spec.score_name: value}
-            if spec.score_name != "return":
-                rows["return"] = annual
-            return Validation(np.array([value]), [returns], [{**rows, **trading}])
-
         loop = run_loop(
             FusedLearner(agent, epoch),
-            scorer,
+            self.scorer_for(spec).scorer(agent_act(agent, self.device)),
             ids=[spec.pod_id],
             steps_per_segment=max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners))),
             segments=spec.epochs,
@@ -237,29 +220,18 @@ class Pod:
             keep_best=False,
             t0=t0,
         )
-        failure = f"{NON_FINITE}: {loop.failures[0]}" if loop.failures[0] else ""
-        hparams = json.loads(json.dumps(dataclasses.asdict(agent.hparams)))
         buffer = None
-        if export_buffer and not failure and hasattr(agent, "export_buffer"):
+        if export_buffer and not loop.failures[0] and hasattr(agent, "export_buffer"):
             buffer = agent.export_buffer()
-        result = PodResult(
-            pod_id=spec.pod_id,
-            algorithm=spec.algorithm,
-            hparams=hparams,
-            score=float(loop.scores[0]),
-            history=loop.history[0],
+        result = pod_result(
+            spec,
+            agent,
+            loop,
+            0,
+            config,
             env_steps=int(agent.env_steps),
-            updates=int(agent.updates),
-            steps_done=int(agent.env_steps - loop.start_env_steps[0]),
-            checkpoint=b"" if failure else checkpoint_bytes(agent, config),
-            metrics=loop.metrics[0],
-            node_id=node_id(),
             train_s=time.perf_counter() - t0,
-            epochs_done=int(loop.scored[0]),
-            returns=loop.returns[0],
-            failure=failure,
             buffer_rows=0 if buffer is None else int(len(buffer.get("reward", ()))),
-            env=dict(spec.env),
         )
         return result, buffer
 

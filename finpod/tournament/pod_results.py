@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +15,9 @@ import torch
 from finpod.agents.checkpoint import checkpoint_to_bytes, read_checkpoint_bytes
 
 if TYPE_CHECKING:
+    from finpod.agents.loop import LoopResult
     from finpod.env import EnvConfig
+    from finpod.tournament.generator import PodSpec
 
 #: Prefix of :attr:`PodResult.failure` for a pod whose numbers went non-finite.
 NON_FINITE = "non-finite"
@@ -48,8 +52,8 @@ class PodResult:
     epochs_done: int = 0
     """Epochs completed (fewer than asked when ``max_seconds`` stopped the pod)."""
     returns: np.ndarray | None = None
-    """(T_validation − 1,) float32 per-bar simple returns of the scored weights on the
-    validation split (for PBO / Deflated Sharpe over every candidate)."""
+    """(T_validation − 1,) float64 per-bar validation returns the score ranks, of the
+    scored weights (for PBO / Deflated Sharpe over every candidate)."""
     failure: str = ""
     """Why the pod failed ("" when it scored), e.g. ``"non-finite: loss actor_loss"``."""
     buffer_rows: int = 0
@@ -60,6 +64,40 @@ class PodResult:
     updates: int = 0
     """Gradient steps the agent's weights have taken, ancestors included (with
     ``env_steps``: how much learning stands behind the checkpoint)."""
+
+
+def pod_result(
+    spec: PodSpec,
+    agent: Any,
+    loop: LoopResult,
+    k: int,
+    env: EnvConfig,
+    env_steps: int,
+    train_s: float,
+    buffer_rows: int = 0,
+) -> PodResult:
+    """The result of ``spec``, member ``k`` of ``loop`` (``agent``: its trained weights,
+    ``env``: the settings it trained and was scored with, recorded in its checkpoint)."""
+    failure = f"{NON_FINITE}: {loop.failures[k]}" if loop.failures[k] else ""
+    return PodResult(
+        pod_id=spec.pod_id,
+        algorithm=spec.algorithm,
+        hparams=json.loads(json.dumps(dataclasses.asdict(agent.hparams))),
+        score=float(loop.scores[k]),
+        history=loop.history[k],
+        env_steps=int(env_steps),
+        updates=int(agent.updates),
+        steps_done=int(env_steps - loop.start_env_steps[k]),
+        checkpoint=b"" if failure else checkpoint_bytes(agent, env),
+        metrics=loop.metrics[k],
+        node_id=node_id(),
+        train_s=float(train_s),
+        epochs_done=int(loop.scored[k]),
+        returns=loop.returns[k],
+        failure=failure,
+        buffer_rows=int(buffer_rows),
+        env=dict(spec.env),
+    )
 
 
 def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:

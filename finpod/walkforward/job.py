@@ -108,7 +108,7 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
     }
     strategy = strategy_from_dict(job.strategy)
     spec = strategy.train
-    config = strategy.env_config()
+    config = strategy.config
     torch.manual_seed(job.seed)
     env = VecTradingEnv(split["train"], config, num_envs=spec.num_envs, seed=job.seed, device=dev)
     agent = make_agent(

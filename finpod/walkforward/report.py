@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from finpod.backtest.labels import format_metric, metric_label
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.selection import STATISTIC_MEANINGS
+from finpod.scores import DEFAULT_SCORE
 from finpod.walkforward.results import SHARPE_CONVENTION
 from finpod.walkforward.stats import T_CRITICAL_5PCT
 
@@ -298,7 +299,7 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
     spec = settings.get("spec", {})
     strat = settings.get("strategy", {})
     st = s.get("stitched", {})
-    score = strat.get("train", {}).get("score", "sharpe")
+    score = strat.get("train", {}).get("score", DEFAULT_SCORE)
     meta = [
         f"dataset: {html.escape(str(settings.get('dataset', {}).get('path')))} "
         f"(hash {html.escape(str(settings.get('dataset', {}).get('hash')))[:12]})",

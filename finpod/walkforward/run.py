@@ -123,7 +123,7 @@ def run_walkforward(
     if steps is not None:
         if steps <= 0:
             raise FinpodError(f"--steps must be positive, got {steps}", "e.g. --steps 100000")
-        strat.train.total_steps = int(steps)
+        strat = strat.with_train(total_steps=int(steps))
     observed_feature_names(manifest.features, strat.config.user_features)
     market = load_split(data, "all")
     folds = plan_folds(market.timestamps, spec, market.bar, manifest.calendar or "XNYS")
@@ -212,7 +212,7 @@ def run_walkforward(
 
 
 def _check_episode_length(folds: list[Fold], strat: Any) -> None:
-    length = strat.env.get("episode_length")
+    length = strat.config.episode_length
     shortest = min(f.splits["train"]["bars"] for f in folds)
     if length is not None and int(length) > shortest - 1:
         raise FinpodError(

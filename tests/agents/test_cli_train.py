@@ -142,3 +142,24 @@ def test_resume_of_a_missing_run_is_one_clear_error(tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--resume", str(tmp_path / "nope")])
     assert exit_info.value.code == 1
+
+
+def test_train_reads_the_strategy_file_once(dataset, tmp_path, monkeypatch):
+    """The command parses the file once and hands the typed strategy down (to the choice
+    between one agent and a tournament, and to the training itself)."""
+    import finpod.strategy
+
+    parsed: list[object] = []
+    parse = finpod.strategy.strategy_from_dict
+
+    def counting(raw, path=None):
+        parsed.append(path)
+        return parse(raw, path)
+
+    monkeypatch.setattr(finpod.strategy, "strategy_from_dict", counting)
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(tiny_agent(train={"total_steps": 128, "eval_every": 128}))
+    args = ["train", "-s", str(strategy), "-d", str(dataset), "--out", str(tmp_path / "runs")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert parsed == [strategy]

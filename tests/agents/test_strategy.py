@@ -28,7 +28,7 @@ def test_one_strategy_per_algorithm_ships():
 def test_shipped_strategy_loads_and_builds_its_agent(path):
     s = load_strategy(path)
     assert s.algorithm in ALGORITHMS
-    config = s.env_config()
+    config = s.config
     bar = "1min" if config.calendar_features else "1d"
     env = VecTradingEnv(make_synthetic(6, 400, bar=bar, seed=0), config, num_envs=2)
     hparams = hparams_for_env(ALGORITHMS[s.algorithm][0], s.hparams, env)

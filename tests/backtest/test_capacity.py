@@ -64,3 +64,20 @@ def test_backtest_reports_fees_and_impact_apart_and_keeps_them(market, tmp_path)
     assert again.metrics.loc["impact_paid", "agent"] == pytest.approx(
         col.loc["impact_paid", "agent"]
     )
+
+
+def swing(obs: torch.Tensor) -> torch.Tensor:
+    """Weights that move with the observation: the account trades every bar."""
+    return torch.softmax(obs[:, -4:] * 20.0, dim=-1)
+
+
+@pytest.mark.parametrize("size", [1e6, 1e9])
+def test_capacity_turnover_is_the_backtests_own_turnover_at_the_same_size(market, size):
+    config = EnvConfig(action_mode="weights", cost_model="sqrt", cost_rate=0.001)
+    sized = EnvConfig(**{**config.__dict__, "initial_cash": size})
+    result = backtest_market(market, swing, sized, capacity=(size,), capacity_policy=lambda: swing)
+    rows = {r["strategy"]: r for r in result.info["capacity"]}
+    for name in ("agent", "equal_weight_daily", "equal_weight_buy_hold"):
+        want = result.metrics.loc["annual_turnover", name]
+        assert want > 0.1, name  # it trades, so the account value it is measured on matters
+        assert rows[name]["annual_turnover"] == pytest.approx(want, rel=1e-9), name

@@ -18,6 +18,7 @@ from finpod.backtest import metrics as m
 from finpod.backtest.agents import ensemble_policy, load_agents, parse_agent
 from finpod.backtest.runner import trial_sharpes
 from finpod.errors import FinpodError
+from finpod.runs import Leaderboard
 
 from .fakes import FakeDataset, make_market, make_run_dir
 
@@ -82,8 +83,7 @@ def test_best_uses_the_top_entry_deterministically(run_dir, splits, monkeypatch)
 
 def test_top_k_averages_the_actions_of_the_top_entries(run_dir, splits, monkeypatch):
     FakeDataset(splits).install(monkeypatch)
-    board = json.loads((run_dir / "leaderboard.json").read_text())
-    agents = load_agents(run_dir, board["entries"][:2], torch.device("cpu"))
+    agents = load_agents(run_dir, Leaderboard.load(run_dir).entries[:2], torch.device("cpu"))
     obs = torch.randn(4, agents[0].obs_dim)
     mean = (agents[0].act(obs, deterministic=True) + agents[1].act(obs, deterministic=True)) / 2
     torch.testing.assert_close(ensemble_policy(agents)(obs), mean)
@@ -122,8 +122,7 @@ def test_old_runs_deflate_with_the_leaderboard_count_and_validation_sharpes(
     result = run_backtest(run_dir)
     assert result.num_trials == 12
     curves = pd.read_csv(run_dir / "metrics.csv")
-    board = json.loads((run_dir / "leaderboard.json").read_text())
-    sharpes = trial_sharpes(board, curves)
+    sharpes = trial_sharpes(Leaderboard.load(run_dir), curves)
     assert len(sharpes) == 12  # one per pod: its last validation Sharpe
     var = m.trial_sharpe_variance(sharpes, 252.0)
     sr = 2.0 / np.sqrt(252.0)  # the top entry's annual validation Sharpe, per bar
@@ -277,7 +276,12 @@ def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
 
     board = json.loads((run_dir / "leaderboard.json").read_text())
     board["selected"] = "ensemble-2"
-    board["ensemble"] = {"id": "ensemble-2@end", "members": ["pod000", "pod001"], "score": 1.5}
+    board["ensemble"] = {
+        "id": "ensemble-2@end",
+        "members": ["pod000", "pod001"],
+        "score": 1.5,
+        "selected": True,  # what a tournament writes beside "selected" (Leaderboard.to_json)
+    }
     (run_dir / "leaderboard.json").write_text(json.dumps(board))
     FakeDataset(splits).install(monkeypatch)
     out = tmp_path / "reports"

@@ -5,6 +5,8 @@ expect (computed with empyrical and scipy)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import empyrical as ep
 import numpy as np
 import pandas as pd
@@ -24,6 +26,7 @@ from finpod.backtest.plots import (
 )
 from finpod.backtest.run_record import leaderboard_frame
 from finpod.env import EnvConfig
+from finpod.runs import Entry, Leaderboard
 
 from .fakes import make_market
 
@@ -83,9 +86,15 @@ def test_the_equity_axis_writes_dollars_not_an_offset(result):
     assert dollar_formatter()(980_000, 0) == "$980k"
 
 
+def _board(entries: list[Entry]) -> Leaderboard:
+    board = Leaderboard(Path("unused"), len(entries), "sharpe")
+    board.entries = list(entries)
+    return board
+
+
 def test_the_leaderboard_lists_only_settings_that_differ():
     def entry(pod, algo, hparams, env):
-        return {"pod_id": pod, "algorithm": algo, "score": 1.0, "hparams": hparams, "env": env}
+        return Entry(pod, algo, hparams, 1.0, f"checkpoints/{pod}.safetensors", env=env)
 
     board = {
         "entries": [
@@ -99,12 +108,12 @@ def test_the_leaderboard_lists_only_settings_that_differ():
             entry("a1", "a2c", {"horizon": 32, "gamma": 0.98}, {"decision_interval": 5}),
         ]
     }
-    frame = leaderboard_frame(board).set_index("pod_id")
+    frame = leaderboard_frame(_board(board["entries"])).set_index("pod_id")
     shown = frame["hparams (differing)"]
     assert shown["p0"] == "gamma=0.99" and shown["p1"] == "gamma=0.95"  # lr rounds alike
     assert shown["a0"] == "gamma=0.97"  # horizon=32 is every A2C entry's: not listed
     assert frame.loc["p1", "execution (differing)"] == "decision_interval=10"
-    same = leaderboard_frame({"entries": board["entries"][2:]})
+    same = leaderboard_frame(_board(board["entries"][2:]))
     assert "execution (differing)" not in same
 
 

@@ -31,7 +31,7 @@ from finpod.env.core import initial_state, observe, transition
 from finpod.env.tables import build_tables
 from finpod.errors import FinpodError
 from finpod.paper.live import window_market
-from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+from finpod.runs import Leaderboard, read_run_info
 
 K = TRAIN_SESSIONS
 #: The user column, one value per (session, ticker), O(1).
@@ -83,7 +83,7 @@ def make(featured, server, tmp_path):
 
 def env_trades(run_dir: Path, first: int, count: int) -> list[dict[str, float]]:
     """The env's trades for the run's agent on the same bars and sentiment values."""
-    entry = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)["entries"][0]
+    entry = Leaderboard.load(run_dir).entries[0]
     config, _ = recorded_env_config(run_dir, read_run_info(run_dir), entry)
     config = replace(config, initial_cash=START_CASH)
     policy = ensemble_policy(load_agents(run_dir, [entry], torch.device("cpu")))

@@ -24,7 +24,7 @@ from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_co
 from finpod.data.inmemory import from_frame
 from finpod.env.core import account_state, observe, transition
 from finpod.env.tables import build_tables
-from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+from finpod.runs import Leaderboard, read_run_info
 
 K = TRAIN_SESSIONS
 DECISIONS = 12
@@ -75,7 +75,7 @@ def test_on_gapped_bars_only_cash_bound_buys_differ_from_the_env_by_the_gap(
     run = Path(shutil.copytree(trained[0], tmp_path / "runs" / trained[0].name))
     trader = PaperTrader(run, data_dir=trained[1], lookback_sessions=400, log=lambda line: None)
     trader.start()
-    entry = read_json(run / LEADERBOARD_FILE, LEADERBOARD_FILE)["entries"][0]
+    entry = Leaderboard.load(run).entries[0]
     config, _ = recorded_env_config(run, read_run_info(run), entry)
     config = replace(config, initial_cash=trader.state.start_value)
     policy = ensemble_policy(load_agents(run, [entry], torch.device("cpu")))

@@ -19,7 +19,7 @@ from finpod.data.calendar import sessions
 from finpod.data.inmemory import from_frame
 from finpod.env.core import initial_state, observe, transition
 from finpod.env.tables import build_tables
-from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+from finpod.runs import Leaderboard, read_run_info
 
 SYMBOLS = ("AAA", "BBB")
 DAYS = sessions("2023-03-01", "2023-03-31")[:16]
@@ -119,8 +119,7 @@ def test_an_intraday_agent_sends_the_envs_orders_at_its_decision_bars(setup):
         sent[t] = {s: q for _, s, q in server.sent()[before:]}
         assert what == ("decided" if (t - first) % 3 == 0 else "waiting"), (t, trader.lines)
         server.fill_open_orders(str(STARTS[t + 1].tz_localize(None)))
-    board = read_json(run / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    entry = board["entries"][0]
+    entry = Leaderboard.load(run).entries[0]
     config, _ = recorded_env_config(run, read_run_info(run), entry)
     config = replace(config, initial_cash=CASH)
     policy = ensemble_policy(load_agents(run, [entry], torch.device("cpu")))

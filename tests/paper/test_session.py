@@ -14,7 +14,7 @@ from finpod.data.inmemory import from_frame
 from finpod.env.core import initial_state, observe, transition
 from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.env.tables import build_tables
-from finpod.runs import LEADERBOARD_FILE, read_json, read_run_info
+from finpod.runs import Leaderboard, read_run_info
 
 DECISIONS = 8
 
@@ -22,8 +22,7 @@ DECISIONS = 8
 def env_trades(run_dir, first: int, count: int) -> list[dict[str, float]]:
     """The env's executed trades, per decision, for the run's best agent on the same bars,
     from an all-cash account at session ``first``."""
-    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    entry = board["entries"][0]
+    entry = Leaderboard.load(run_dir).entries[0]
     config, _ = recorded_env_config(run_dir, read_run_info(run_dir), entry)
     config = replace(config, initial_cash=START_CASH)
     policy = ensemble_policy(load_agents(run_dir, [entry], torch.device("cpu")))
@@ -60,8 +59,7 @@ def test_an_ensemble_agent_sends_the_envs_ensemble_orders(trader, server, run_di
         before = len(server.orders)
         assert play(t, server, k) == "decided"
         sent_per_day.append({sym: qty for _, sym, qty in server.sent()[before:]})
-    board = read_json(run_dir / LEADERBOARD_FILE, LEADERBOARD_FILE)
-    entry = board["entries"][0]
+    entry = Leaderboard.load(run_dir).entries[0]
     member_config, _ = recorded_env_config(run_dir, read_run_info(run_dir), entry)
     agents = load_agents(run_dir, [entry], torch.device("cpu"))
     market = from_frame(long_frame(TRAIN_SESSIONS + 5), "1d", min_coverage=0.0, min_bars=1)

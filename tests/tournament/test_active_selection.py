@@ -57,7 +57,7 @@ def test_pods_are_ranked_by_the_information_ratio_of_their_active_returns(
     scores = []
     for entry in board.entries:
         agent = load_checkpoint(run.run_dir / entry.checkpoint, torch.device("cpu"))
-        config, _ = recorded_env_config(run.run_dir, meta, entry.to_json())
+        config, _ = recorded_env_config(run.run_dir, meta, entry)
         result = rollout(lambda o, a=agent: a.act(o, deterministic=True), valid, config)
         active = result.returns - result.reference_returns
         # The leaderboard score is the active series' information ratio, not the Sharpe.

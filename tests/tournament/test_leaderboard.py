@@ -50,7 +50,7 @@ def test_board_holds_the_k_best_finite_scores_and_only_their_checkpoints(
     tmp_path_factory, scores, k
 ):
     run = tmp_path_factory.mktemp("run")
-    board = Leaderboard(run, k)
+    board = Leaderboard(run, k, "sharpe")
     for i, s in enumerate(scores):
         board.record(_entry(i, s), f"ckpt-{i}".encode())
     finite = [(s, i) for i, s in enumerate(scores) if math.isfinite(s)]
@@ -84,7 +84,7 @@ def test_json_round_trip_keeps_entries_history_and_progress(tmp_path):
 
 
 def test_a_write_that_dies_midway_leaves_the_previous_board_intact(tmp_path, monkeypatch):
-    board = Leaderboard(tmp_path, 2)
+    board = Leaderboard(tmp_path, 2, "sharpe")
     board.record(_entry(0, 1.0), b"a")
     board.record(_entry(1, 2.0), b"b")
     before = (tmp_path / "leaderboard.json").read_text()
@@ -105,7 +105,7 @@ def test_a_write_that_dies_midway_leaves_the_previous_board_intact(tmp_path, mon
 
 
 def test_missing_checkpoint_entries_are_dropped_on_resume(tmp_path):
-    board = Leaderboard(tmp_path, 3)
+    board = Leaderboard(tmp_path, 3, "sharpe")
     for i in range(3):
         board.record(_entry(i, float(i)), b"z")
     (tmp_path / checkpoint_name("p00001")).unlink()
@@ -116,7 +116,7 @@ def test_missing_checkpoint_entries_are_dropped_on_resume(tmp_path):
 
 
 def test_rank_weighted_sampling_prefers_better_entries_and_skips_none(tmp_path):
-    board = Leaderboard(tmp_path, 4)
+    board = Leaderboard(tmp_path, 4, "sharpe")
     for i, s in enumerate([0.1, 0.4, 0.3, 0.2]):
         board.record(_entry(i, s), b"")
     rng = np.random.default_rng(0)

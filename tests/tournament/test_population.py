@@ -24,8 +24,8 @@ def test_batched_scoring_gives_each_member_its_own_single_account_rollout(tiny_d
     """Account k of the K-account validation env earns exactly what a one-account rollout
     of member k's policy earns (same controls, fills and costs): batching the evaluator
     cannot change a score."""
+    from finpod.agents.validation import account_rollout, scoring_env
     from finpod.env import EnvConfig, VecTradingEnv, rollout
-    from finpod.tournament.members import member_returns
 
     _, valid = _markets(tiny_dataset)
     config = EnvConfig(
@@ -42,7 +42,7 @@ def test_batched_scoring_gives_each_member_its_own_single_account_rollout(tiny_d
     def act(obs):
         return torch.cat([policy(k)(obs[k : k + 1]) for k in range(3)])
 
-    batched = member_returns(act, valid, config, 3, torch.device("cpu"))
+    batched = account_rollout(act, scoring_env(valid, config, 3, torch.device("cpu"))).returns
     assert batched.shape == (3, valid.num_bars - 1)
     for k in range(3):
         single = rollout(policy(k), valid, config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -164,7 +165,7 @@ def test_perturbation_keeps_ranges_frozen_fields_and_choices(seed, scale):
 
 
 def _board(tmp_path, n):
-    board = Leaderboard(tmp_path, 5)
+    board = Leaderboard(tmp_path, 5, "sharpe")
     for i in range(n):
         e = Entry(
             f"p{i:05d}",
@@ -348,7 +349,7 @@ def test_generator_gives_fresh_pods_drawn_controls_and_children_their_parents_pe
     gen = Generator(space, cfg, seed=3, num_envs=4)
     fresh = gen.fresh(0)
     assert set(fresh.env) == set(RAW_ENV)
-    board = Leaderboard(tmp_path, 5)
+    board = Leaderboard(tmp_path, 5, "sharpe")
     entry = Entry("p00000", "slow", {"tau": 0.01, "lr": 1e-3}, 1.0, checkpoint_name("p00000"))
     entry.env = dict(fresh.env)  # what the leaderboard records for the pod
     board.record(entry, b"")
@@ -420,7 +421,7 @@ def test_children_of_off_policy_parents_inherit_buffers_unless_switched_off(tmp_
 
     raw = {"algorithms": ["sac", "ppo"]}
     space = parse_search(raw, "ppo")
-    board = Leaderboard(tmp_path, 5)
+    board = Leaderboard(tmp_path, 5, "sharpe")
     board.record(Entry("p00000", "sac", {}, 1.0, checkpoint_name("p00000")), b"")
     board.record(Entry("p00001", "ppo", {}, 0.5, checkpoint_name("p00001")), b"")
     assert "sac" in ALGORITHMS
@@ -462,7 +463,7 @@ def test_a_strategy_with_search_env_resolves_and_its_written_form_reads_back(tmp
     _, space, _ = resolve(strategy)
     assert [s.name for s in space.env] == ["decision_interval", "no_trade_band", "turnover_penalty"]
     # What run.json / strategy.toml record reads back as the same space.
-    strategy.search = space.to_dict()
+    strategy = dataclasses.replace(strategy, search=space.to_dict())
     again = strategy_from_dict(tomllib.loads(strategy.to_toml()))
     _, space2, _ = resolve(again)
     assert space2.to_dict() == space.to_dict()

@@ -153,12 +153,13 @@ def test_each_member_logs_its_own_row_of_the_population_statistics(tiny_dataset)
     from finpod.agents.hparams import build_hparams
     from finpod.agents.ppo import PPOParams
     from finpod.agents.registry import make_population
+    from finpod.agents.validation import ValidationScorer
     from finpod.data import load_split
     from finpod.data.market import periods_per_year
     from finpod.env import EnvConfig, VecTradingEnv
     from finpod.scores import score_returns
     from finpod.tournament.generator import PodSpec
-    from finpod.tournament.members import ENV_SEED_OFFSET, PopulationTrainer, member_returns
+    from finpod.tournament.members import ENV_SEED_OFFSET, PopulationTrainer
     from finpod.tournament.pod import Pod
 
     pod = Pod(
@@ -192,9 +193,10 @@ def test_each_member_logs_its_own_row_of_the_population_statistics(tiny_dataset)
     hps = [build_hparams(PPOParams, s.hparams) for s in specs]
     population = make_population("ppo", hps, env.obs_dim, env.action_dim, "cpu", [5, 6, 7])
     stats = population.learn(env, 64)
-    rets = member_returns(
-        lambda obs: population.act(obs, deterministic=True), pod.valid_market, config, 3, "cpu"
+    scored = ValidationScorer(pod.valid_market, config, "sharpe", 3, "cpu").score(
+        lambda obs: population.act(obs, deterministic=True)
     )
+    rets = scored.returns
     index = pd.DatetimeIndex(pod.valid_market.timestamps[1:]).tz_convert(None)
     ann = float(pod.valid_market.annualization) or periods_per_year(pod.valid_market.bar)
     assert len({float(stats["policy_loss"][k]) for k in range(3)}) == 3  # rows differ

@@ -67,7 +67,7 @@ def test_the_setup_and_every_pod_actor_get_the_strategys_env_config(
     run_module.run_tournament(strategy, tiny_dataset, out=tmp_path / "runs", budget="1 pods")
     setup = seen["setup"]
     assert type(setup.env_config) is EnvConfig
-    assert setup.env_config == load_strategy(strategy).env_config()
+    assert setup.env_config == load_strategy(strategy).config
     assert setup.env_config.cost_rate == 0.001 and setup.env_config.episode_length == 40
 
     worker = _FakeActorClass()
@@ -124,7 +124,7 @@ def test_an_entrys_recorded_env_and_its_checkpoints_read_back_to_an_equal_env_co
     run_meta = json.loads(json.dumps({"strategy": {"env": base.to_dict()}}))
     entry = Entry("p00003", "ppo", {}, 1.0, "checkpoints/p00003.safetensors", env=controls)
     recorded = json.loads(json.dumps(entry.to_json()))
-    read, source = recorded_env_config(tmp_path, run_meta, recorded)
+    read, source = recorded_env_config(tmp_path, run_meta, Entry.from_json(recorded))
     assert source == "leaderboard entry"
     assert type(read) is EnvConfig and read == config
 
@@ -132,6 +132,6 @@ def test_an_entrys_recorded_env_and_its_checkpoints_read_back_to_an_equal_env_co
     path = save_checkpoint(agent, tmp_path / "checkpoints" / "p00003.safetensors", env=config)
     meta, _ = read_checkpoint(path)
     assert checkpoint_env(meta, path) == config
-    entry_without_env = {**recorded, "env": {}}
+    entry_without_env = Entry.from_json({**recorded, "env": {}})
     read, source = recorded_env_config(tmp_path, run_meta, entry_without_env)
     assert source == "checkpoint" and read == config
