@@ -174,6 +174,31 @@ def luck_sentence(
     return f"Selection (validation split): {first}; {second}."
 
 
+def folds_luck_sentence(dsrs: Sequence[Any], pbos: Sequence[Any]) -> str:
+    """:func:`luck_sentence` over the selections of several folds: how many fall on each
+    side of :data:`DSR_THRESHOLD` and :data:`PBO_THRESHOLD`, with the medians."""
+    dsr = [v for v in (_finite(x) for x in dsrs) if v is not None]
+    pbo = [v for v in (_finite(x) for x in pbos) if v is not None]
+    folds = len(dsrs)
+    if dsr:
+        lucky = sum(v < DSR_THRESHOLD for v in dsr)
+        first = (
+            f"DSR < {DSR_THRESHOLD} (the validation edge consistent with luck) in {lucky} of "
+            f"{len(dsr)} folds (median {sorted(dsr)[len(dsr) // 2]:.3f})"
+        )
+    else:
+        first = "DSR undefined in every fold"
+    if pbo:
+        noisy = sum(v >= PBO_THRESHOLD for v in pbo)
+        second = (
+            f"PBO ≥ {PBO_THRESHOLD} (selection is noise) in {noisy} of {len(pbo)} folds "
+            f"(median {sorted(pbo)[len(pbo) // 2]:.3f})"
+        )
+    else:
+        second = "PBO undefined in every fold"
+    return f"Selection (each of {folds} folds' validation window): {first}; {second}."
+
+
 def _count(value: Any) -> int | None:
     """A number, or the length of a list / mapping (the budget record's counts)."""
     if isinstance(value, bool):
