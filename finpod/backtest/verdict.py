@@ -119,8 +119,8 @@ def edge_sentence(
     if active is None or t is None:
         if te is not None and te == 0.0:
             return "none", (
-                f"No edge over {against}: the agent's returns equal its returns bar for bar "
-                "(no active return to test)."
+                f"No edge over {against}: the agent's returns equal the reference's bar for "
+                "bar (no active return to test)."
             )
         return "none", f"No edge over {against} can be measured (the active return is undefined)."
     tone = edge_tone(t, active)
@@ -277,14 +277,10 @@ def spend_lines(spend: Mapping[str, Any] | None) -> tuple[str, ...]:
                 f"env steps per pod {per_pod[0]:,} / {mid:,} / {per_pod[-1]:,} "
                 f"(min / median / max over {len(per_pod)} pods)"
             )
-        for key, word in (
-            ("promotions", "promotions"),
-            ("stops", "stops"),
-            ("children", "children"),
-        ):
+        for key, one in (("promotions", "promotion"), ("stops", "stop"), ("children", "child")):
             n = _count(budget.get(key))
             if n is not None:
-                tour.append(f"{n} {word}")
+                tour.append(f"{n} {one if n == 1 else key}")
     share = _finite(spend.get("winner_lineage_share"))
     if share is not None:
         tour.append(f"the winner's lineage used {share * 100:.0f} % of all env steps")

@@ -305,7 +305,12 @@ def download(
 
 
 def info(
-    dataset: Annotated[Path, typer.Argument(help="Dataset directory written by finpod download.")],
+    dataset: Annotated[
+        Path,
+        typer.Argument(
+            help="Dataset directory written by finpod download, or a run (its verdict)."
+        ),
+    ],
     verify: Annotated[
         bool, Opt("--verify", help="Recompute the content hash from the files and check it.")
     ] = False,

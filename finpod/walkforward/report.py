@@ -369,7 +369,8 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         + html.escape(steps_text(s.get("env_steps") or {}, strat))
         + (", warm-started from the previous fold's winner" if settings.get("warm_start") else ""),
         f"out-of-sample: {html.escape(str(st.get('start', ''))[:10])} → "
-        f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} bars)",
+        f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} returns: each fold's "
+        "backtest window less its first bar)",
     ]
     disclosures = s.get("disclosures", {})
     sections = [
