@@ -350,7 +350,8 @@ def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
                     if points.min() == points.max()
                     else (f"{int(points.min())}–{int(points.max())}")
                 )
-                ax.set_title(f"{split or ''} {metric} per pod ({count} points each)".strip())
+                points_word = "point" if count == "1" else "points"
+                ax.set_title(f"{split or ''} {metric} per pod ({count} {points_word} each)".strip())
             ax.grid(alpha=0.3)
             if sub["pod_id"].nunique() <= 12:
                 legend_outside(ax, fontsize=6)

@@ -150,7 +150,9 @@ def luck_sentence(
 ) -> str:
     """The selection's DSR and PBO read against :data:`DSR_THRESHOLD` and
     :data:`PBO_THRESHOLD`, in one sentence."""
-    n = f"{int(num_trials)} candidates" if num_trials else "its candidates"
+    n = "its candidates"
+    if num_trials:
+        n = f"{int(num_trials)} candidate{'' if int(num_trials) == 1 else 's'}"
     dsr, pbo = _finite(dsr), _finite(pbo)
     if dsr is None:
         first = "DSR undefined" + (f" ({dsr_note})" if dsr_note else "")
@@ -327,11 +329,18 @@ def backtest_verdict(result: Any) -> Verdict:
         extra.append(null_market_sentence(tone))
         tone = "null"
     ceiling = info.get("ceiling")
-    if isinstance(ceiling, Mapping) and _finite(ceiling.get("rule_information_ratio")) is not None:
+    rule_ir = (
+        _finite(ceiling.get("rule_information_ratio")) if isinstance(ceiling, Mapping) else None
+    )
+    if rule_ir is not None and tone == "null":
+        extra.append(
+            f"The scripted signal rule, on a feature that is noise here, reaches IR {rule_ir:.2f} "
+            "(near 0 expected)."
+        )
+    elif rule_ir is not None:
         share = _finite(ceiling.get("ir_share_of_rule"))
         extra.append(
-            "Planted signal: the signal rule under the agent's bounds reaches IR "
-            f"{float(ceiling['rule_information_ratio']):.2f}"
+            f"Planted signal: the signal rule under the agent's bounds reaches IR {rule_ir:.2f}"
             + (f"; the agent {share * 100:.0f} % of it." if share is not None else ".")
         )
     luck = luck_sentence(
