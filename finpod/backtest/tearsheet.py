@@ -22,6 +22,7 @@ import pandas as pd
 from finpod.backtest import metrics as m
 from finpod.backtest.capacity import capacity_text
 from finpod.backtest.labels import format_metric
+from finpod.backtest.learning_plot import learning_panel
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.plots import (
     active_panel,
@@ -32,7 +33,6 @@ from finpod.backtest.plots import (
     equity_panel,
     holdings_panel,
     is_daily,
-    learning_panel,
     monthly_panel,
     rolling_panel,
     turnover_panel,

@@ -305,12 +305,7 @@ def download(
 
 
 def info(
-    dataset: Annotated[
-        Path,
-        typer.Argument(
-            help="Dataset directory written by finpod download, or a run (its verdict)."
-        ),
-    ],
+    dataset: Annotated[Path, typer.Argument(help="A dataset directory, or a run: its verdict.")],
     verify: Annotated[
         bool, Opt("--verify", help="Recompute the content hash from the files and check it.")
     ] = False,

@@ -15,7 +15,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from finpod.backtest import backtest_market, run_backtest
-from finpod.backtest.plots import learning_panel
+from finpod.backtest.learning_plot import learning_panel
 from finpod.backtest.run_record import run_spend
 from finpod.backtest.tearsheet import render_tearsheet
 from finpod.backtest.verdict import (
