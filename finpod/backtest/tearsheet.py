@@ -208,9 +208,8 @@ def _market_html(result: BacktestResult) -> str:
     return (
         metrics_table(psr, format_metric, column_label)
         + "<p class='note'><b>market-level: measures the market, not the agent.</b> "
-        + "PSR: the probability that a column's true Sharpe ratio on the backtest split is "
-        "above 0, given the number of bars and the skew and fat tails of its returns. It is "
-        "about the total return, which the market's drift dominates: compare the "
+        + html.escape(m.STATISTIC_MEANINGS["psr"])
+        + " It is about the total return, which the market's drift dominates: compare the "
         "agent's column with the reference's; the agent's own edge is the active return in "
         "the verdict above." + (f" <i>({html.escape(str(why))})</i>" if why else "") + "</p>"
     )
