@@ -103,12 +103,20 @@ def test_backtests_of_two_agents_of_one_run_sit_side_by_side(finpod_cli, tmp_pat
     best = finpod_cli("backtest", str(run_dir), "--out", str(reports))
     assert best.returncode == 0, best.stderr
     page = (reports / "r1" / "tearsheet.html").read_bytes()
-    top = finpod_cli("backtest", str(run_dir), "--agent", "top-3", "--out", str(reports))
+    # The run has one leaderboard entry: top-1 is the most it can average.
+    top = finpod_cli("backtest", str(run_dir), "--agent", "top-1", "--out", str(reports))
     assert top.returncode == 0, top.stderr
-    assert (reports / "r1" / "top-3" / "tearsheet.html").is_file()
+    assert (reports / "r1" / "top-1" / "tearsheet.html").is_file()
     assert (reports / "r1" / "tearsheet.html").read_bytes() == page  # not overwritten
-    redo = finpod_cli("report", "r1", "--agent", "top-3", "--out", str(reports))
-    assert redo.returncode == 0 and "top-3" in redo.stdout, redo.stderr
+    redo = finpod_cli("report", "r1", "--agent", "top-1", "--out", str(reports))
+    assert redo.returncode == 0 and "top-1" in redo.stdout, redo.stderr
+
+
+def test_top_3_of_a_one_entry_run_is_one_line_and_writes_no_folder(finpod_cli, tmp_path, run_dir):
+    reports = tmp_path / "reports"
+    res = finpod_cli("backtest", str(run_dir), "--agent", "top-3", "--out", str(reports))
+    one_error_line(res, "averages the top 3", "use --agent best")
+    assert not (reports / "r1" / "top-3").exists()
 
 
 def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):

@@ -120,6 +120,8 @@ class RunDirWriter(Callback):
         self.best_file = run_dir / CHECKPOINT_DIR / f"{pod_id}.safetensors"
         self.best_checkpoint: Path | None = None
         self.last_checkpoint: Path | None = None
+        self.wall_before = 0.0
+        """Wall seconds of the sessions before a resume: ``wall_s`` continues from them."""
 
     def on_start(self, result: LoopResult) -> None:
         metrics_file = self.run_dir / METRICS_FILE
@@ -129,6 +131,7 @@ class RunDirWriter(Callback):
         if len(kept) != len(prior_rows):
             write_metrics(metrics_file, kept)
         cut_torn_tail(metrics_file)
+        self.wall_before = max((r[2] for r in kept if r[0] == self.pod_id), default=0.0)
         # The best of before the interruption: a resumed run replaces it only with a
         # better score.
         for r_pod, r_steps, _, split, metric, score in kept:
@@ -155,6 +158,8 @@ class RunDirWriter(Callback):
             env=self.env_config,
         )
         rows = [metric_row(self.pod_id, r) for r in segment.rows[0]]
+        for row in rows:  # a resumed run's clock continues where the last session's stopped
+            row["wall_s"] = round(row["wall_s"] + self.wall_before, 3)
         append_metrics(
             self.run_dir / METRICS_FILE, [tuple(r[c] for c in METRICS_HEADER) for r in rows]
         )

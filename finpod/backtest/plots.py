@@ -4,7 +4,7 @@
 pyfolio-reloaded draws the underwater drawdown (it wants UTC timestamps); the rest is drawn
 here: equity curves and annual returns with every benchmark, the monthly heatmap, rolling
 ratios annualized for the bar size, holdings and exposure, turnover, active return and the
-run's learning curves.
+run's learning curves (:mod:`finpod.backtest.learning_plot`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
+from finpod.backtest.learning_plot import learning_panel  # noqa: F401 (re-exported)
 from finpod.backtest.plot_style import (
     color_of,
     dollar_formatter,
@@ -27,7 +28,6 @@ from finpod.backtest.plot_style import (
     legend_outside,
     line_style,
 )
-from finpod.scores import DEFAULT_SCORE
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -261,51 +261,6 @@ def holdings_panel(result: BacktestResult) -> Callable[[Figure], None]:
         for ax in (ax1, ax2):
             ax.grid(alpha=0.3)
             _date_axis(ax, result)
-
-    return draw
-
-
-def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
-    curves = result.learning_curves
-    if curves is None or curves.empty or not {"pod_id", "env_steps", "metric"} <= set(curves):
-        return None
-
-    def draw(fig: Figure) -> None:
-        splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
-        splits = splits or [None]
-        axes = np.atleast_1d(fig.subplots(1, len(splits)))
-        score = (result.info or {}).get("score_name") or DEFAULT_SCORE
-        for ax, split in zip(axes, splits, strict=False):
-            sub = curves if split is None else curves[curves["split"] == split]
-            preferred = (score,) if split == "validation" else ("episode_return", "reward_mean")
-            # A metric with values (no episode ended in a short run: episode_return is NaN).
-            values = pd.to_numeric(sub["value"], errors="coerce")
-            present = set(sub.loc[np.isfinite(values), "metric"])
-            metric = next((p for p in preferred if p in present), sub["metric"].iloc[0])
-            sub = sub[(sub["metric"] == metric) & np.isfinite(values)]
-            points = sub.groupby("pod_id").size()
-            few = int(points.max()) <= 12 if len(points) else False
-            for pod, g in sub.groupby("pod_id"):
-                g = g.sort_values("env_steps")
-                # A pod scored only a few times: its points marked, not a line that hides them.
-                ax.plot(
-                    g["env_steps"],
-                    g["value"],
-                    lw=1,
-                    marker="o" if few else None,
-                    ms=3,
-                    label=str(pod),
-                )
-            ax.set_xlabel("env steps")
-            count = (
-                f"{int(points.min())}"
-                if points.min() == points.max()
-                else (f"{int(points.min())}–{int(points.max())}")
-            )
-            ax.set_title(f"{split or ''} {metric} per pod ({count} points each)".strip())
-            ax.grid(alpha=0.3)
-            if sub["pod_id"].nunique() <= 12:
-                legend_outside(ax, fontsize=6)
 
     return draw
 

@@ -66,8 +66,9 @@ _FRAMES = {
     "benchmark_account_value": "benchmark_account_value.parquet",
 }
 
-#: Optional frames of the costs' market-impact part (square-root costs), saved when set.
-IMPACT_FRAMES = ("impact", "benchmark_impact")
+#: Optional frames, saved when set: the costs' market-impact part (square-root costs) and
+#: the benchmarks' cash (their exposure).
+IMPACT_FRAMES = ("impact", "benchmark_impact", "benchmark_cash")
 
 
 @dataclass
@@ -131,6 +132,9 @@ class BacktestResult:
     """(T,) the market-impact part of ``costs``, dollars (None: linear costs, 0)."""
     benchmark_impact: pd.DataFrame | None = None
     """(T, B') the market-impact part of ``benchmark_costs``, dollars (None: 0)."""
+    benchmark_cash: pd.DataFrame | None = None
+    """(T, B') cash of each rule-based benchmark at each close, dollars (None: not
+    recorded; their exposure is then unknown)."""
     metrics: pd.DataFrame = field(init=False)
     """(M, 1 + B) metrics (rows :data:`finpod.backtest.metrics.METRIC_NAMES`) per strategy."""
 
@@ -201,22 +205,29 @@ class BacktestResult:
                 impact=self.impact,
             )
         }
+        bench_cash = self.benchmark_cash if self.benchmark_cash is not None else pd.DataFrame()
         for name in self.benchmark_returns.columns:
             traded = self.benchmark_traded_value.get(name)
+            value = self.benchmark_account_value.get(name)
+            held = None
+            if name in bench_cash and value is not None:
+                held = 1.0 - bench_cash[name] / value.where(value > 0)
             columns[name] = m.performance_metrics(
                 self.benchmark_returns[name],
                 self.bars_per_year,
                 benchmark=bench if name != INDEX else None,
                 traded_value=traded,
-                account_value=self.benchmark_account_value.get(name),
+                account_value=value,
                 costs=self.benchmark_costs.get(name),
                 initial_capital=self.initial_capital if traded is not None else None,
                 reference=reference if name != INDEX else None,
+                exposure=held,
                 started_in_cash=in_cash,
                 impact=None if self.benchmark_impact is None else self.benchmark_impact.get(name),
             )
             if name == INDEX:
                 columns[name]["alpha"], columns[name]["beta"] = 0.0, 1.0
+                columns[name]["mean_exposure"] = 1.0  # a price level: always fully invested
         table = pd.DataFrame(columns)
         table.index.name = "metric"
         return table

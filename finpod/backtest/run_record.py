@@ -228,3 +228,82 @@ def _checked(
             f"restore it, or pass {USE_RECORDED} to read the run's copy, {entry['copy']}",
         )
     return path
+
+
+def check_agent_entries(run_id: str, agent: str, count: int, entries: int) -> None:
+    """Refuse an agent that averages more leaderboard entries than the run has: a
+    ``top-3`` of a one-entry board would be the best entry under another name."""
+    if count > entries:
+        fits = "best" if entries == 1 else f"{agent.split('-')[0]}-{entries}"
+        raise FinpodError(
+            f"--agent {agent} averages the top {count} leaderboard entries but run {run_id} "
+            f"has {entries}",
+            f"use --agent {fits}",
+        )
+
+
+def market_regime(manifest: dict[str, Any]) -> str | None:
+    """``"null"`` or ``"alpha"`` for a synthetic dataset (no planted signal / a planted
+    one), None for market data."""
+    if manifest.get("source") != "synthetic":
+        return None
+    regime = (manifest.get("source_options") or {}).get("regime")
+    return str(regime) if regime else None
+
+
+def _number(value: Any) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if value == value else None
+
+
+def run_spend(
+    run_meta: dict[str, Any], board: dict[str, Any], curves: pd.DataFrame | None
+) -> dict[str, Any]:
+    """What the run spent, from whatever it recorded (every key optional):
+
+    ``env_steps`` and ``wall_s`` of the whole run (``run.json``'s ``throughput``, else the
+    leaderboard's ``progress``, else the last row of ``metrics.csv``); the selected agent's
+    ``selected_env_steps``, ``selected_updates`` (gradient steps) and
+    ``updates_per_env_step`` (``run.json``'s ``learning``, else the best entry); for a
+    tournament ``pods`` (candidates scored), ``winner_lineage_share`` (the best entry's env
+    steps, ancestors included, over the run's) and ``budget`` (``run.json``'s budget record
+    as written: env steps per pod, promotions, stops, children).
+    """
+    out: dict[str, Any] = {"kind": run_meta.get("kind")}
+    throughput = run_meta.get("throughput") if isinstance(run_meta.get("throughput"), dict) else {}
+    progress = board.get("progress") if isinstance(board.get("progress"), dict) else {}
+    have_curves = curves is not None and not curves.empty
+    for key, column in (("env_steps", "env_steps"), ("wall_s", "wall_s")):
+        for source in (throughput, progress):
+            value = _number(source.get(key))
+            if value:
+                out[key] = value
+                break
+        else:
+            if have_curves and column in curves:
+                value = _number(pd.to_numeric(curves[column], errors="coerce").max())
+                if value:
+                    out[key] = value
+    learning = run_meta.get("learning") if isinstance(run_meta.get("learning"), dict) else {}
+    entries = board.get("entries") or []
+    best = entries[0] if entries and isinstance(entries[0], dict) else {}
+    steps = _number(learning.get("env_steps", best.get("env_steps")))
+    updates = _number(learning.get("updates", best.get("updates")))
+    if steps is not None:
+        out["selected_env_steps"] = steps
+    if updates:
+        out["selected_updates"] = updates
+        if steps:
+            out["updates_per_env_step"] = updates / steps
+    if out["kind"] == "tournament":
+        pods = _number(board.get("candidates_evaluated"))
+        if pods is not None:
+            out["pods"] = pods
+        if steps and out.get("env_steps"):
+            out["winner_lineage_share"] = min(1.0, steps / out["env_steps"])
+    if isinstance(run_meta.get("budget"), dict):
+        out["budget"] = run_meta["budget"]
+    return out

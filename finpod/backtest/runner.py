@@ -52,10 +52,13 @@ from finpod.backtest.result import INDEX, BacktestResult
 from finpod.backtest.returns import index_returns, traded_value
 from finpod.backtest.run_record import (
     RunInputs,
+    check_agent_entries,
     checkpoint_evaluations,
     dataset_dir,
     leaderboard_frame,
+    market_regime,
     read_curves,
+    run_spend,
     trial_sharpes,
     validation_bars,
 )
@@ -114,7 +117,7 @@ def backtest_market(
     idx_ret = index_returns(market)
     if idx_ret is not None:
         bench_returns[INDEX] = idx_ret
-    costs, traded, values, impact = {}, {}, {}, {}
+    costs, traded, values, impact, cash = {}, {}, {}, {}, {}
     info = dict(info or {})
     info.setdefault("env", config.to_dict())
     if with_benchmarks:
@@ -126,6 +129,7 @@ def backtest_market(
         impact[REFERENCE] = ref.impact
         traded[REFERENCE] = traded_value(ref.transactions, ts)
         values[REFERENCE] = ref.account_value
+        cash[REFERENCE] = ref.positions["cash"]
         info["largest_tilts"] = largest_tilts(agent.positions, ref.positions)
         cfg = benchmark_config(config)
         lines = dict(benchmark_policies(market))
@@ -148,6 +152,7 @@ def backtest_market(
             impact[name] = out.impact
             traded[name] = traded_value(out.transactions, ts)
             values[name] = out.account_value
+            cash[name] = out.positions["cash"]
     if SIGNAL_RULE in bench_returns and REFERENCE in bench_returns:
         bar = float(market.annualization) or market.bar
         ref_r = bench_returns[REFERENCE]
@@ -185,6 +190,7 @@ def backtest_market(
         benchmark_account_value=pd.DataFrame(values, index=every_bar),
         impact=agent.impact,
         benchmark_impact=pd.DataFrame(impact, index=every_bar),
+        benchmark_cash=pd.DataFrame(cash, index=every_bar),
         num_trials=num_trials,
         trial_variance=trial_variance,
         annualization=annualization,
@@ -238,6 +244,7 @@ def run_backtest(
     board = Leaderboard.load(run_dir)
     if not board.entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
+    check_agent_entries(run_dir.name, agent, k, len(board.entries))
     chosen = board.entries[:k]
     config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
 
@@ -323,6 +330,8 @@ def run_backtest(
         + (" (best member's; each member's own for its targets)" if ensemble else ""),
         "annualization": annualization,
         "device": str(device),
+        "market_regime": market_regime(manifest),
+        "spend": run_spend(run_meta, board, curves),
     }
     disclosures = {
         "universe": universe_disclosure(manifest)["text"],

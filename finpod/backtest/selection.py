@@ -219,7 +219,7 @@ def probability_of_backtest_overfitting(
 
 #: One-sentence meaning of each selection statistic (tearsheet and README wording).
 STATISTIC_MEANINGS = {
-    "psr": "PSR: the probability that the agent's true Sharpe ratio on the backtest split is "
+    "psr": "PSR: the probability that a strategy's true Sharpe ratio on the backtest split is "
     "above 0, given the number of bars and the skew and fat tails of its returns.",
     "dsr": "DSR: the probability that the selected candidate's validation Sharpe ratio beats "
     "the best Sharpe that the same number of unskilled candidates would reach by luck.",

@@ -22,6 +22,7 @@ import pandas as pd
 from finpod.backtest import metrics as m
 from finpod.backtest.capacity import capacity_text
 from finpod.backtest.labels import format_metric
+from finpod.backtest.learning_plot import learning_panel
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.plots import (
     active_panel,
@@ -32,10 +33,16 @@ from finpod.backtest.plots import (
     equity_panel,
     holdings_panel,
     is_daily,
-    learning_panel,
     monthly_panel,
     rolling_panel,
     turnover_panel,
+)
+from finpod.backtest.verdict import (
+    DSR_THRESHOLD,
+    PBO_THRESHOLD,
+    VERDICT_CSS,
+    backtest_verdict,
+    verdict_html,
 )
 
 if TYPE_CHECKING:
@@ -69,19 +76,31 @@ def _drawdowns_html(result: BacktestResult) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+#: Tilts smaller than this (in weight, 0.005 pp) print as +0.00 pp: not listed.
+_SMALLEST_TILT = 0.5e-4
+
+
 def _tilts_html(result: BacktestResult) -> str:
+    """The agent's largest mean active weights; tilts that round to 0.00 pp are left out."""
     tilts = (result.info or {}).get("largest_tilts") or []
-    if not tilts:
-        return ""
+    shown = [t for t in tilts if abs(float(t["mean_active_weight"])) >= _SMALLEST_TILT]
+    if not shown:
+        return (
+            "<p class='note'>No tilt of 0.01 pp or more: on average the agent held the "
+            "reference portfolio's weights.</p>"
+            if tilts
+            else ""
+        )
     rows = "".join(
         f"<tr><th>{html.escape(str(t['ticker']))}</th>"
         f"<td>{float(t['mean_active_weight']) * 100:+.2f} pp</td></tr>"
-        for t in tilts
+        for t in shown
     )
     return (
         "<table><thead><tr><th>name</th><th>mean active weight</th></tr></thead>"
         f"<tbody>{rows}</tbody></table><p class='note'>Mean weight over the backtest minus the "
-        "reference portfolio's mean weight, in percentage points of account value.</p>"
+        "reference portfolio's mean weight, in percentage points of account value (tilts under "
+        "0.01 pp not listed).</p>"
     )
 
 
@@ -134,16 +153,17 @@ def metrics_html(result: BacktestResult) -> str:
     return metrics_table(result.metrics, format_metric, column_label)
 
 
-#: Order and titles of the selection statistics section.
+#: Order and titles of the selection statistics section (the agent's selection on
+#: validation); the PSR of the backtest returns is market-level (:func:`_market_html`).
 _STATISTICS = (
-    ("psr", "PSR of the backtest returns (vs a Sharpe of 0)"),
     ("dsr", "Deflated Sharpe of the selection (validation split)"),
     ("pbo", "Probability of backtest overfitting (CSCV, validation split)"),
 )
 
 
 def _statistics_html(result: BacktestResult) -> str:
-    """The PSR, DSR and PBO, each with what it measures, or why it is undefined."""
+    """The DSR and PBO, each with what it measures, or why it is undefined, and the
+    thresholds that make them a verdict."""
     stats = result.statistics or {}
     n = stats.get("num_trials")
     rows = []
@@ -159,7 +179,8 @@ def _statistics_html(result: BacktestResult) -> str:
     if n:
         detail.append(f"N = {n} candidates and checkpoints selection chose among")
     if stats.get("validation_bars"):
-        detail.append(f"{stats['validation_bars']} validation bars")
+        returns = int(stats["validation_bars"])
+        detail.append(f"{returns} validation returns (the returns of {returns + 1} bars)")
     if stats.get("expected_max_sharpe") is not None:
         detail.append(
             f"expected best Sharpe of N unskilled candidates {stats['expected_max_sharpe']:.4f} "
@@ -171,7 +192,26 @@ def _statistics_html(result: BacktestResult) -> str:
         "<table><tbody>"
         + "".join(rows)
         + "</tbody></table>"
-        + f"<p class='note'>{' · '.join(detail)}.</p>"
+        + f"<p class='note'>{' · '.join(detail)}. Thresholds: DSR below {DSR_THRESHOLD}: the "
+        f"validation edge is consistent with luck from the N candidates; PBO of "
+        f"{PBO_THRESHOLD} or more: the selection is noise.</p>"
+    )
+
+
+def _market_html(result: BacktestResult) -> str:
+    """The PSR of every column's total return: market-level, it measures the market the
+    strategies rode (the zero-tilt reference scores about as high as the agent)."""
+    psr = result.metrics.loc[["psr"]] if "psr" in result.metrics.index else None
+    if psr is None:
+        return ""
+    why = (result.statistics or {}).get("psr_note")
+    return (
+        metrics_table(psr, format_metric, column_label)
+        + "<p class='note'><b>market-level: measures the market, not the agent.</b> "
+        + html.escape(m.STATISTIC_MEANINGS["psr"])
+        + " It is about the total return, which the market's drift dominates: compare the "
+        "agent's column with the reference's; the agent's own edge is the active return in "
+        "the verdict above." + (f" <i>({html.escape(str(why))})</i>" if why else "") + "</p>"
     )
 
 
@@ -221,10 +261,13 @@ def render_tearsheet(result: BacktestResult) -> str:
     """The full tearsheet of ``result`` as one HTML document (no external resources)."""
     info = result.info or {}
     idx = result.returns.index
-    span = f"{idx[0]:%Y-%m-%d} → {idx[-1]:%Y-%m-%d}" if len(idx) else "empty"
+    levels = result.account_value.index
+    span = f"{levels[0]:%Y-%m-%d} → {levels[-1]:%Y-%m-%d}" if len(levels) else "empty"
     meta = [
         f"agent: {html.escape(str(info.get('agent', 'best')))}",
-        f"backtest split: {span} ({len(idx)} bars of {html.escape(result.bar)})",
+        # The split's bars as finpod info counts them; a return needs two bars.
+        f"backtest split: {span} ({len(levels)} bars of {html.escape(result.bar)}, "
+        f"{len(idx)} returns)",
         f"initial capital: ${result.initial_capital:,.0f}",
         f"candidates selection chose among: {result.num_trials}",
     ]
@@ -245,17 +288,21 @@ def render_tearsheet(result: BacktestResult) -> str:
         "index = the dataset's index level, a price series with no costs"
     )
     sections = [
+        verdict_html(backtest_verdict(result)),
         _disclosures_html(result),
         "<h2>Metrics</h2>",
-        metrics_html(result),
+        metrics_table(
+            result.metrics.drop(index="psr", errors="ignore"), format_metric, column_label
+        ),
         '<p class="note">Every strategy starts with the same capital and trades through the '
         f"same environment (next-bar fills, same costs). {html.escape(bench_note)}. "
         f"Annualization uses {result.bars_per_year:g} bars per year (from the dataset's "
-        "calendar). PSR is the probabilistic Sharpe of each column's backtest returns against "
-        "0.</p>",
+        "calendar). The PSR of each column is under market-level statistics.</p>",
         *_capacity_sections(info),
         "<h2>Selection statistics</h2>",
         _statistics_html(result),
+        "<h2>Market-level statistics</h2>",
+        _market_html(result),
         "<h2>Equity curve</h2>",
         f'<img alt="equity curve" src="{png_uri(equity_panel(result))}">',
         "<h2>Active return against the reference</h2>",
@@ -294,4 +341,4 @@ def render_tearsheet(result: BacktestResult) -> str:
             last["timestamp"] = pd.DatetimeIndex(last["timestamp"]).strftime("%Y-%m-%d")
         sections += ["<h2>Last transactions</h2>", frame_table(last)]
     title = f"finpod backtest: {html.escape(result.run_id)}"
-    return html_document(title, meta, sections)
+    return html_document(title, meta, sections, extra_css=VERDICT_CSS)

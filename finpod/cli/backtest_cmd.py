@@ -132,9 +132,9 @@ def show_backtest(
     print_result(result, html)
 
 
-def print_result(result, html: Path) -> None:
+def print_result(result, html: Path, verdict: bool = True) -> None:
     """The metrics table, the capacity line (square-root costs), the selection statistics,
-    the disclosures, the tearsheet's path."""
+    the disclosures, the tearsheet's path, then (``verdict``) the verdict as the last lines."""
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.capacity import capacity_text
     from finpod.cli.tables import print_table
@@ -155,6 +155,67 @@ def print_result(result, html: Path) -> None:
             text = escape(str(result.disclosures[topic]))
             console.print(f"[yellow]note:[/] {text}", highlight=False)
     console.print(f"tearsheet: {html}")
+    if verdict:
+        show_verdict(result)
+
+
+def show_verdict(result) -> None:
+    """The verdict of ``result`` (:func:`finpod.backtest.verdict.backtest_verdict`)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.backtest.verdict import backtest_verdict
+    from finpod.cli.verdict_view import print_verdict
+
+    print_verdict(console, backtest_verdict(result))
+
+
+def show_run_info(
+    target: str | Path, reports: Path = Path("reports"), runs: Path = Path("runs")
+) -> bool:
+    """``finpod info`` of a run (a run directory or id) or of a saved backtest folder: the
+    run's backtest verdict, or what the run spent and how to backtest it. False when
+    ``target`` is neither (a dataset, then)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.backtest import BacktestResult
+    from finpod.backtest.run_record import read_curves, run_spend
+    from finpod.backtest.verdict import backtest_verdict, spend_lines
+    from finpod.cli.verdict_view import print_verdict
+    from finpod.errors import FinpodError
+    from finpod.runs import LEADERBOARD_FILE, find_run, read_json, read_run_info
+
+    folder, run_dir = None, None
+    if (Path(target) / "backtest.json").is_file():
+        folder = Path(target)
+    else:
+        try:
+            run_dir = find_run(target, runs)
+        except FinpodError:
+            return False
+        try:
+            folder = saved_report_folder(run_dir, reports, "selected", runs)
+        except FinpodError:
+            folder = None
+    spend = None
+    if run_dir is not None:
+        board_path = run_dir / LEADERBOARD_FILE
+        board = read_json(board_path, LEADERBOARD_FILE) if board_path.is_file() else {}
+        spend = run_spend(read_run_info(run_dir), board, read_curves(run_dir))
+    if folder is None:
+        console.print(f"run {run_dir.name}: not backtested yet", highlight=False)
+        for line in spend_lines(spend):
+            console.print(f"  {escape(line)}", highlight=False)
+        console.print(f"run finpod backtest {run_dir} for its verdict", highlight=False)
+        return True
+    result = BacktestResult.load(folder)
+    if spend and not (result.info or {}).get("spend"):
+        result.info = {**(result.info or {}), "spend": spend}
+    agent = (result.info or {}).get("agent")
+    console.print(
+        f"run {escape(result.run_id)}" + (f", agent {escape(str(agent))}" if agent else ""),
+        highlight=False,
+    )
+    console.print(f"tearsheet: {folder / 'tearsheet.html'}", highlight=False)
+    print_verdict(console, backtest_verdict(result))
+    return True
 
 
 def report(

@@ -305,12 +305,17 @@ def download(
 
 
 def info(
-    dataset: Annotated[Path, typer.Argument(help="Dataset directory written by finpod download.")],
+    dataset: Annotated[Path, typer.Argument(help="A dataset directory, or a run: its verdict.")],
     verify: Annotated[
         bool, Opt("--verify", help="Recompute the content hash from the files and check it.")
     ] = False,
 ) -> None:
-    """Print a dataset's manifest as a table."""
+    """Print a dataset's manifest as a table (a run's verdict, given a run)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.cli.backtest_cmd import show_run_info
+
+    if not verify and show_run_info(dataset):
+        return
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.data.dataset import verify_dataset
     from finpod.data.manifest import Manifest

@@ -20,9 +20,11 @@ from matplotlib.figure import Figure
 from finpod.backtest.labels import format_metric, metric_label
 from finpod.backtest.page import frame_table, html_document, metrics_table, png_uri, warning_box
 from finpod.backtest.selection import STATISTIC_MEANINGS
+from finpod.backtest.verdict import VERDICT_CSS, verdict_html
 from finpod.scores import DEFAULT_SCORE
 from finpod.walkforward.results import SHARPE_CONVENTION
 from finpod.walkforward.stats import T_CRITICAL_5PCT
+from finpod.walkforward.verdict import plural, steps_text, walkforward_verdict
 
 if TYPE_CHECKING:
     from finpod.walkforward.folds import Fold
@@ -262,11 +264,6 @@ def _fold_table(folds: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def plural(n: int, word: str) -> str:
-    """``1 seed``, ``2 seeds``, ``0 folds``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _embargo_text(summary: dict, spec: dict) -> str:
     embargo = summary.get("embargo") or {}
     sessions = embargo.get("sessions", spec.get("embargo"))
@@ -275,21 +272,6 @@ def _embargo_text(summary: dict, spec: dict) -> str:
     return f"embargo {plural(int(sessions), 'session')}" + (
         " (the default)" if embargo.get("default") else ""
     )
-
-
-def steps_text(env_steps: dict, strategy: dict) -> str:
-    """``"10,000 env steps asked per fold × seed, 12,288 trained (whole rollouts: rounded
-    up)"``, or ``"10,000 env steps per fold × seed"`` when every job trained just that."""
-    asked = env_steps.get("asked", strategy.get("train", {}).get("total_steps"))
-    trained = [int(t) for t in env_steps.get("trained") or []]
-    if asked is None:
-        return "env steps per fold × seed: unknown"
-    asked = int(asked)
-    if not trained or trained == [asked]:
-        return f"{asked:,} env steps per fold × seed"
-    shown = f"{trained[0]:,}" if len(trained) == 1 else f"{trained[0]:,}–{trained[-1]:,}"
-    why = " (whole rollouts of envs × horizon: rounded up)" if min(trained) > asked else ""
-    return f"{asked:,} env steps asked per fold × seed, {shown} trained{why}"
 
 
 def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
@@ -313,10 +295,12 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         + html.escape(steps_text(s.get("env_steps") or {}, strat))
         + (", warm-started from the previous fold's winner" if settings.get("warm_start") else ""),
         f"out-of-sample: {html.escape(str(st.get('start', ''))[:10])} → "
-        f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} bars)",
+        f"{html.escape(str(st.get('end', ''))[:10])} ({st.get('bars')} returns: each fold's "
+        "backtest window less its first bar)",
     ]
     disclosures = s.get("disclosures", {})
     sections = [
+        verdict_html(walkforward_verdict(result)),
         warning_box(v for k, v in disclosures.items() if k != "benchmark"),
         "<h2>Is the agent's active return different from zero?</h2>",
         _hac_html(result),
@@ -361,4 +345,4 @@ def render_report(result: WalkForwardResult, folds: list[Fold]) -> str:
         _frame(result.selections),
     ]
     title = f"finpod walk-forward: {html.escape(result.out.name)}"
-    return html_document(title, meta, sections, extra_css=_EXTRA_CSS)
+    return html_document(title, meta, sections, extra_css=_EXTRA_CSS + VERDICT_CSS)
