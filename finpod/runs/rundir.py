@@ -302,6 +302,14 @@ class RunDir:
         atomic_write_json(self.path / RUN_FILE, info)
         return record
 
+    def record_budget(self, report: dict[str, Any]) -> None:
+        """Store ``run.json``'s ``budget``: how a tournament spent its env steps (per pod
+        and per lineage, promotions, stops, children, the selected agent's share; see
+        :meth:`finpod.tournament.halving.Allocation.report`)."""
+        info = self.info()
+        info["budget"] = report
+        atomic_write_json(self.path / RUN_FILE, info)
+
     def record_learning(self, best: Entry | None) -> dict[str, Any] | None:
         """Store ``run.json``'s ``learning``: the env steps and gradient steps behind the
         best entry on validation, and their ratio. Returns the record (None: no entry)."""

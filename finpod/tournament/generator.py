@@ -57,6 +57,9 @@ class PodSpec:
     """Env settings of this pod over the run's ``[env]`` table: its searched execution
     controls (``[search.env]``), used for training *and* validation scoring (and recorded
     for the backtest). ``{}`` = the run's env as is. Never holds cost-model fields."""
+    continued: bool = False
+    """A promotion (``mode = "asha"``): the parent continued with its hyperparameters and
+    execution controls unchanged."""
     inherit_buffer: bool = False
     """Start from the parent's replay buffer (``OffPolicyAgent.import_buffer``) when the
     orchestrator has it; set for children of off-policy parents unless
@@ -223,6 +226,7 @@ class Generator:
         spec.inherit_buffer = self.config.inherit_buffer is not False and self._off_policy(
             parent.algorithm
         )
+        spec.continued = not perturb
         return spec
 
     def _off_policy(self, algorithm: str) -> bool:
