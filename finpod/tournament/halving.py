@@ -20,8 +20,9 @@ Where it departs from the paper:
   first pod to reach a rung may go on at once, which is what lets one strong agent train
   for most of a short budget instead of waiting for rivals to catch up.
 - **Still improving.** ASHA promotes on rank alone; here a promoted pod must also have
-  raised its best validation score in its last segment (a stalled agent stops, even at
-  the top of its rung; its perturbed copies may still carry its weights on).
+  raised its lineage's best validation score within its last ``patience`` segments (a
+  stalled agent stops, even at the top of its rung; its perturbed copies may still carry
+  its weights on).
 - **No maximum rung.** There is no final resource R: a pod goes on while it wins, until
   the run's budget (or wall-time cap) ends.
 - **Promotion resumes.** A promoted pod continues from its checkpoint, as Ray Tune's ASHA
@@ -63,15 +64,17 @@ class PodRecord:
     """Its validation score (NaN: not scored)."""
     prev_best: float
     """Best validation score along its lineage before this segment (−inf: none)."""
+    since_best: int = 0
+    """Segments along its lineage since the lineage's best score (0: this one is it)."""
     epochs_done: int = 0
     """Validation points reached (fewer than asked: the time cap stopped it)."""
     epochs: int = 0
     """Validation points asked for."""
 
-    @property
-    def improving(self) -> bool:
-        """Did this segment raise the lineage's best validation score?"""
-        return math.isfinite(self.score) and self.score > self.prev_best
+    def improving(self, patience: int = 1) -> bool:
+        """Has the lineage raised its best validation score within its last ``patience``
+        segments (this one included)?"""
+        return math.isfinite(self.score) and self.since_best < patience
 
 
 @dataclass
@@ -80,6 +83,9 @@ class Allocation:
 
     eta: float = 3.0
     """Reduction factor: the top ``ceil(n / eta)`` of a rung may be promoted."""
+    patience: int = 2
+    """Segments a lineage may go without a new best validation score and still be
+    promoted (1: every segment must raise it)."""
     records: list[dict[str, Any]] = field(default_factory=list)
     """:class:`PodRecord` of every scored pod, as dicts (JSON-ready)."""
     promoted: list[str] = field(default_factory=list)
@@ -131,7 +137,7 @@ class Allocation:
         cuts: dict[int, float] = {}
         out = []
         for p in self.pods():
-            if p.pod in self.promoted or p.pod not in available or not p.improving:
+            if p.pod in self.promoted or p.pod not in available or not p.improving(self.patience):
                 continue
             if p.rung not in cuts:
                 cuts[p.rung] = self.rung_cut(p.rung)
@@ -146,7 +152,7 @@ class Allocation:
             return None
         if p.epochs and p.epochs_done < p.epochs:
             return TIME_CAP
-        if not p.improving:
+        if not p.improving(self.patience):
             return STALLED
         if p.score < self.rung_cut(p.rung):
             return TRAILED

@@ -196,6 +196,7 @@ class HalvingScheduler(AsyncScheduler):
         super().__init__(config, generator, board, log)
         saved = dict(board.progress.allocation or {})
         saved.setdefault("eta", config.eta)
+        saved.setdefault("patience", config.patience)
         self.allocation = Allocation(**saved)
 
     def next_specs(self, size: int, busy: bool) -> list[PodSpec]:
@@ -225,6 +226,9 @@ class HalvingScheduler(AsyncScheduler):
 
     def scored(self, result: PodResult, spec: PodSpec) -> None:
         prior = [h["score"] for h in spec.base_history if math.isfinite(h["score"])]
+        scores = [h["score"] for h in result.history]
+        finite = [(v, i) for i, v in enumerate(scores) if math.isfinite(v)]
+        best_at = max(finite)[1] if finite else -1
         kind = "fresh" if spec.parent is None else ("continued" if spec.continued else "child")
         self.allocation.record(
             PodRecord(
@@ -235,6 +239,7 @@ class HalvingScheduler(AsyncScheduler):
                 steps=int(result.steps_done),
                 score=float(result.score),
                 prev_best=max(prior, default=-math.inf),
+                since_best=len(scores) - 1 - best_at if finite else len(scores),
                 epochs_done=int(result.epochs_done),
                 epochs=int(spec.epochs),
             )

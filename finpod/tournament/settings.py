@@ -122,6 +122,9 @@ class TournamentConfig:
     eta: float = 3.0
     """``"asha"``: reduction factor; the top ``ceil(n / eta)`` of the pods that reached a
     rung may be continued."""
+    patience: int = 2
+    """``"asha"``: segments a lineage may go without raising its best validation score
+    and still be continued (1: every segment must raise it)."""
     top_k: int = 10
     """Leaderboard size."""
     ensemble: int = 3
@@ -196,6 +199,7 @@ class TournamentConfig:
             "population",
             "fresh_pods",
             "max_failures",
+            "patience",
         ):
             value = getattr(self, name)
             if (

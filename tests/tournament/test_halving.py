@@ -20,9 +20,11 @@ from tests.tournament.test_search import REGISTRY
 SEARCH = {"algorithms": ["slow"], "slow": {"tau": {"low": 0.001, "high": 0.02}, "lr": 1e-3}}
 
 
-def _scheduler(tmp_path, seed=0, eta=2.0, board=None):
+def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1):
     space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
-    cfg = TournamentConfig(mode="asha", eta=eta, fresh_pods=2, epsilon=0.0, pod_steps=100, epochs=1)
+    cfg = TournamentConfig(
+        mode="asha", eta=eta, patience=patience, fresh_pods=2, epsilon=0.0, pod_steps=100, epochs=1
+    )
     board = board if board is not None else Leaderboard(tmp_path, 10)
     gen = Generator(space, cfg, seed=seed, num_envs=4)
     return HalvingScheduler(cfg, gen, board, log=lambda _: None), board
@@ -80,6 +82,17 @@ def test_a_pod_that_stalls_is_not_continued_even_at_the_top(tmp_path):
     assert nxt.parent != cont.pod_id
     record = next(p for p in sched.allocation.pods() if p.pod == cont.pod_id)
     assert sched.allocation.stop_reason(record) == STALLED
+
+
+def test_with_patience_a_lineage_may_dip_once_but_not_twice(tmp_path):
+    sched, board = _scheduler(tmp_path, patience=2)
+    _start(sched, board, [1.0, 3.0])
+    dip = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, dip, 2.5)  # below its best 3.0, one segment ago
+    again = sched.next_specs(1, busy=False)[0]
+    assert again.parent == dip.pod_id and again.continued
+    _report(sched, board, again, 2.9)  # two segments without a new best: stalled
+    assert sched.next_specs(1, busy=False)[0].parent != again.pod_id
 
 
 def test_a_pod_that_trails_its_rung_is_not_continued(tmp_path):
