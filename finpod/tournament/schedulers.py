@@ -256,9 +256,7 @@ class HalvingScheduler(AsyncScheduler):
     def report(self) -> dict[str, object]:
         """The budget report (:meth:`Allocation.report`) for the board's best entry."""
         best = self.board.best()
-        return self.allocation.report(
-            best.pod_id if best else None, self.board.progress.env_steps
-        )
+        return self.allocation.report(best.pod_id if best else None, self.board.progress.env_steps)
 
     def _save(self) -> None:
         self.board.progress.allocation = asdict(self.allocation)

@@ -23,7 +23,7 @@ def _slow_strategy(path, algorithm: str):
     tail = f'time_cap = "{CAP_S:g}s"\nmode = "asha"\n'
     if algorithm == "ppo":
         text = write_strategy(path, pod_steps=1_000_000, epochs=1, extra=tail).read_text()
-        text = text.replace('update_epochs = 1', 'update_epochs = 400').replace(
+        text = text.replace("update_epochs = 1", "update_epochs = 400").replace(
             "minibatch_size = 64", "minibatch_size = 8"
         )
         text = text.split("[search]")[0] + '[search]\nalgorithms = ["ppo"]\n'
