@@ -194,6 +194,11 @@ class Generator:
         if forced is not None and forced != algorithm:
             algorithm, hparams = forced, self.space.algorithms[forced].sample(rng)
         env = self.space.sample_env(rng)
+        base = self.space.base_pod() if self.config.base_pod and index == 0 else None
+        if base is not None and forced in (None, base[0]):
+            # The run's first pod is the strategy's own agent: the tournament starts from
+            # what one learner would train, and searches around it.
+            algorithm, hparams, env = base[0], base[1], {**env, **base[2]}
         return self._spec(index, algorithm, hparams, rng, steps, env)
 
     def child(

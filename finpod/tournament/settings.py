@@ -122,6 +122,10 @@ class TournamentConfig:
     eta: float = 3.0
     """``"asha"``: reduction factor; the top ``ceil(n / eta)`` of the pods that reached a
     rung may be continued."""
+    base_pod: bool = False
+    """The run's first pod trains the strategy's own ``[agent]`` hyperparameters and
+    ``[env]`` execution controls unperturbed (the rest are drawn from ``[search]``), so the
+    search starts from what one learner of the strategy would train."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""
@@ -318,7 +322,12 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
                     f"tournament.{key} must be a number, got {value!r}", _example(key)
                 )
             values[key] = float(value)
-        elif key == "inherit_buffer":
+        elif key in ("inherit_buffer", "base_pod"):
+            if key == "base_pod" and not isinstance(value, bool):
+                raise FinpodError(
+                    f"tournament.base_pod must be true or false, got {value!r}",
+                    "e.g. base_pod = true",
+                )
             values[key] = value
         elif key in ("mode", "score"):
             if not isinstance(value, str):

@@ -4,6 +4,7 @@ allocation is deterministic under a seed, survives a resume and is reported."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,31 @@ def test_a_segment_cut_by_the_time_cap_is_reported_as_such():
     alloc = Allocation(eta=3.0)
     alloc.record(PodRecord("p1", None, "fresh", 1, 50, 1.0, -math.inf, epochs_done=0, epochs=1))
     assert alloc.stop_reason(alloc.pods()[0]) == "time_cap"
+
+
+def _quickstart(base_pod: bool):
+    from finpod.strategy import load_strategy
+    from finpod.tournament.launch import resolve
+
+    strategy = load_strategy(Path(__file__).resolve().parents[2] / "strategies/quickstart.toml")
+    strategy.tournament["base_pod"] = base_pod
+    config, space, seed = resolve(strategy)
+    return strategy, Generator(space, config, seed, num_envs=4)
+
+
+def test_the_base_pod_trains_the_strategys_own_agent_and_controls(tmp_path):
+    strategy, gen = _quickstart(base_pod=True)
+    board = Leaderboard(tmp_path, 10)
+    first = gen.next_group(board, 0, 4)
+    env = strategy.env_config()
+    lead = first[0]
+    assert lead.algorithm == strategy.algorithm and lead.parent is None
+    assert {k: lead.hparams[k] for k in strategy.hparams} == strategy.hparams
+    assert lead.env and all(getattr(env, k) == v for k, v in lead.env.items())
+    # Its population mates share its controls and draw their own hyperparameters.
+    assert all(m.env == lead.env for m in first[1:])
+    assert any(m.hparams["learning_rate"] != lead.hparams["learning_rate"] for m in first[1:])
+    # Without base_pod the first pod is drawn like any other.
+    _, drawn = _quickstart(base_pod=False)
+    other = drawn.next_group(Leaderboard(tmp_path / "b", 10), 0, 4)[0]
+    assert other.hparams["learning_rate"] != strategy.hparams["learning_rate"]
