@@ -400,33 +400,46 @@ def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
-def summary(market: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _agent_line(row: dict[str, Any]) -> dict[str, Any]:
+    """The agent's backtest line of a row (SB3 rows carry it directly)."""
+    line = row.get("backtest") or {}
+    return line.get("agent", line)
+
+
+def _median(rows: list[dict[str, Any]], get) -> float | None:
     import statistics
 
+    vals = [v for r in rows if (v := get(r)) is not None]
+    return round(statistics.median(vals), 4) if vals else None
+
+
+def summary(market: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over seeds of each system's row on ``market``."""
     out: dict[str, Any] = {"summary": market, "seeds": sorted({r["seed"] for r in rows})}
     for system in sorted({r["system"] for r in rows}):
         mine = [r for r in rows if r["system"] == system]
-
-        def med(get):
-            vals = [v for r in mine if (v := get(r)) is not None]
-            return round(statistics.median(vals), 4) if vals else None
-
-        agent = lambda r: (r.get("backtest") or {}).get("agent") or r.get("backtest") or {}  # noqa: E731
-        out[system] = {
-            "validation_ir": med(lambda r: r.get("validation_ir")),
-            "backtest_ir": med(lambda r: agent(r).get("information_ratio")),
-            "backtest_ir_t": med(lambda r: agent(r).get("ir_t_stat")),
-            "active_return": med(lambda r: agent(r).get("active_return")),
-            "tracking_error": med(lambda r: agent(r).get("tracking_error")),
-            "env_steps": med(lambda r: r.get("env_steps")),
-            "wall_s": med(lambda r: r.get("wall_s")),
-            "grad_updates_per_env_step": med(lambda r: r.get("grad_updates_per_env_step")),
+        line = {
+            "validation_ir": _median(mine, lambda r: r.get("validation_ir")),
+            "env_steps": _median(mine, lambda r: r.get("env_steps")),
+            "wall_s": _median(mine, lambda r: r.get("wall_s")),
+            "grad_updates_per_env_step": _median(
+                mine, lambda r: r.get("grad_updates_per_env_step")
+            ),
         }
-        rule = [((r.get("backtest") or {}).get("signal_rule") or {}) for r in mine]
-        if any(rule):
-            out[system]["rule_active_return"] = med(
-                lambda r: ((r.get("backtest") or {}).get("signal_rule") or {}).get("active_return")
-            )
+        for key, name in (
+            ("backtest_ir", "information_ratio"),
+            ("backtest_ir_t", "ir_t_stat"),
+            ("active_return", "active_return"),
+            ("tracking_error", "tracking_error"),
+        ):
+            line[key] = _median(mine, lambda r, name=name: _agent_line(r).get(name))
+        rule = _median(
+            mine,
+            lambda r: ((r.get("backtest") or {}).get("signal_rule") or {}).get("active_return"),
+        )
+        if rule is not None:
+            line["rule_active_return"] = rule
+        out[system] = line
     return out
 
 
