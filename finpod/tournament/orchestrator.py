@@ -251,9 +251,9 @@ class Orchestrator:
                 self.board.progress.env_steps, self.board.progress.wall_s
             )
             self.run_dir.record_learning(self.board.best())
-            report = self.scheduler.report()
-            if report is not None:
-                self.run_dir.record_budget(report)
+            self.summary.budget = self.scheduler.report()
+            if self.summary.budget is not None:
+                self.run_dir.record_budget(self.summary.budget)
             self.actors.drop_all()
             self.actors.request(0)
             self._plot()

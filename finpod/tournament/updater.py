@@ -61,6 +61,9 @@ class Summary:
     """Leaderboard's best entry at the end."""
     ensemble: dict[str, Any] | None = None
     """The leaderboard ensemble's record (``Leaderboard.ensemble``), if one was scored."""
+    budget: dict[str, Any] | None = None
+    """``run.json``'s ``budget``: how the run spent its env steps (``mode = "asha"``; see
+    :meth:`finpod.tournament.halving.Allocation.report`)."""
     throughput: dict[str, float] = field(default_factory=dict)
     """``run.json``'s ``throughput``: env steps, wall seconds and env steps per second of
     the whole run."""
