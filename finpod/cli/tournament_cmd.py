@@ -132,6 +132,12 @@ def print_summary(console: Console, result: Any) -> None:
         console.print(line, soft_wrap=soft)
     if summary.budget:
         console.print(budget_line(summary.budget), soft_wrap=soft, highlight=False)
+    if summary.pods_unscored:
+        console.print(
+            f"[yellow]{summary.pods_unscored} pod(s) not scored[/]: still running well past "
+            "the wall-time cap (train.log names them)",
+            soft_wrap=soft,
+        )
     if summary.node_events or summary.quarantined:
         console.print(
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "

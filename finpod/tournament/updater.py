@@ -31,6 +31,9 @@ class Summary:
     pods lost with a node and requeued)."""
     pods_non_finite: int = 0
     """Of ``pods_failed``: pods whose losses, weights or validation returns went non-finite."""
+    pods_unscored: int = 0
+    """Pods given up, not scored, because they were still running well past the run's
+    wall-time cap (:meth:`~finpod.tournament.budget.BudgetClock.overdue`)."""
     pods_requeued: int = 0
     """Pods lost with their node and started again with the same spec."""
     node_events: int = 0
