@@ -10,7 +10,7 @@ tournament of the case's strategy under ``--budget``), backtests with ``finpod b
   ``equal_weight_buy_hold``, ``momentum``), all traded through the same env and costs;
 - on ``alpha`` markets, the backtest's ``signal_rule`` (the scripted ceiling under the
   agent's own bounds and controls) and ``cost_aware_reference``
-  (:func:`finpod.data.synthetic_market.cost_aware_reference`: the signal's target weights
+  (:func:`finpod.backtest.ceiling.cost_aware_reference`: the signal's target weights
   behind a no-trade band, with the agent's account, fills and costs and nothing else of
   its settings), rolled over the same backtest split;
 

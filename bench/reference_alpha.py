@@ -6,7 +6,7 @@ own accounting (next-bar fills, whole shares, ``--cost`` proportional costs):
 
 - ``oracle_no_cost``: the oracle's target weights every bar, costs 0 (an upper bound);
 - ``oracle``: the same with costs (what ignoring costs earns);
-- ``reference``: :func:`finpod.data.synthetic_market.cost_aware_reference` (signal hysteresis plus
+- ``reference``: :func:`finpod.backtest.ceiling.cost_aware_reference` (signal hysteresis plus
   the env's no-trade band), with costs: the after-cost Sharpe an agent is measured against;
 - ``oracle_band_<b>``: the oracle's target behind the env's no-trade band of width b
   (weight units, trading to the band's edge), with costs (a simpler, weaker rule).
@@ -31,13 +31,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from finpod.backtest.ceiling import REFERENCE_BAND, cost_aware_reference  # noqa: E402
 from finpod.data.calendar import bar_minutes  # noqa: E402
 from finpod.data.synthetic_market import (  # noqa: E402
-    REFERENCE_BAND,
     REFERENCE_ENTER,
     REFERENCE_EXIT,
     REFERENCE_SLOT_WEIGHT,
-    cost_aware_reference,
     make_synthetic,
     oracle_policy,
 )

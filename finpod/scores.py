@@ -35,7 +35,9 @@ def score_returns(returns: pd.Series, name: str, annualization: float) -> float:
 
     Raises ``ValueError`` for an unknown name (callers say which setting was wrong).
     """
-    import empyrical  # lazy: a heavy import, needed only when a score is computed
+    # lazy: the env and the agents load no empyrical until a score is computed
+    # (a seconds-long import: tests/test_boundaries.py)
+    import empyrical
 
     metrics = {
         "sharpe": empyrical.sharpe_ratio,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
-import warnings
 from typing import Any
 
 import pytest
@@ -28,12 +27,10 @@ def patch_everywhere(
 
 
 def _import_all() -> None:
-    """Import every finpod module (once), deprecated paths left out."""
+    """Import every finpod module (once)."""
     import finpod
 
     for info in pkgutil.walk_packages(finpod.__path__, "finpod."):
         if info.name.endswith("__main__") or info.name in sys.modules:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            importlib.import_module(info.name)
+        importlib.import_module(info.name)

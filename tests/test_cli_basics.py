@@ -80,17 +80,3 @@ def test_ctrl_c_names_the_noted_run_and_the_resume_once_it_has_a_checkpoint(tmp_
     assert f"finpod train --resume {tmp_path}" in interrupted_line(noted_run_dir())
     assert interrupted_line(None) == "[bold red]interrupted[/]"
     note_run_dir(None)
-
-
-def test_the_cli_starts_without_loading_torch_pandas_or_ray():
-    """`finpod --help` and a usage error answer at once: the command modules load the
-    heavy libraries inside the commands that use them."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import sys, finpod.cli; "
-        "print(','.join(m for m in ('torch', 'pandas', 'ray', 'matplotlib') if m in sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""

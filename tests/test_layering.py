@@ -1,39 +1,20 @@
-"""Facts read from finpod's imports and source: layers import downwards only, no import
-circle, and the run directory is written by one package (:mod:`finpod.runs`)."""
+"""Facts read from finpod's imports and source: layers import downwards only (the map is
+:data:`finpod.layers.LAYERS`), no import circle, and the run directory is written by one
+package (:mod:`finpod.runs`)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 import finpod
+from finpod.layers import LAYERS, layer_of
 
 ROOT = Path(finpod.__file__).parent
 
-#: Each layer of DESIGN.md with its floor; a module may import its own floor or lower.
-#: ``runs`` is low, beside ``data``: every layer above reads and writes runs through it.
-FLOORS = {
-    "finpod": 0,
-    "finpod.errors": 0,
-    "finpod.atomic": 0,
-    "finpod.device": 0,
-    "finpod.scores": 0,
-    "finpod.runs": 1,
-    "finpod.data": 1,
-    "finpod.env": 2,
-    "finpod.agents": 3,
-    "finpod.strategy": 4,
-    "finpod.backtest": 4,
-    "finpod.tournament": 5,
-    "finpod.paper": 5,
-    "finpod.agent_run": 6,
-    "finpod.pipeline": 7,
-    "finpod.walkforward": 7,
-    "finpod.cli": 8,
-    "finpod.__main__": 8,
-}
 #: File and folder names of a run directory; only finpod.runs spells them.
 RUN_DIRECTORY_NAMES = {
     "run.json",
@@ -160,13 +141,25 @@ def _dynamic_target(node: ast.AST) -> str | None:
 
 
 def _floor(module: str) -> int:
-    best = max((k for k in FLOORS if module == k or module.startswith(k + ".")), key=len)
-    return FLOORS[best]
+    return layer_of(module)
 
 
 def test_every_module_has_a_floor():
+    named = {name for layer in LAYERS for name in layer} - {"finpod"}
     for name in set(MODULES) - {"finpod"}:
-        assert any(name == k or name.startswith(k + ".") for k in FLOORS if k != "finpod"), name
+        assert any(name == k or name.startswith(k + ".") for k in named), name
+
+
+def test_every_layer_names_a_module_that_exists():
+    missing = [name for layer in LAYERS for name in layer if name not in MODULES]
+    assert not missing, missing
+
+
+def test_the_package_docstring_draws_the_layers_of_the_map():
+    # The drawing in finpod/__init__.py names the packages above the foundations, top down.
+    drawn = re.findall(r"``(\w+)``", finpod.__doc__ or "")
+    mapped = [name.removeprefix("finpod.") for layer in LAYERS[::-1][:-1] for name in layer]
+    assert drawn == [m for m in mapped if m != "__main__"]
 
 
 def test_no_import_runs_back_up():
@@ -224,19 +217,6 @@ def test_only_the_runs_package_spells_the_run_directory_files():
 
 def test_the_backtest_result_does_not_import_its_renderer():
     assert "finpod.backtest.tearsheet" not in _imports("finpod.backtest.result")
-
-
-#: A module reads on a few screens: past this many lines it has a seam to split along.
-MAX_MODULE_LINES = 400
-
-
-def test_no_module_is_over_the_line_limit():
-    long = {
-        name: n
-        for name, path in MODULES.items()
-        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
-    }
-    assert not long, long
 
 
 def test_no_module_imports_another_modules_private_names():

@@ -15,7 +15,6 @@ here loops over members; loops run over the (few) parameter tensors only.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -221,8 +220,3 @@ def gather_rows(data: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     offsets = _bcast(torch.arange(k, device=data.device) * n, ids)
     flat = data.flatten(0, 1).index_select(0, (ids + offsets).reshape(-1))
     return flat.view(*ids.shape, *data.shape[2:])
-
-
-def log_2pi_half() -> float:
-    """½ log 2π (the Gaussian log-density's constant)."""
-    return 0.5 * math.log(2.0 * math.pi)

@@ -5,6 +5,7 @@ would not fit in memory is allocated (the ring itself is the off-policy populati
 
 from __future__ import annotations
 
+import psutil
 import torch
 
 from finpod.errors import FinpodError
@@ -17,9 +18,6 @@ def _free_bytes(device: torch.device) -> int:
     """Free memory of ``device`` in bytes (host RAM for the CPU)."""
     if device.type == "cuda":
         return int(torch.cuda.mem_get_info(device)[0])
-    # lazy: psutil loads only where it is used
-    import psutil
-
     return int(psutil.virtual_memory().available)
 
 

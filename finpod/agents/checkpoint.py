@@ -13,7 +13,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -23,10 +23,8 @@ from safetensors.torch import save_file
 
 from finpod.agents.registry import make_agent
 from finpod.atomic import atomic_write
+from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
-
-if TYPE_CHECKING:
-    from finpod.env import EnvConfig
 
 #: Version of the checkpoint layout; bumped when the metadata or key scheme changes.
 CHECKPOINT_FORMAT = "finpod-agent-1"
@@ -157,9 +155,6 @@ def read_checkpoint_bytes(
 def checkpoint_env(meta: dict[str, str], path: str | Path) -> EnvConfig | None:
     """The ``EnvConfig`` recorded in a checkpoint's metadata (:func:`read_checkpoint`), or
     None when the file recorded none."""
-    # lazy: importing finpod.agents does not load finpod.env (agents run on any VecEnv)
-    from finpod.env.config import EnvConfig
-
     if not meta.get("env"):
         return None
     try:

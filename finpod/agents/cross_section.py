@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -45,6 +45,9 @@ from torch import nn
 from finpod.agents import batched
 from finpod.agents.nets import mlp
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:
+    from finpod.env.protocol import VecEnv
 
 #: Network families of every algorithm (the ``net`` hyperparameter): a flat MLP over the whole
 #: observation, or the cross-sectional family of this module.
@@ -258,7 +261,7 @@ class CrossSectionalCritic(nn.Module):
         self.head = mlp(2 * width + layout.global_dim, (width,), 1, activation=nn.ReLU)
 
 
-def hparams_for_env(params_cls: type, hparams: dict[str, Any], env: Any) -> dict[str, Any]:
+def hparams_for_env(params_cls: type, hparams: dict[str, Any], env: VecEnv) -> dict[str, Any]:
     """``hparams`` with the network family fitted to ``env`` (algorithms that have one).
 
     - ``net`` left unset on a benchmark-relative env (``action_mode = "active"``) becomes
@@ -271,10 +274,9 @@ def hparams_for_env(params_cls: type, hparams: dict[str, Any], env: Any) -> dict
     if "net" not in names:
         return dict(hparams)
     out = dict(hparams)
-    config = getattr(env, "config", None)
-    if out.get("net") is None and getattr(config, "action_mode", None) == "active":
+    if out.get("net") is None and env.action_mode == "active":
         out["net"] = "cross_sectional"
-    layout = getattr(env, "layout", None)
+    layout = env.layout
     if out.get("net") == "cross_sectional" and out.get("ticker_features") is None and layout:
         out["ticker_features"] = int(layout.num_features)
     return out

@@ -57,6 +57,8 @@ class GymVecEnv:
         self.action_dim = int(np.prod(space.shape))
         self.device = torch.device(device)
         self.config = None
+        self.action_mode = None
+        self.layout = None
         self.reward_scale = float(reward_scale)
         self._low = space.low.reshape(-1).astype(np.float64)
         self._high = space.high.reshape(-1).astype(np.float64)

@@ -1,7 +1,12 @@
 """Networks shared by every algorithm: MLPs with orthogonal init, actors and critics.
 
-All modules take observations ``(B, obs_dim) float32`` and work on any device; actions
-live in ``[-1, 1]^action_dim`` (the env scales them).
+The modules here name and initialise a single agent's parameters (its flat state dict:
+``"actor.mean.0.weight"`` …); they have no ``forward``. Each algorithm computes its
+networks once, over a leading member axis, from those parameters stacked ``(K, …)``
+(:mod:`finpod.agents.batched`, the populations of :mod:`finpod.agents.ppo`,
+:mod:`finpod.agents.sac`, :mod:`finpod.agents.td3`), so a single agent is the case K = 1
+and there is no second copy of the math to keep equal. Actions live in
+``[-1, 1]^action_dim`` (the env scales them).
 """
 
 from __future__ import annotations
@@ -43,11 +48,11 @@ def _ortho(layer: nn.Linear, gain: float) -> nn.Linear:
 
 
 class GaussianActor(nn.Module):
-    """State-independent-std Gaussian policy for on-policy agents (PPO, A2C).
+    """State-independent-std Gaussian policy for on-policy agents (PPO, A2C): the mean
+    ``mlp(obs)`` (tanh between layers) and one learned ``log_std`` per action.
 
-    ``forward(obs) -> (mean, log_std)``, both ``(B, action_dim)``. Samples are clipped
-    to ``[-1, 1]`` by the caller before reaching the env; log-probabilities are taken of
-    the unclipped sample, as in the PPO reference implementations.
+    Samples are clipped to ``[-1, 1]`` before reaching the env; log-probabilities are
+    taken of the unclipped sample, as in the PPO reference implementations.
     """
 
     def __init__(
@@ -56,10 +61,6 @@ class GaussianActor(nn.Module):
         super().__init__()
         self.mean = mlp(obs_dim, hidden, action_dim, out_gain=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean = self.mean(obs)
-        return mean, self.log_std.expand_as(mean)
 
 
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
@@ -78,34 +79,17 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 class SquashedGaussianActor(nn.Module):
-    """Tanh-squashed Gaussian policy for SAC: actions in ``(-1, 1)`` with exact log-probs."""
+    """Tanh-squashed Gaussian policy for SAC: actions in ``(-1, 1)`` with exact log-probs.
+
+    ``h = relu(body(obs))``; the pre-tanh mean is ``mean(h)`` and the log std
+    ``tanh(log_std(h))`` mapped onto ``[LOG_STD_MIN, LOG_STD_MAX]``.
+    """
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
         self.body = mlp(obs_dim, hidden[:-1], hidden[-1], activation=nn.ReLU)
-        self.act = nn.ReLU()
         self.mean = _ortho(nn.Linear(hidden[-1], action_dim), 0.01)
         self.log_std = _ortho(nn.Linear(hidden[-1], action_dim), 0.01)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.act(self.body(obs))
-        # Under autocast the layers run in lower precision, the density math does not.
-        log_std = torch.tanh(self.log_std(h).to(obs.dtype))
-        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
-        return self.mean(h).to(obs.dtype), log_std
-
-    def sample(
-        self, obs: torch.Tensor, generator: torch.Generator | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Reparameterised sample ``(B, action_dim)`` and its log-probability ``(B,)``."""
-        mean, log_std = self(obs)
-        noise = torch.randn(mean.shape, device=mean.device, generator=generator)
-        pre = mean + noise * log_std.exp()
-        action = torch.tanh(pre)
-        # log|d tanh/dx| = 2 (log 2 - x - softplus(-2x)), the numerically stable form.
-        correction = 2.0 * (math.log(2.0) - pre - nn.functional.softplus(-2.0 * pre))
-        log_prob = gaussian_log_prob(pre, mean, log_std) - correction.sum(-1)
-        return action, log_prob
 
 
 class DeterministicActor(nn.Module):
@@ -115,42 +99,19 @@ class DeterministicActor(nn.Module):
         super().__init__()
         self.net = mlp(obs_dim, hidden, action_dim, activation=nn.ReLU, out_gain=0.01)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.net(obs).to(obs.dtype))
-
 
 class QCritic(nn.Module):
-    """``Q(obs, action) -> (B,)``: an MLP on ``[obs, action]``.
-
-    The first layer is applied as ``W_obs · obs + W_action · action + b`` (the two column
-    blocks of one ``(hidden[0], obs_dim + action_dim)`` weight), which is the same function
-    as the layer on the concatenation without copying ``obs`` into a new tensor, and whose
-    backward computes the input gradient only for what needs one: the actor's loss needs
-    ∂Q/∂action ``(B, action_dim)``, never ∂Q/∂obs ``(B, obs_dim)``.
-    """
+    """``Q(obs, action)``: an MLP on ``[obs, action]`` (computed without building the
+    concatenation by :func:`finpod.agents.batched.mlp_on_pair`)."""
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
-        self.obs_dim = int(obs_dim)
         self.net = mlp(obs_dim + action_dim, hidden, 1, activation=nn.ReLU)
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        first = self.net[0]
-        w = first.weight
-        h = nn.functional.linear(obs, w[:, : self.obs_dim], first.bias)
-        h = h + nn.functional.linear(action, w[:, self.obs_dim :])
-        for i, layer in enumerate(self.net):
-            if i:
-                h = layer(h)
-        return h.squeeze(-1).to(obs.dtype)
 
 
 class VCritic(nn.Module):
-    """``V(obs) -> (B,)``."""
+    """``V(obs)``: an MLP on the observation."""
 
     def __init__(self, obs_dim: int, hidden: Sequence[int]) -> None:
         super().__init__()
         self.net = mlp(obs_dim, hidden, 1)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs).squeeze(-1)

@@ -51,7 +51,6 @@ __all__ = [
     "Evaluation",
     "TrainResult",
     "checkpoint_id",
-    "learning_rates",
     "make_trading_eval",
     "population_learning_rates",
     "train",
@@ -184,12 +183,3 @@ def train(
         best_state=loop.best_state[0],
         candidates=loop.candidates[0],
     )
-
-
-def learning_rates(agent: Any) -> dict[str, float]:
-    """Step size of each of ``agent``'s optimizers, named by its hyperparameter
-    (``learning_rate`` for PPO and A2C; ``actor_lr``, ``critic_lr``, ``alpha_lr``)."""
-    population = getattr(agent, "population", None)
-    if population is None:
-        return {}
-    return {k: float(v[0]) for k, v in population_learning_rates(population).items()}

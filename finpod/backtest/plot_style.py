@@ -3,6 +3,8 @@ beside the data (never over it), dollars written whole on an axis."""
 
 from __future__ import annotations
 
+from matplotlib.ticker import FuncFormatter
+
 from finpod.backtest import metrics as m
 
 #: One colour per strategy in every panel (the agent never in another's colour).
@@ -47,8 +49,6 @@ def legend_below(ax, fontsize: int = 7, ncol: int = 3) -> None:
 def dollar_formatter():
     """Dollars written whole on an axis (``$1.25M``, ``$980k``), never as an offset
     (``1e6``) the reader has to apply."""
-    # lazy: matplotlib loads only where it is used
-    from matplotlib.ticker import FuncFormatter
 
     def fmt(value: float, _pos: int) -> str:
         if abs(value) >= 1e6:

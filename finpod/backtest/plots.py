@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import matplotlib
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -44,7 +45,8 @@ def _utc(series: pd.Series) -> pd.Series:
 def _pyfolio_plotting():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # lazy: pyfolio loads only where it is used
+        # Only to draw a tearsheet: importing finpod.backtest (every pod, every report)
+        # loads no pyfolio, a seconds-long import (tests/test_boundaries.py).
         import pyfolio.plotting as pp
     return pp
 
@@ -63,9 +65,6 @@ def is_daily(result: BacktestResult) -> bool:
 
 def _date_axis(ax, result: BacktestResult) -> None:
     """Dates without times on daily bars (intraday keeps the time of day)."""
-    # lazy: matplotlib loads only where it is used
-    import matplotlib.dates as mdates
-
     if is_daily(result):
         ax.xaxis.set_major_formatter(mdates.DateFormatter("%Y-%m-%d"))
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)

@@ -38,6 +38,7 @@ from finpod.backtest.ceiling import (
     SIGNAL_FEATURE,
     SIGNAL_RULE,
     ceiling_shares,
+    cost_aware_reference,
     signal_tilt_policy,
 )
 from finpod.backtest.disclosures import (
@@ -62,7 +63,6 @@ from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.manifest import feed_label
 from finpod.data.market import MarketData
-from finpod.data.synthetic_market import cost_aware_reference
 from finpod.data.user_features import feature_disclosure
 from finpod.env import rollout
 from finpod.env.config import EnvConfig

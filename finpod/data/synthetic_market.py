@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -292,21 +291,13 @@ def oracle_policy(market: MarketData, mode: str = "proportional") -> TargetWeigh
 
 #: Cost-aware reference settings (signal units are the signal's standard deviation): a
 #: ticker is bought when its signal rises above REFERENCE_ENTER and sold when it falls below
-#: REFERENCE_EXIT; each held ticker gets REFERENCE_SLOT_WEIGHT of the account; the env's
-#: no-trade band REFERENCE_BAND (weight units, trade to the target) keeps price drift from
-#: triggering rebalances. Chosen with ``bench/reference_alpha.py`` on 1-minute ``alpha``
-#: markets (10 tickers, 20 sessions, signal_persistence 0.99, 0.2 % costs, seeds 1 and 2),
-#: not on the seeds reported.
+#: REFERENCE_EXIT; each held ticker gets REFERENCE_SLOT_WEIGHT of the account (the env
+#: settings it trades under are :func:`finpod.backtest.ceiling.cost_aware_reference`'s).
+#: Chosen with ``bench/reference_alpha.py`` on 1-minute ``alpha`` markets (10 tickers, 20
+#: sessions, signal_persistence 0.99, 0.2 % costs, seeds 1 and 2), not on the seeds reported.
 REFERENCE_ENTER = 1.5
 REFERENCE_EXIT = 0.0
 REFERENCE_SLOT_WEIGHT = 0.2
-REFERENCE_BAND = 0.02
-#: What the cost-aware reference takes from the env settings it is given: the account,
-#: the fills and the cost model. Everything else (tilt bounds, decision times, bands,
-#: partial adjustment, episode length, start) is the env's default, so the reference is
-#: the same line beside any agent's controls: unconstrained, not the agent's rule.
-REFERENCE_KEEPS = ("initial_cash", "fill_price", "cost_rate", "slippage", "cost_model")
-REFERENCE_KEEPS += ("impact_coefficient", "integer_shares", "dtype")
 
 
 def cost_aware_weights(
@@ -337,56 +328,13 @@ def cost_aware_weights(
     return torch.from_numpy(out)
 
 
-def cost_aware_reference(
-    market: MarketData,
-    env_config: Any,
-    enter: float = REFERENCE_ENTER,
-    exit: float = REFERENCE_EXIT,
-    slot_weight: float = REFERENCE_SLOT_WEIGHT,
-    band: float = REFERENCE_BAND,
-) -> tuple[TargetWeightsPolicy, Any]:
-    """The cost-aware reference policy of the ``alpha`` regime, and the env settings to run it.
-
-    Its thresholds suit a persistent signal (``signal_persistence = 0.99``, as
-    ``finpod download --source synthetic --regime alpha --signal-persistence 0.99`` builds):
-    with the default 0.9 on 1-minute bars the signal decays within a few bars, no rule
-    earns its 0.2 % round trips back, and this reference loses (Sharpe about −40).
-
-    Under proportional costs the optimal rule is a no-trade region: trade only when the
-    expected gain of the change exceeds its cost. The reference applies that twice: a band
-    in signal space (:func:`cost_aware_weights`: enter above ``enter``, leave below
-    ``exit``) and the env's no-trade band in weight space (``band``, trading all the way to
-    the target), so that price drift of a held position triggers no trade. The returned
-    config is a fresh :class:`finpod.env.EnvConfig` with ``env_config``'s account, fills
-    and cost model (:data:`REFERENCE_KEEPS`), ``action_mode="weights"``,
-    ``no_trade_band=band`` and ``band_target="target"``; the agent's tilt bounds and
-    execution controls are not applied. Evaluate it with the env's own accounting::
-
-        policy, config = cost_aware_reference(market, EnvConfig(cost_rate=0.002))
-        sharpe = finpod.env.score(finpod.env.rollout(policy, market, config))
-
-    The policy counts bars: use a fresh one per rollout. An agent is measured against this
-    after-cost Sharpe, not against the cost-free oracle (:func:`oracle_policy`).
-    """
-    if not 0.0 <= band < 1.0:
-        raise FinpodError(f"band must be in [0, 1), got {band}", "e.g. band = 0.02")
-    kept = {name: getattr(env_config, name) for name in REFERENCE_KEEPS}
-    config = type(env_config)(
-        **kept, action_mode="weights", no_trade_band=float(band), band_target="target"
-    )
-    return TargetWeightsPolicy(cost_aware_weights(market, enter, exit, slot_weight)), config
-
-
 __all__ = [
-    "REFERENCE_BAND",
     "REFERENCE_ENTER",
     "REFERENCE_EXIT",
-    "REFERENCE_KEEPS",
     "REFERENCE_SLOT_WEIGHT",
     "REGIMES",
     "TZ",
     "TargetWeightsPolicy",
-    "cost_aware_reference",
     "cost_aware_weights",
     "expected_bar_return",
     "make_synthetic",

@@ -8,11 +8,14 @@ tensor is batched over envs and lives on ``device``.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
 from finpod.env.config import EnvConfig
+
+if TYPE_CHECKING:
+    from finpod.env.tables import ObsLayout
 
 #: ``step``'s answer: ``(obs, reward, terminated, truncated, info)``.
 StepResult = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]
@@ -40,6 +43,20 @@ class VecEnv(Protocol):
         """The env's settings, recorded with every checkpoint trained on it
         (:func:`finpod.agents.train.train`); None for an env without finpod settings
         (a gymnasium env)."""
+        ...
+
+    @property
+    def action_mode(self) -> str | None:
+        """How an action is read: one of :data:`finpod.env.config.ACTION_MODES`
+        (``"shares"``, ``"weights"``, ``"active"``: tilts around a reference portfolio);
+        None for an env without finpod settings (a gymnasium env)."""
+        ...
+
+    @property
+    def layout(self) -> ObsLayout | None:
+        """The named slices of the observation (:class:`finpod.env.ObsLayout`: per-env
+        values, then per-ticker holdings, prices and features); None for an observation
+        without per-ticker parts (a gymnasium env)."""
         ...
 
     def reset(self, seed: int | None = None) -> torch.Tensor:

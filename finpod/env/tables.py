@@ -10,6 +10,7 @@ The per-step tensor code that reads these tables is :mod:`finpod.env.core`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -53,12 +54,21 @@ class ObsLayout:
     @classmethod
     def for_env(cls, market: MarketData, config: EnvConfig) -> ObsLayout:
         """The layout of a :class:`~finpod.env.VecTradingEnv` on ``market`` with ``config``."""
-        observed = observed_feature_names(market.feature_names, config.user_features)
+        return cls.for_universe(market.num_stocks, market.feature_names, market.bar, config)
+
+    @classmethod
+    def for_universe(
+        cls, num_stocks: int, feature_names: Sequence[str], bar: str, config: EnvConfig
+    ) -> ObsLayout:
+        """The layout of the env with ``config`` over ``num_stocks`` tickers of a dataset
+        whose features are ``feature_names`` and whose bars are ``bar`` long (``"1d"``,
+        ``"5min"``): what a manifest says, before any market is loaded."""
+        observed = observed_feature_names(feature_names, config.user_features)
         extra = extra_feature_names(config, observed)
         return cls(
-            market.num_stocks,
+            int(num_stocks),
             len(observed) + len(extra),
-            CALENDAR_WIDTH if use_calendar(market, config) else 0,
+            CALENDAR_WIDTH if use_calendar(bar, config) else 0,
             1 if config.has_schedule else 0,
         )
 
@@ -171,9 +181,10 @@ def price_zscore(mark: torch.Tensor, window: int) -> torch.Tensor:
     return (z * valid).clamp(-PRICE_Z_CLIP, PRICE_Z_CLIP).to(torch.float32)
 
 
-def use_calendar(market: MarketData, config: EnvConfig) -> bool:
-    """Whether the observation carries the ``calendar`` slice (see ``calendar_features``)."""
-    intraday = bar_minutes(market.bar) is not None
+def use_calendar(bar: str, config: EnvConfig) -> bool:
+    """Whether the observation over ``bar``-long bars carries the ``calendar`` slice (see
+    ``calendar_features``)."""
+    intraday = bar_minutes(bar) is not None
     if config.calendar_features is None:
         return intraday
     return bool(config.calendar_features)
@@ -319,7 +330,7 @@ def build_tables(market: MarketData, config: EnvConfig, device: torch.device) ->
         first = ObsLayout(n, f).features.start + f - 1
         columns = slice(first, first + f * (n - 1) + 1, f)
     parts.append(feats.flatten(1))
-    if use_calendar(market, config):
+    if use_calendar(market.bar, config):
         if bar_minutes(market.bar) is None:
             raise FinpodError(
                 f"env.calendar_features needs intraday bars; this market has {market.bar} bars",

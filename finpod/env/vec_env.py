@@ -116,6 +116,11 @@ class VecTradingEnv:
             self._step_fn = _compiled_advance()
 
     # -- protocol -----------------------------------------------------------------------
+    @property
+    def action_mode(self) -> str:
+        """How an action is read (``config.action_mode``)."""
+        return self.config.action_mode
+
     def reset(self, seed: int | None = None) -> torch.Tensor:
         """Start a new episode in every env; returns obs (num_envs, obs_dim) float32."""
         if seed is not None:

@@ -110,7 +110,7 @@ class Broker:
                 f"alpaca.markets → Paper Trading → API keys, then export {KEY_ENV}=... "
                 f"{SECRET_ENV}=...",
             ) from None
-        # lazy: alpaca-py is heavy and only `finpod paper` and the alpaca source need it
+        # lazy: alpaca-py loads only to trade (tests/test_boundaries.py)
         from alpaca.trading.client import TradingClient
 
         url = os.environ.get(TRADING_URL_ENV, "").strip().rstrip("/") or None
@@ -123,7 +123,7 @@ class Broker:
         self.client._retry_codes = [0]
 
     def _call(self, what: str, fn, *args) -> Any:
-        # lazy: alpaca-py loads only where it is used
+        # lazy: alpaca-py loads only to trade (tests/test_boundaries.py)
         from alpaca.common.exceptions import APIError
 
         try:
@@ -167,7 +167,7 @@ class Broker:
 
     def submit(self, symbol: str, qty: float, client_order_id: str) -> dict[str, Any]:
         """``POST /v2/orders``: a market day order of ``qty`` shares (> 0 buys, < 0 sells)."""
-        # lazy: alpaca-py loads only where it is used
+        # lazy: alpaca-py loads only to trade (tests/test_boundaries.py)
         from alpaca.trading.enums import OrderSide, TimeInForce
         from alpaca.trading.requests import MarketOrderRequest
 

@@ -132,7 +132,8 @@ def plot_learning_curves(
         panels.append((train, "train episode return"))
     if not any(part for part, _ in panels):
         return None
-    # A bare Figure draws with Agg without switching the process's pyplot backend.
+    # lazy: finpod.runs loads no matplotlib (tests/test_boundaries.py). A bare Figure
+    # draws with Agg without switching the process's pyplot backend.
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(8 if len(panels) == 1 else 11, 4.5 if len(panels) == 1 else 4), dpi=100)
@@ -173,7 +174,7 @@ def _fmt(value: float) -> str:
 def metrics_frame(path: Path) -> pd.DataFrame | None:
     """``metrics.csv`` as a DataFrame (columns :data:`METRICS_HEADER`), or ``None`` when
     the file is missing or unreadable (a report then goes without learning curves)."""
-    # lazy: finpod.runs is read by the CLI at start-up; pandas only when a frame is asked for
+    # lazy: the CLI reads finpod.runs at start-up, without pandas (tests/test_boundaries.py)
     import pandas as pd
 
     path = Path(path)

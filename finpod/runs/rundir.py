@@ -35,6 +35,7 @@ import platform
 import secrets
 import sys
 from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,6 @@ VERSIONED_PACKAGES = (
 
 def package_versions() -> dict[str, str]:
     """Versions of Python, the platform and :data:`VERSIONED_PACKAGES` (those installed)."""
-    # lazy: finpod.runs is read by the CLI at start-up (no torch or pandas there)
-    from importlib import metadata
-
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in VERSIONED_PACKAGES:
         try:

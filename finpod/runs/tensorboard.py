@@ -140,7 +140,7 @@ class EventMirror:
         if w is not None:
             self._writers.move_to_end(pod_id)
             return w
-        # lazy: TensorBoard loads only where it is used
+        # lazy: TensorBoard loads only to write or read events (tests/test_boundaries.py)
         from torch.utils.tensorboard import SummaryWriter
 
         while len(self._writers) >= self.max_open:
@@ -167,7 +167,7 @@ class EventMirror:
 
     def write_hparams(self, pod_id: str, hparams: Mapping[str, Any], env_steps: int = 0) -> None:
         """Record ``pod_id``'s hyperparameters: its HParams session and a text table."""
-        # lazy: TensorBoard loads only where it is used
+        # lazy: TensorBoard loads only to write or read events (tests/test_boundaries.py)
         from torch.utils.tensorboard.summary import hparams as hparams_summaries
 
         clean = clean_hparams(hparams)
@@ -195,7 +195,7 @@ class EventMirror:
 def read_events(pod_dir: Path) -> dict[str, list[tuple[int, float, float]]]:
     """Scalars of one pod's event folder: tag → ``[(step, wall_time, value)]`` in step order,
     read with TensorBoard's own loader (events purged by a resumed run left out)."""
-    # lazy: TensorBoard loads only where it is used
+    # lazy: TensorBoard loads only to write or read events (tests/test_boundaries.py)
     from tensorboard.backend.event_processing import event_accumulator as ea
 
     acc = ea.EventAccumulator(str(pod_dir), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
@@ -208,7 +208,7 @@ def read_events(pod_dir: Path) -> dict[str, list[tuple[int, float, float]]]:
 
 def read_hparams(pod_dir: Path) -> dict[str, Any]:
     """The hyperparameters recorded in one pod's event folder (the last session's)."""
-    # lazy: TensorBoard loads only where it is used
+    # lazy: TensorBoard loads only to write or read events (tests/test_boundaries.py)
     from tensorboard.backend.event_processing import event_accumulator as ea
     from tensorboard.plugins.hparams import metadata
 

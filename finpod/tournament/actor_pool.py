@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from finpod.env import ObsLayout
 from finpod.errors import FinpodError
 from finpod.runs import RunDir, package_versions
 from finpod.tournament.dataplane import DataPlane
@@ -80,7 +83,10 @@ class ActorPool:
     def use_data(self, data: DataPlane) -> int:
         """Ship ``data`` to the actors started from now on, each sized for its splits and
         the search space's largest replay buffer; returns that buffer's bytes."""
-        buffer_bytes = largest_buffer_bytes(self.setup.space, data.shapes["train"])
+        layout = ObsLayout.for_universe(
+            data.shapes["train"][1], data.feature_names, data.bar, self.setup.env_config
+        )
+        buffer_bytes = largest_buffer_bytes(self.setup.space, layout)
         memory = pod_memory_bytes(
             data.shapes,
             self.config.num_learners,
@@ -126,9 +132,6 @@ class ActorPool:
 
     def start(self) -> bool:
         """Start a pod actor on the node with the most room; False when none has room."""
-        # lazy: Ray loads only where it is used
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
         used: dict[str, int] = {}
         for slot in self.slots.values():
             used[slot.node_id] = used.get(slot.node_id, 0) + 1

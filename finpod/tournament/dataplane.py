@@ -15,14 +15,17 @@ The backtest split is never shipped: pods only train and score on validation.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import ray
 import torch
 
-from finpod.data import verify_dataset
+from finpod.data import load_split, verify_dataset
 from finpod.data.market import MarketData
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as to_payload
@@ -57,6 +60,10 @@ class DataPlane:
     """Split name → bytes of its arrays."""
     shapes: dict[str, tuple[int, int, int]]
     """Split name → (bars T, tickers N, features F)."""
+    feature_names: tuple[str, ...] = ()
+    """Names of the F features of every split (the env's observation layout reads them)."""
+    bar: str = "1d"
+    """Bar length of the splits (``"1d"``, ``"5min"``)."""
 
     @classmethod
     def publish(cls, dataset_dir: str | Path, expected_hash: str | None = None) -> DataPlane:
@@ -66,11 +73,6 @@ class DataPlane:
         manifest, or the manifest's hash differs from ``expected_hash`` (a resumed run).
         Needs a connected Ray (``ray.init`` done).
         """
-        import ray  # lazy: Ray is heavy and only the cluster paths need it
-
-        # lazy: read from finpod.data at call time, where tests put a stand-in loader
-        from finpod.data import load_split
-
         digest = verify_dataset(dataset_dir)
         _release_arrow_memory()
         if expected_hash is not None and digest != expected_hash:
@@ -81,8 +83,11 @@ class DataPlane:
         refs: dict[str, Any] = {}
         nbytes: dict[str, int] = {}
         shapes: dict[str, tuple[int, int, int]] = {}
+        names: tuple[str, ...] = ()
+        bar = "1d"
         for split in POD_SPLITS:
             market = load_split(dataset_dir, split, device="cpu")
+            names, bar = tuple(market.feature_names), market.bar
             payload = market_to_payload(market)
             del market
             refs[split] = ray.put(payload)
@@ -91,7 +96,7 @@ class DataPlane:
             shapes[split] = (int(t), int(n), int(f))
             del payload
         _release_arrow_memory()
-        return cls(digest, refs, nbytes, shapes)
+        return cls(digest, refs, nbytes, shapes, names, bar)
 
     def ref_list(self) -> list[Any]:
         """``[train_ref, validation_ref]``, nested in a list so Ray hands the pod refs, not
@@ -102,17 +107,11 @@ class DataPlane:
 def _release_arrow_memory() -> None:
     """Hand the memory Arrow cached while reading the dataset back to the system: after
     the splits are in the object store the driver needs none of it."""
-    try:
-        import pyarrow as pa  # lazy, in the try: a memory hint that must never fail
-
+    with contextlib.suppress(Exception):  # only a memory hint: it must never fail
         pa.default_memory_pool().release_unused()
-    except Exception:  # noqa: BLE001 - only a memory hint
-        pass
 
 
 def fetch_splits(refs: list[Any], device: torch.device | str) -> tuple[MarketData, MarketData]:
     """Inside a pod: (train, validation) :class:`MarketData` from :meth:`DataPlane.ref_list`."""
-    import ray  # lazy: Ray is heavy and only the cluster paths need it
-
     train, validation = ray.get(list(refs))
     return market_from_payload(train, device), market_from_payload(validation, device)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
+from finpod.data import load_split
 from finpod.env.ensemble import Member, score_ensemble
 from finpod.errors import FinpodError
 from finpod.runs import Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
@@ -51,9 +52,6 @@ def score_leaderboard_ensemble(
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    # lazy: read from finpod.data at call time, where tests put a stand-in loader
-    from finpod.data import load_split
-
     chosen = board.entries[: max(0, int(size))]
     if int(size) < 2 or len(chosen) < 2:
         board.ensemble = None

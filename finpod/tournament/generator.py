@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from finpod.agents.hparams import build_hparams
+from finpod.agents.registry import population_class
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.search import SearchSpace, is_off_policy
 from finpod.tournament.settings import TournamentConfig
@@ -77,17 +78,6 @@ class PodSpec:
         if self.max_seconds is None:
             return False
         return wall_s + wall_s / max(1, epochs_done) > self.max_seconds
-
-
-def population_class(algorithm: str) -> Any:
-    """The batched population engine of ``algorithm`` (``None``: members train one by
-    one)."""
-    try:
-        # lazy: importing finpod.tournament does not load the agents
-        from finpod.agents.registry import population_class as engine_of
-    except ImportError:
-        return None
-    return engine_of(algorithm)
 
 
 def pod_id(index: int) -> str:

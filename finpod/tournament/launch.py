@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import ray
+
 from finpod.agents import read_checkpoint
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
@@ -190,9 +192,6 @@ def run_tournament(
                 on_event("ensemble", {"record": record})
     finally:
         if started:
-            # lazy: Ray loads only where it is used
-            import ray
-
             ray.shutdown()
         close_logger(run)
     return TournamentRun(run_path, board, summary, config)
@@ -211,9 +210,6 @@ def connect_ray(
     """Connect to Ray (in-process local Ray when ``address`` is None); returns whether this
     call started it (and so must shut it down). A failure is one :class:`FinpodError` line
     ending with ``hint``."""
-    # lazy: Ray loads only where it is used
-    import ray
-
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -254,9 +250,6 @@ def _resolve_device(
     the autoscaler for them (a GPU worker group that scales from zero). A local Ray
     instance cannot grow, so there it is one error line.
     """
-    # lazy: Ray loads only where it is used
-    import ray
-
     cluster_gpus = float(ray.cluster_resources().get("GPU", 0.0))
     gpus = config.gpus_per_pod
     if gpus is None:

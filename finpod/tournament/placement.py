@@ -13,6 +13,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ray.autoscaler.sdk import request_resources
+
+from finpod.agents import ALGORITHMS
+from finpod.agents.buffer import replay_buffer_nbytes
+from finpod.env import ObsLayout
 from finpod.tournament.search import SearchSpace
 from finpod.tournament.settings import TournamentConfig, inherit_buffer_fits
 
@@ -120,23 +125,17 @@ def request_pods(pod: PodResources, count: int) -> str | None:
     autoscaler keeps its size).
     """
     try:
-        # lazy: Ray is heavy and only a running cluster needs it
-        from ray.autoscaler.sdk import request_resources
-
         request_resources(bundles=[pod.bundle() for _ in range(max(0, int(count)))])
     except Exception as err:  # noqa: BLE001 - clusters without an autoscaler just keep their size
         return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return None
 
 
-def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) -> int:
+def largest_buffer_bytes(space: SearchSpace, layout: ObsLayout) -> int:
     """Bytes of the largest replay buffer any off-policy algorithm of the search may
-    allocate (0 when the search has none)."""
-    # lazy: importing finpod.tournament does not load the agents
-    from finpod.agents.buffer import replay_buffer_nbytes
-
-    _, n, f = train_shape
-    obs_dim, action_dim = 2 + n + n * (1 + f), n
+    allocate (0 when the search has none), for observations of the env's ``layout``
+    (:meth:`finpod.env.ObsLayout.for_universe`)."""
+    obs_dim, action_dim = layout.obs_dim, layout.num_stocks
     largest = 0
     for algo in space.algorithms.values():
         if not getattr(algo, "off_policy", False):
@@ -150,9 +149,6 @@ def largest_buffer_bytes(space: SearchSpace, train_shape: tuple[int, int, int]) 
                     if isinstance(v, (int, float)) and not isinstance(v, bool)
                 )
         if size <= 0:
-            # lazy: importing finpod.tournament does not load the agents
-            from finpod.agents import ALGORITHMS
-
             params_cls = ALGORITHMS.get(algo.algorithm, (None,))[0]
             size = float(getattr(params_cls(), "buffer_size", 0)) if params_cls else 0.0
         if size > 0:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,29 +60,6 @@ class PodResult:
     updates: int = 0
     """Gradient steps the agent's weights have taken, ancestors included (with
     ``env_steps``: how much learning stands behind the checkpoint)."""
-
-
-class NonFiniteError(RuntimeError):
-    """A pod's losses, weights or validation returns are NaN or infinite."""
-
-
-def check_finite_stats(stats: dict[str, float]) -> None:
-    """Raise :class:`NonFiniteError` naming the first non-finite training loss.
-
-    ``episode_return`` is NaN by design when no episode finished; it is not a loss.
-    """
-    for key, value in stats.items():
-        if key in ("episode_return", "episodes"):
-            continue
-        if not math.isfinite(float(value)):
-            raise NonFiniteError(f"loss {key} = {value}")
-
-
-def check_finite_weights(agent: Any) -> None:
-    """Raise :class:`NonFiniteError` naming the first network weight that is not finite."""
-    for key, value in agent.weights().items():
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            raise NonFiniteError(f"weights {key}")
 
 
 def checkpoint_bytes(agent: Any, env: EnvConfig | None = None) -> bytes:

@@ -36,6 +36,7 @@ import numpy as np
 
 from finpod.agents.base import OffPolicyAgent
 from finpod.agents.hparams import build_hparams
+from finpod.agents.registry import ALGORITHMS
 from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.tournament.params import ParamSpec, integer_fields, parse_param, sequence_fields
@@ -182,7 +183,7 @@ def parse_search(
     choice.
     """
     if registry is None:
-        from finpod.agents import ALGORITHMS as registry  # noqa: N811
+        registry = ALGORITHMS
     raw = dict(raw or {})
     listed = raw.pop("algorithms", None)
     env_specs = parse_search_env(raw.pop("env", None), env_base)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ray
+
 from finpod.errors import FinpodError
 from finpod.tournament.launch import connect_ray
 from finpod.walkforward.job import SeedJob, SeedResult, run_seed_job
@@ -43,9 +45,6 @@ class RayRunner:
         device: str,
         say: Callable[[str], None],
     ) -> None:
-        # lazy: Ray loads only where it is used
-        import ray
-
         self.ray = ray
         self.started = connect_ray(address, num_cpus, "check --address, or pass --no-ray")
         self.ref = ray.put(payload)

@@ -84,7 +84,8 @@ def hac_mean_test(
     if n < 3 or float(np.ptp(x)) == 0.0:
         out["note"] = "needs ≥ 3 active returns that are not all equal"
         return out
-    # lazy: statsmodels loads only where it is used
+    # Only for the test itself: importing finpod.walkforward loads no statsmodels, a
+    # seconds-long import (tests/test_boundaries.py).
     import statsmodels.api as sm
 
     fit = sm.OLS(x, np.ones((n, 1))).fit(

@@ -10,29 +10,55 @@ random draws.
 
 from __future__ import annotations
 
+import math
+
 import torch
+from torch.distributions import Normal
 
 from finpod.agents import make_agent
-from finpod.agents.nets import QCritic
+from finpod.agents.batched import mlp_on_pair
+from finpod.agents.nets import LOG_STD_MAX, LOG_STD_MIN, QCritic
 
 
-def test_critic_equals_the_mlp_on_the_concatenation_with_the_same_gradients():
+def test_critic_on_the_pair_equals_the_mlp_on_the_concatenation_with_the_same_gradients():
     torch.manual_seed(0)
     q = QCritic(7, 3, (16, 8)).double()
+    params = {
+        f"q.{k}": v.detach().clone()[None].requires_grad_() for k, v in q.net.named_parameters()
+    }
     obs = torch.randn(5, 7, dtype=torch.float64)
     act = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
-    fast = q(obs, act)
+    fast = mlp_on_pair(obs[None], act[None], params, "q", 3, torch.relu).squeeze(-1)[0]
     ref = q.net(torch.cat([obs, act], -1)).squeeze(-1)
     assert fast.shape == (5,)
     assert torch.allclose(fast, ref, atol=1e-12)
-    g_fast = torch.autograd.grad(fast.sum(), [act, *q.parameters()])
-    g_ref = torch.autograd.grad(ref.sum(), [act, *q.parameters()])
-    for a, b in zip(g_fast, g_ref, strict=True):
-        assert torch.allclose(a, b, atol=1e-12)
+    g_fast = torch.autograd.grad(fast.sum(), [act, *params.values()])
+    g_ref = torch.autograd.grad(ref.sum(), [act, *q.net.parameters()])
+    assert torch.allclose(g_fast[0], g_ref[0], atol=1e-12)
+    for a, b in zip(g_fast[1:], g_ref[1:], strict=True):
+        assert torch.allclose(a[0], b, atol=1e-12)
 
 
 def _q(critic, obs, action):
     return critic.net(torch.cat([obs, action], -1)).squeeze(-1)
+
+
+def _squashed_sample(actor, obs, g):
+    """SAC's reparameterised tanh-Gaussian sample and its log-probability, from the
+    actor's layers (CleanRL's ``get_action``)."""
+    h = torch.relu(actor.body(obs))
+    mean = actor.mean(h)
+    log_std = torch.tanh(actor.log_std(h))
+    log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
+    pre = mean + torch.randn(mean.shape, generator=g) * log_std.exp()
+    action = torch.tanh(pre)
+    correction = 2.0 * (math.log(2.0) - pre - torch.nn.functional.softplus(-2.0 * pre))
+    return action, (Normal(mean, log_std.exp()).log_prob(pre) - correction).sum(-1)
+
+
+def _deterministic(actor, obs):
+    """TD3's ``tanh(mlp(obs))``."""
+    return torch.tanh(actor.net(obs))
 
 
 class Reference:
@@ -90,7 +116,7 @@ def _reference_sac_update(ref: Reference) -> None:
     obs, action, reward, next_obs, term = ref.sample()
     alpha = n["log_alpha"].value.exp().detach()
     with torch.no_grad():
-        next_action, next_logp = n["actor"].sample(next_obs, g)
+        next_action, next_logp = _squashed_sample(n["actor"], next_obs, g)
         q_next = torch.min(
             _q(n["q1_target"], next_obs, next_action), _q(n["q2_target"], next_obs, next_action)
         )
@@ -98,7 +124,7 @@ def _reference_sac_update(ref: Reference) -> None:
     q_loss = ((_q(n["q1"], obs, action) - target) ** 2).mean()
     q_loss = q_loss + ((_q(n["q2"], obs, action) - target) ** 2).mean()
     _step(ref.optims["critic"], q_loss)
-    new_action, logp = n["actor"].sample(obs, g)
+    new_action, logp = _squashed_sample(n["actor"], obs, g)
     q_pi = torch.min(_q(n["q1"], obs, new_action), _q(n["q2"], obs, new_action))
     _step(ref.optims["actor"], (alpha * logp - q_pi).mean())
     target_entropy = -float(new_action.shape[-1])
@@ -112,7 +138,7 @@ def _reference_td3_update(ref: Reference) -> None:
     hp, g, n = ref.hp, ref.g, ref.nets
     obs, action, reward, next_obs, term = ref.sample()
     with torch.no_grad():
-        next_action = n["actor_target"](next_obs)
+        next_action = _deterministic(n["actor_target"], next_obs)
         eps = torch.randn(next_action.shape, generator=g)
         eps = (eps * hp.policy_noise).clamp(-hp.noise_clip, hp.noise_clip)
         next_action = (next_action + eps).clamp(-1.0, 1.0)
@@ -121,7 +147,7 @@ def _reference_td3_update(ref: Reference) -> None:
     q_loss = sum(((_q(n[q], obs, action) - target) ** 2).mean() for q in ("q1", "q2"))
     _step(ref.optims["critic"], q_loss)
     if ref.updates % hp.policy_delay == 0:
-        _step(ref.optims["actor"], -_q(n["q1"], obs, n["actor"](obs)).mean())
+        _step(ref.optims["actor"], -_q(n["q1"], obs, _deterministic(n["actor"], obs)).mean())
         _polyak([(n[f"{x}_target"], n[x]) for x in ("actor", "q1", "q2")], hp.tau)
     ref.updates += 1
 

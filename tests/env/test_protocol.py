@@ -26,6 +26,8 @@ def test_env_satisfies_the_vecenv_protocol_with_its_types(make, market):
     assert type(env.action_dim) is int and env.action_dim > 0
     assert isinstance(env.device, torch.device)
     assert env.config is None or isinstance(env.config, EnvConfig)
+    assert env.action_mode == (None if env.config is None else env.config.action_mode)
+    assert env.layout is None or env.layout.obs_dim == env.obs_dim
 
     obs = env.reset(seed=0)
     assert obs.shape == (3, env.obs_dim) and obs.dtype == torch.float32

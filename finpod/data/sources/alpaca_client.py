@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import requests
+
 from finpod.errors import FinpodError
 
 #: Environment variables of the keys (the SDK's own names).
@@ -81,8 +83,6 @@ def _chain(err: BaseException):
 
 def network_cause(err: BaseException) -> str:
     """What stopped a connection, in a few words (``connection refused``, ``unknown host``…)."""
-    import requests
-
     for e in _chain(err):
         if isinstance(e, ConnectionRefusedError):
             return "connection refused (nothing listening there)"
@@ -101,7 +101,6 @@ def _paced_session(
     """A ``requests.Session`` that paces requests to ``rate_per_min`` (a token bucket of one
     minute's requests), sets timeouts, and retries as the module says; the final answer goes
     back to the SDK, a connection that cannot be made is one :class:`FinpodError`."""
-    import requests
 
     class PacedSession(requests.Session):
         def __init__(self) -> None:
@@ -181,7 +180,7 @@ def make_client(
     ``FINPOD_ALPACA_DATA_URL`` if set, and the paced, retrying HTTP session; ``say`` shows
     each wait (one line)."""
     key, secret = need_keys()
-    # lazy: the Alpaca SDK is heavy and needed only when this source downloads
+    # lazy: the Alpaca SDK loads only to download (tests/test_boundaries.py)
     from alpaca.data.historical import StockHistoricalDataClient
 
     url = os.environ.get(URL_ENV, "").strip().rstrip("/") or None

@@ -109,7 +109,7 @@ def fetch_bars(
     Returns the long table ``timestamp`` (New York bar start), ``tic``, ``open, high, low,
     close, volume`` of every bar Alpaca sent (the cleaner keeps the session's bars).
     """
-    # lazy: the Alpaca client is heavy and needed only when this source downloads
+    # lazy: the Alpaca SDK loads only to download (tests/test_boundaries.py)
     from alpaca.common.exceptions import APIError
     from alpaca.data.enums import Adjustment, DataFeed
     from alpaca.data.requests import StockBarsRequest

@@ -117,7 +117,8 @@ def _fetch(
     task: Any,
 ) -> list[pd.DataFrame]:
     """Long rows of ``tic`` for every chunk, from the cache or from Yahoo (then cached)."""
-    import yfinance as yf  # lazy: heavy, needed only when the Yahoo source downloads
+    # lazy: yfinance loads only to download (tests/test_boundaries.py)
+    import yfinance as yf
 
     frames = []
     for a, b in chunks:
