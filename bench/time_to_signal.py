@@ -227,10 +227,15 @@ def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
     """``finpod backtest`` of a run: the agent's backtest line (and the scripted rule's)."""
     import pandas as pd
 
-    finpod(["backtest", str(run_dir), "--out", str(reports)], log, Load())
-    folder = reports / run_dir.name
+    stdout, _ = finpod(["backtest", str(run_dir), "--out", str(reports)], log, Load())
+    # The selected agent's folder: reports/<run>/, or reports/<run>/ensemble-K/ when the
+    # leaderboard ensemble won on validation.
+    page = [
+        ln.split(":", 1)[1].strip() for ln in stdout.splitlines() if ln.startswith("tearsheet:")
+    ]
+    folder = Path(page[-1]).parent if page else reports / run_dir.name
     metrics = pd.read_csv(folder / "metrics.csv", index_col=0)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"agent_folder": folder.name}
     for name in ("agent", "signal_rule"):
         if name in metrics.columns:
             col = metrics[name]
@@ -348,11 +353,17 @@ def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
     load = Load()
     tour = seeded_strategy(Path(args.strategy), seed, work, single=False)
     run_id = f"tour-{market}-s{seed}"
-    _, wall = finpod(
-        ["train", "-s", str(tour), "--data", str(data), "--out", str(runs), "--run-id", run_id],
-        log,
-        load,
-    )
+    walls = work / "walls.json"
+    known = json.loads(walls.read_text()) if walls.is_file() else {}
+    if run_id in known and (runs / run_id / "leaderboard.json").is_file():
+        wall = float(known[run_id])  # a finished run of an earlier invocation
+    else:
+        _, wall = finpod(
+            ["train", "-s", str(tour), "--data", str(data), "--out", str(runs), "--run-id", run_id],
+            log,
+            load,
+        )
+        walls.write_text(json.dumps({**known, run_id: wall}))
     t_row = {**base, "system": "tournament", "wall_s": round(wall, 1), **run_summary(runs / run_id)}
     t_row["backtest"] = backtest_line(runs / run_id, reports, log)
     rows.append({**t_row, **load.row()})
