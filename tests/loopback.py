@@ -1,14 +1,34 @@
 """A JSON API on a loopback port, served from a daemon thread: what the Alpaca replay
-servers of the tests are built on."""
+servers of the tests are built on, with faults a test injects (:class:`Fault`: an HTTP
+error instead of the answer, an answer lost after the work was done)."""
 
 from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pandas as pd
+
+
+@dataclass
+class Fault:
+    """What the server does to the requests that match ``method`` and the ``path`` prefix:
+    answer HTTP ``status`` instead (the request is not served), or with ``taken`` serve it
+    first (a 5xx after the work was done), or with ``drop`` serve it and close the
+    connection without an answer. The first ``after`` matching requests pass; then it hits
+    ``times`` of them (None: every one, until the test removes it)."""
+
+    method: str
+    path: str
+    status: int | None = None
+    taken: bool = False
+    drop: bool = False
+    times: int | None = 1
+    after: int = 0
+    hits: int = 0
 
 
 class JsonHandler(BaseHTTPRequestHandler):
@@ -33,17 +53,52 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def answer(self, fault: Fault | None, serve) -> None:
+        """``serve()`` → (status, obj) sent as JSON, unless ``fault`` says otherwise."""
+        if fault is not None and fault.status is not None and not fault.taken:
+            return self.send_json(fault.status, {"code": 0, "message": "injected fault"})
+        status, obj = serve()
+        if fault is not None and fault.drop:
+            self.close_connection = True  # served, and the answer is lost with the connection
+            return None
+        if fault is not None and fault.status is not None:
+            return self.send_json(fault.status, {"code": 0, "message": "injected fault"})
+        return self.send_json(status, obj)
+
 
 class LoopbackServer:
     """Serves ``handler`` on 127.0.0.1 at a free port (:attr:`url`) until :meth:`close`.
     :attr:`release` is set on close, so a request a test holds open returns."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.faults: list[Fault] = []
+        self.fault_lock = threading.Lock()
         self.release = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def inject(self, method: str, path: str, **how) -> Fault:
+        """Add a :class:`Fault` (its fields as keywords) and return it."""
+        fault = Fault(method, path, **how)
+        with self.fault_lock:
+            self.faults.append(fault)
+        return fault
+
+    def fault_for(self, method: str, path: str) -> Fault | None:
+        """The fault that hits this request, if any (counted)."""
+        with self.fault_lock:
+            for f in self.faults:
+                if f.method != method or not path.startswith(f.path):
+                    continue
+                f.hits += 1
+                if f.hits <= f.after:
+                    continue
+                if f.times is not None and f.hits > f.after + f.times:
+                    continue
+                return f
+        return None
 
     def close(self) -> None:
         self.release.set()

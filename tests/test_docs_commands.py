@@ -1,5 +1,6 @@
-"""The commands the README, deploy/README and the KubeRay manifests tell users to run are
-commands the CLI accepts: a renamed flag or verb fails here, not in a user's shell."""
+"""The commands the README, the documentation pages (docs/), deploy/README and the KubeRay
+manifests tell users to run are commands the CLI accepts: a renamed flag or verb fails
+here, not in a user's shell."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def _parse(command: str) -> None:
 
 def _documented() -> list[str]:
     found = []
-    for doc in ("README.md", "deploy/README.md", "notebooks/README.md"):
-        path = REPO / doc
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages += [REPO / "deploy/README.md", REPO / "notebooks/README.md"]
+    for path in pages:
         if path.is_file():
             found += _shell_commands(path.read_text(encoding="utf-8"))
     for manifest in sorted((REPO / "deploy").rglob("*.yaml")):
@@ -58,7 +60,16 @@ def _documented() -> list[str]:
 
 def test_documents_name_some_commands():
     verbs = {c.split()[1] for c in _documented()}
-    assert {"download", "train", "backtest", "run"} <= verbs
+    assert {
+        "download",
+        "info",
+        "train",
+        "backtest",
+        "report",
+        "run",
+        "walkforward",
+        "paper",
+    } <= verbs
 
 
 @pytest.mark.parametrize("command", _documented())

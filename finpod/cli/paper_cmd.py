@@ -30,8 +30,20 @@ def paper(
         bool, typer.Option("--dry-run", help="Log the orders; send nothing, write no state.")
     ] = False,
     feed: Annotated[
-        str, typer.Option(help="Alpaca data feed of the live bars (the free plan: iex).")
-    ] = "iex",
+        str | None,
+        typer.Option(
+            help="Alpaca data feed of the live bars: iex or sip (default: the dataset's own, "
+            "so the agent decides on the bars it trained on)."
+        ),
+    ] = None,
+    realtime: Annotated[
+        bool,
+        typer.Option(
+            "--realtime",
+            help="The data plan serves real-time SIP bars (not the free plan's 15 minutes "
+            "late): sip requests run up to the clock.",
+        ),
+    ] = False,
     poll: Annotated[float, typer.Option(help="Seconds between two polls.")] = DEFAULT_POLL_S,
     lookback: Annotated[
         int, typer.Option(help="Sessions of live history the features are computed on.")
@@ -54,7 +66,7 @@ def paper(
     from finpod.errors import FinpodError
     from finpod.paper.trader import PaperTrader
 
-    if feed not in ("iex", "sip"):
+    if feed is not None and feed not in ("iex", "sip"):
         raise FinpodError(f"unknown feed {feed!r}", "use iex or sip")
     if poll <= 0 or lookback < 2:
         raise FinpodError("--poll must be > 0 and --lookback at least 2", "e.g. --poll 30")
@@ -64,6 +76,7 @@ def paper(
         data_dir=data,
         dry_run=dry_run,
         feed=feed,
+        realtime=realtime,
         lookback_sessions=lookback,
         feature_file=feature_file,
         log=lambda line: console.print(escape(line), highlight=False, soft_wrap=True),

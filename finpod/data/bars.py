@@ -33,8 +33,10 @@ class Bars:
     Attributes:
         timestamps: (T,) tz-aware (America/New_York) bar times.
         tickers: (N,) symbols, column order of every array.
-        open, high, low, close: (T, N) float32 prices; NaN before a ticker's first bar.
-        volume: (T, N) float32 shares; 0 on filled bars and before the first bar.
+        open, high, low, close: (T, N) prices (float64 from the cleaner, as the source
+            gave them; some sources float32); NaN before a ticker's first bar.
+        volume: (T, N) shares (float64 from the cleaner); 0 on filled bars and before the
+            first bar.
         tradable: (T, N) bool, True only on bars the source really had.
         filled: (T, N) bool, True on bars forward-filled from the past.
         bar: canonical bar size (``"1d"`` or ``"<N>min"``).

@@ -25,10 +25,16 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
   bar on, for good (``report["delisted"]``): the env converts such a position to cash at
   its last valid close (:data:`DELISTING_RULE`).
 - close-to-close moves beyond ±50 % in log terms are listed (``large_moves``) but kept.
+- one bad row is one bad row (:mod:`finpod.data.row_rules`): a few rows far from the rest
+  of their ticker (a typed year, 2016-03-15 among 2019 rows) are an error naming them, and
+  so is a ticker with fewer than ``min_bars`` bars (dropped and listed with its cause
+  under ``--drop-bad-tickers``).
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
-  and last bar (or that have fewer than ``min_bars`` bars) are dropped and reported.
-  This is a choice of universe made over the whole range (like picking the tickers to
-  download); it never changes a price or a feature of the tickers kept.
+  and last bar are dropped and reported. This is a choice of universe made over the whole
+  range (like picking the tickers to download); it never changes a price or a feature of
+  the tickers kept.
+- the dataset's range is the span of the tickers kept: a ticker that is dropped never
+  moves the range, the splits or the other tickers' listing dates.
 """
 
 from __future__ import annotations
@@ -48,6 +54,13 @@ from finpod.data.bars import (
 )
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
 from finpod.data.columns import refuse_separated_numbers
+from finpod.data.row_rules import (
+    MIN_TICKER_BARS,
+    bar_label_per_ticker,
+    refuse_naive_utc,
+    refuse_stray_rows,
+    sparse_tickers,
+)
 from finpod.data.stages import (
     DELISTING_RULE,
     LARGE_MOVE_LOG,
@@ -66,14 +79,12 @@ from finpod.data.ticker_rule import (
 )
 from finpod.data.timestamps import (
     EPOCH_UNITS,
-    detect_bar_label,
     infer_bar,
-    infer_bar_ns,
+    infer_bar_per_ticker,
     one_bar_size,
     parse_timestamps,
     read_stamps,
     stamp_dates,
-    utc_ns,
 )
 from finpod.data.vendor import refuse_excel_serials
 from finpod.errors import FinpodError
@@ -114,7 +125,7 @@ def clean_long(
     start: str | pd.Timestamp | None = None,
     end: str | pd.Timestamp | None = None,
     min_coverage: float = 0.8,
-    min_bars: int = 2,
+    min_bars: int = MIN_TICKER_BARS,
     ticker: str | None = None,
     where: str = "input",
     date_format: str | None = None,
@@ -133,7 +144,8 @@ def clean_long(
         start, end: optional date range to keep (inclusive).
         min_coverage: a ticker with bars on less than this fraction of the grid between its
             first and last bar is dropped.
-        min_bars: a ticker with fewer bars is dropped.
+        min_bars: a ticker with fewer bars is an error naming it (dropped and listed with
+            ``drop_bad_tickers``).
         ticker: ticker for every row when the table has no ``tic`` column.
         where: name of the input, used in error messages.
         date_format: ``strftime`` pattern of every timestamp (e.g. ``%d/%m/%Y``); needed
@@ -170,7 +182,7 @@ def clean_long(
     check_tickers(tic, where)
     one_bar_size(instant, wall, tic.fillna(""), where)
     if bar is None:
-        bar = infer_bar_ns(utc_ns(instant))
+        bar = infer_bar_per_ticker(instant, tic)
         report["bar_inferred"] = bar
     bar = normalize_bar(bar)
     minutes = bar_minutes(bar)
@@ -253,6 +265,8 @@ def clean_long(
             "each (timestamp, ticker) needs one row; fix the conflicting rows",
         )
 
+    refuse_stray_rows(ts_ns, tic_codes, tic_names, frame.index.to_numpy(), df, where)
+
     # Calendar grid.
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
     sess = sessions(local.min(), local.max(), calendar)
@@ -268,16 +282,27 @@ def clean_long(
     )
     stamp = ts_ns
     if not daily:
-        label = bar_label
-        if label == "auto":
-            label = detect_bar_label(local, minutes)
-            if label == "end":
+        shift = np.int64(minutes) * 60_000_000_000
+        if bar_label == "auto":
+            names_now = [str(x) for x in tic_names]
+            is_end, by_label = bar_label_per_ticker(local, tic_codes, names_now, minutes, where)
+            stamp = np.where(is_end[tic_codes], ts_ns - shift, ts_ns)
+            if set(by_label) == {"end"}:
                 report["bar_label"] = "end (shifted to bar start)"
-        if label == "end":
-            stamp = ts_ns - np.int64(minutes) * 60_000_000_000
+            elif len(by_label) > 1:
+                report["bar_label"] = (
+                    f"per ticker: end (shifted to bar start) for {', '.join(by_label['end'])}; "
+                    f"start for {', '.join(by_label['start'])}"
+                )
+        elif bar_label == "end":
+            stamp = ts_ns - shift
     pos = np.searchsorted(grid_ns, stamp)
     pos_c = np.minimum(pos, len(grid_ns) - 1)
     on_grid = grid_ns[pos_c] == stamp
+    if not daily and timezone != "UTC" and str(notes.get("input_timezone", "")).startswith("naive"):
+        refuse_naive_utc(
+            wall, frame.index.to_numpy(), on_grid, grid_ns, bar_label, minutes, where, timezone
+        )
     if (~on_grid).any():
         dropped["outside_sessions"] = int((~on_grid).sum())
         lose(~on_grid, OUTSIDE_SESSIONS)
@@ -300,7 +325,7 @@ def clean_long(
     n_idx, kept_names = pd.factorize(frame["tic"].to_numpy(), sort=True)
     names = [str(x) for x in kept_names]
 
-    # Trim the grid to the span of kept bars.
+    # Trim the grid to the span of kept bars (again below, once sparse tickers are gone).
     t0, t1 = int(t_idx.min()), int(t_idx.max()) + 1
     grid = grid[t0:t1]
     t_idx = t_idx - t0
@@ -313,34 +338,20 @@ def clean_long(
     observed = np.zeros((T, N), dtype=bool)
     observed[t_idx, n_idx] = True
 
-    # Sparse tickers.
-    counts = observed.sum(axis=0)
-    first = np.where(counts > 0, observed.argmax(axis=0), T)
-    last = np.where(counts > 0, T - 1 - observed[::-1].argmax(axis=0), -1)
-    life = np.maximum(last - first + 1, 1)
-    coverage = counts / life
-    sparse = (coverage < min_coverage) | (counts < min_bars)
-    if sparse.any():
-        report.setdefault("tickers_dropped", {}).update(
-            {
-                names[
-                    i
-                ]: f"{int(counts[i])} bars over {int(life[i])} sessions ({coverage[i]:.0%} coverage)"
-                for i in np.flatnonzero(sparse)
-            }
-        )
-    keep = ~sparse
-    if not keep.any():
-        cause = f" after dropping rows ({_summary(dropped)})" if dropped else ""
-        raise FinpodError(
-            f"{where}: every ticker is too sparse to use (< {min_coverage:.0%} coverage or "
-            f"< {min_bars} bars){cause}",
-            "fix the rows named, or lower --min-coverage",
-        )
+    keep = sparse_tickers(
+        observed, grid, names, min_bars, min_coverage, drop_bad_tickers, where, report
+    )
     names = [n for n, k in zip(names, keep, strict=True) if k]
-    arrays = {k: v[:, keep] for k, v in arrays.items()}
     observed = observed[:, keep]
-    first, last = first[keep], last[keep]
+    # The range is the span of the tickers kept: a dropped one never stretches it.
+    alive = np.flatnonzero(observed.any(axis=1))
+    t0, t1 = int(alive[0]), int(alive[-1]) + 1
+    grid = grid[t0:t1]
+    observed = observed[t0:t1]
+    arrays = {k: v[t0:t1][:, keep] for k, v in arrays.items()}
+    T = len(grid)
+    first = observed.argmax(axis=0)
+    last = T - 1 - observed[::-1].argmax(axis=0)
 
     filled_prices, filled = forward_fill(arrays, observed)
     n_filled = filled.sum(axis=0)

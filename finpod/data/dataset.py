@@ -5,7 +5,9 @@ A dataset directory holds:
 - ``bars.parquet``: one row per (bar, ticker) on the full calendar grid, sorted by time
   then ticker: ``timestamp, tic, open, high, low, close, volume, tradable, filled``, the
   optional bool masks ``buyable`` and ``delisted`` (when the source sets them) and one
-  float32 column per feature. Prices are NaN before a ticker's first bar.
+  float32 column per feature. Prices and volumes are float64, as the source gave them
+  (manifest ``price_precision``; older datasets: float32). Prices are NaN before a
+  ticker's first bar.
 - ``benchmark.parquet`` (when the source has one): ``timestamp, close`` of the index level
   on the same grid, each bar showing the last level known when the bar closes
   (:mod:`finpod.data.benchmark`).
@@ -58,7 +60,7 @@ from finpod.data.manifest import (
     load_manifest,
     universe_entry,
 )
-from finpod.data.outdir import prepare_out
+from finpod.data.outdir import drop_marker, prepare_out
 from finpod.data.splits import (
     DEFAULT_EMBARGO_SESSIONS,
     DEFAULT_FRACTIONS,
@@ -69,6 +71,7 @@ from finpod.data.splits import (
 )
 from finpod.data.store import (
     MASKS,
+    PRICE_DTYPE,
     ROWS_PER_GROUP_BARS,
     content_hash,
     load_split,
@@ -79,6 +82,9 @@ from finpod.data.user_features import USER_SCALING
 from finpod.errors import FinpodError
 
 SOURCES = tuple(sources.LOADERS)
+#: Source options that name files or folders the build reads (or caches into): an
+#: ``--overwrite`` is refused while one of them lies inside the dataset it would replace.
+INPUT_OPTIONS = ("path", "benchmark", "cache_dir")
 # The splits, the manifest and the dataset's files live in finpod.data.splits/.manifest/
 # .store, align_benchmark, bars_to_market and from_frame in finpod.data.benchmark/.inmemory;
 # they stay importable from here (finpod.data.synthetic_market imports bars_to_market here).
@@ -181,7 +187,8 @@ def build_dataset(
         )
     out = Path(out)
     # The output is checked (and its temporary folder made) before any work is done.
-    tmp, made = prepare_out(out, overwrite)
+    inputs = tuple(opts[k] for k in INPUT_OPTIONS if opts.get(k) is not None)
+    tmp, made = prepare_out(out, overwrite, inputs)
     try:
         return _build_into(
             tmp,
@@ -297,7 +304,7 @@ def _build_into(
         bench_vals = (
             None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
         )
-        digest = content_hash(bars, feats, names, bench_vals, plan)
+        digest = content_hash(bars, feats, names, bench_vals, plan, PRICE_DTYPE)
         bpy = bars_per_year(bars.bar, calendar, start=bars.timestamps[0], end=bars.timestamps[-1])
         manifest = Manifest(
             format=FORMAT_VERSION,
@@ -331,6 +338,7 @@ def _build_into(
                 "cleaning_report": "cleaning_report.json",
             },
             user_features=user_checks or None,
+            price_precision=np.dtype(PRICE_DTYPE).name,
         )
         wtask = prog.add_task("write parquet", total=len(bars.timestamps))
         write_bars(tmp / "bars.parquet", bars, feats, names, lambda n: prog.advance(wtask, n))
@@ -344,5 +352,6 @@ def _build_into(
             atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
         atomic_write_json(tmp / "cleaning_report.json", loaded.report)
         atomic_write_json(tmp / "manifest.json", manifest.to_dict())
+        drop_marker(tmp)
         replace_dir(tmp, out)
     return out

@@ -36,10 +36,12 @@ def market_features(
     extra = sorted(bars.extra)
     # The user columns are checked first: a refused one fails before the long computation.
     user = {name: user_feature(name, bars) for name in extra}
+    # From the float32 prices the env trades on, whatever the stored precision: a float64
+    # dataset and a float32 one of the same prices give the agent the same features.
     feats = compute_features(
-        bars.close,
-        bars.high,
-        bars.low,
+        np.asarray(bars.close, dtype=np.float32),
+        np.asarray(bars.high, dtype=np.float32),
+        np.asarray(bars.low, dtype=np.float32),
         bars.timestamps,
         bars.bar,
         progress=progress,

@@ -168,6 +168,10 @@ class Manifest:
     """Build time, ISO 8601 UTC."""
     files: Mapping[str, str | None] | None = None
     """File of each part: ``bars``, ``benchmark`` (None: no benchmark), ``cleaning_report``."""
+    price_precision: str | None = None
+    """How prices and volumes are stored: ``"float64"`` (the source's values); absent in
+    older datasets, which stored float32 (about 7 significant digits: 312473.86 was
+    stored as 312473.875)."""
     user_features: Mapping[str, Any] | None = None
     """Each user feature (a column the user named, or a source's own such as
     ``alpha_signal``): ``{"scaling", "lookahead_check"}`` (see
@@ -280,6 +284,7 @@ _KINDS: dict[str, tuple[type, ...]] = {
     "created": _TEXT,
     "files": _TABLE,
     "user_features": _TABLE,
+    "price_precision": _TEXT,
 }
 _ORDER = tuple(_KINDS)
 

@@ -1,6 +1,13 @@
 """The output folder of a dataset build: checked before any work, written through a
 temporary folder beside it (``.<out>.<pid>-<random>``, renamed into place at the end), and
-the temporary folders of builds that were killed removed by the next build."""
+the temporary folders of builds that were killed removed by the next build.
+
+finpod deletes only what it made: each temporary folder holds a marker file
+(:data:`TEMP_MARKER`) naming that very folder, written when the folder is made and checked
+before a later build removes it. A folder beside ``out`` whose name merely looks like a
+temporary one (a user's backup ``.ds.20240101``) is never touched. An ``--overwrite`` is
+refused while an input of the build (``--path``, ``--benchmark``) lies inside the dataset
+folder it would replace."""
 
 from __future__ import annotations
 
@@ -13,14 +20,24 @@ from pathlib import Path
 
 from finpod.errors import FinpodError
 
+#: File inside each temporary build folder; its text names the folder (see the module doc).
+TEMP_MARKER = ".finpod-temporary"
 
-def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
+
+def _marker_text(folder: Path) -> str:
+    return f"finpod temporary build folder {folder.name}\n"
+
+
+def prepare_out(
+    out: Path, overwrite: bool, inputs: tuple[str | Path, ...] = ()
+) -> tuple[Path, list[Path]]:
     """Check that ``out`` can receive a dataset and make the temporary folder beside it.
 
-    Returns ``(tmp, made)``: the temporary folder and the parent folders created for it
-    (removed again if the build fails). Raises :class:`FinpodError` when ``out`` is a file,
-    lies under a file, is a non-dataset folder with content, already holds a dataset and
-    ``overwrite`` is False, or cannot be written.
+    Returns ``(tmp, made)``: the temporary folder (holding its :data:`TEMP_MARKER`) and the
+    parent folders created for it (removed again if the build fails). Raises
+    :class:`FinpodError` when ``out`` is a file, lies under a file, is a non-dataset folder
+    with content, already holds a dataset and ``overwrite`` is False, holds one of the
+    build's ``inputs`` (files the build reads), or cannot be written.
     """
     remove_stale_temp_folders(out)  # even when this build is refused below
     hint = "choose another --out"
@@ -41,6 +58,8 @@ def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
                 f"{out} already holds a dataset",
                 "use it as it is, or pass --overwrite to replace it",
             )
+        if content:
+            _refuse_inputs_inside(out, inputs)
     parent = out.absolute().parent
     ancestor = parent
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -53,6 +72,7 @@ def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
         parent.mkdir(parents=True, exist_ok=True)
         # The pid in the name tells a later build whether this one is still running.
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}-", dir=parent))
+        (tmp / TEMP_MARKER).write_text(_marker_text(tmp))
     except OSError as err:
         for folder in reversed(made):
             try:
@@ -70,6 +90,38 @@ def prepare_out(out: Path, overwrite: bool) -> tuple[Path, list[Path]]:
     return tmp, made
 
 
+def _refuse_inputs_inside(out: Path, inputs: tuple[str | Path, ...]) -> None:
+    """Raise when an input path lies inside ``out``: replacing ``out`` would delete it."""
+    root = out.resolve()
+    for item in inputs:
+        if item is None:
+            continue
+        path = Path(item).resolve()
+        if path == root or root in path.parents:
+            raise FinpodError(
+                f"--overwrite would delete {item}, an input of this build, which lies inside "
+                f"the dataset folder {out}",
+                "move the input out of the dataset folder first, or choose another --out",
+            )
+
+
+def drop_marker(tmp: Path) -> None:
+    """Remove the marker from a finished temporary folder just before it becomes the
+    dataset: a dataset (or a copy of it) never looks like a temporary folder."""
+    (tmp / TEMP_MARKER).unlink(missing_ok=True)
+
+
+def _made_by_finpod(folder: Path) -> bool:
+    """True when ``folder`` holds a marker naming it (a temporary folder finpod made)."""
+    marker = folder / TEMP_MARKER
+    try:
+        if marker.is_symlink() or not marker.is_file():
+            return False
+        return marker.read_text()[:200] == _marker_text(folder)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 #: Names (after ``.<out>.``) of the temporary folders a build makes beside ``out``: this
 #: build's ``<pid>-<random>``, the ``old-<pid>`` of a swap (:func:`finpod.atomic.replace_dir`),
 #: and the bare ``<random>`` of builds before the pid was in the name.
@@ -78,8 +130,9 @@ _TEMP_NAME = re.compile(r"^(?:(?:old-)?(\d+)(?:-[a-z0-9_]{8})?|[a-z0-9_]{8})$")
 
 def remove_stale_temp_folders(out: str | Path) -> list[Path]:
     """Remove the temporary folders ``.<out>.<…>`` that an interrupted build left beside
-    ``out`` (killed, or its machine stopped). A folder whose build process is still
-    running on this machine is left alone. Returns the folders removed."""
+    ``out`` (killed, or its machine stopped). Only folders holding finpod's marker for
+    that very folder are removed; a folder whose build process is still running on this
+    machine is left alone. Returns the folders removed."""
     out = Path(out)
     parent = out.absolute().parent
     removed = []
@@ -91,6 +144,8 @@ def remove_stale_temp_folders(out: str | Path) -> list[Path]:
         match = _TEMP_NAME.match(folder.name[len(out.name) + 2 :])
         if match is None or folder.is_symlink() or not folder.is_dir():
             continue
+        if not _made_by_finpod(folder):
+            continue  # a look-alike name (a user's backup): not ours to delete
         if match.group(1) is not None and _process_alive(int(match.group(1))):
             continue
         shutil.rmtree(folder, ignore_errors=True)

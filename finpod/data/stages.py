@@ -39,7 +39,8 @@ def forward_fill(
         observed: (T, N) bool.
 
     Returns:
-        (float32 arrays, filled mask). Entries before the first observation stay NaN
+        (arrays in their input type, float64 from the cleaner, and the filled mask).
+        Entries before the first observation stay NaN
         (prices) / 0 (volume) and are not ``filled``.
     """
     T, N = observed.shape
@@ -53,8 +54,10 @@ def forward_fill(
     out: dict[str, np.ndarray] = {}
     for col in PRICE_COLUMNS:
         a = np.where(observed, arrays[col], np.where(listed, last_close, np.nan))
-        out[col] = a.astype(np.float32)
-    out["volume"] = np.where(observed, arrays["volume"], 0.0).astype(np.float32)
+        out[col] = a.astype(arrays[col].dtype, copy=False)
+    out["volume"] = np.where(observed, arrays["volume"], 0.0).astype(
+        arrays["volume"].dtype, copy=False
+    )
     return out, filled
 
 

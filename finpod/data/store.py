@@ -1,6 +1,12 @@
 """A dataset's files: ``bars.parquet`` written by row group and read back a split at a time,
 and the content hash that ties the files to the manifest (see :mod:`finpod.data.dataset`).
 
+Prices and volumes are stored as float64, as the sources give them (a float32 column
+would turn 312473.86 into 312473.875 and a volume of 197881354 into 197881360);
+:data:`PRICE_DTYPE` is recorded in the manifest (``price_precision``). Datasets of older
+formats hold float32 columns and keep their hash. The env reads prices as float32 either
+way (:func:`load_split`); only the dataset keeps the source's digits.
+
 The content hash is the SHA-256 of the data itself (tickers, bar size, feature names,
 timestamps, prices, volumes, masks incl. ``buyable``/``delisted`` when present, features,
 benchmark, split boundaries), never of
@@ -32,6 +38,10 @@ from finpod.errors import FinpodError
 
 #: Bars (timestamps) per Parquet row group; load_split reads only the groups it needs.
 ROWS_PER_GROUP_BARS = 4096
+#: Stored type of the price and volume columns (older datasets: float32).
+PRICE_DTYPE = np.float64
+#: The price and volume columns of bars.parquet.
+PRICE_VOLUME = ("open", "high", "low", "close", "volume")
 #: Optional (T, N) bool columns of bars.parquet, written when the source sets them.
 MASKS = ("buyable", "delisted")
 
@@ -42,8 +52,10 @@ def content_hash(
     feature_names: list[str],
     benchmark: np.ndarray | None,
     splits: dict[str, dict[str, Any]] | None,
+    price_dtype: Any = np.float32,
 ) -> str:
-    """SHA-256 of the dataset's content (see the module docstring)."""
+    """SHA-256 of the dataset's content (see the module docstring); prices and volumes
+    are hashed as ``price_dtype``, the type they are stored in (float32: older datasets)."""
     h = hashlib.sha256()
     header = {
         "tickers": list(bars.tickers),
@@ -59,9 +71,9 @@ def content_hash(
         t1 = min(T, t0 + step)
         for arr in (bars.open, bars.high, bars.low, bars.close):
             # NaN payloads can differ; hash the tensor form (0.0 = no price) plus the mask.
-            a = np.nan_to_num(arr[t0:t1], nan=0.0).astype(np.float32)
+            a = np.nan_to_num(arr[t0:t1], nan=0.0).astype(price_dtype)
             h.update(a.tobytes())
-        h.update(bars.volume[t0:t1].astype(np.float32).tobytes())
+        h.update(bars.volume[t0:t1].astype(price_dtype).tobytes())
         h.update(bars.tradable[t0:t1].tobytes())
         h.update(bars.filled[t0:t1].tobytes())
         h.update(np.ascontiguousarray(features[t0:t1], dtype=np.float32).tobytes())
@@ -88,7 +100,7 @@ def write_bars(
     fields = [
         pa.field("timestamp", ts_type),
         pa.field("tic", pa.dictionary(pa.int32(), pa.string())),
-        *[pa.field(c, pa.float32()) for c in ("open", "high", "low", "close", "volume")],
+        *[pa.field(c, pa.from_numpy_dtype(PRICE_DTYPE)) for c in PRICE_VOLUME],
         pa.field("tradable", pa.bool_()),
         pa.field("filled", pa.bool_()),
         *[pa.field(m, pa.bool_()) for m in masks],
@@ -112,8 +124,8 @@ def write_bars(
                         pa.array(np.tile(np.arange(N, dtype=np.int32), n)), tic_dict
                     ),
                     *[
-                        pa.array(getattr(bars, c)[t0:t1].reshape(-1))
-                        for c in ("open", "high", "low", "close", "volume")
+                        pa.array(getattr(bars, c)[t0:t1].reshape(-1).astype(PRICE_DTYPE))
+                        for c in PRICE_VOLUME
                     ],
                     pa.array(bars.tradable[t0:t1].reshape(-1)),
                     pa.array(bars.filled[t0:t1].reshape(-1)),
@@ -275,14 +287,15 @@ def verify_dataset(dataset_dir: str | Path) -> str:
 
     grid = _grid_reader(table, T, N)
     ts = _timestamps(grid)
+    stored = table.schema.field("close").type.to_pandas_dtype()  # float32: older datasets
     bars = Bars(
         timestamps=ts,
         tickers=tickers,
-        open=grid("open"),
-        high=grid("high"),
-        low=grid("low"),
-        close=grid("close"),
-        volume=grid("volume"),
+        open=grid("open", stored),
+        high=grid("high", stored),
+        low=grid("low", stored),
+        close=grid("close", stored),
+        volume=grid("volume", stored),
         tradable=grid("tradable", np.bool_),
         filled=grid("filled", np.bool_),
         bar=man.bar,
@@ -294,7 +307,7 @@ def verify_dataset(dataset_dir: str | Path) -> str:
     if bench_file:
         bench = pq.read_table(dataset_dir / bench_file).column("close").to_numpy()
     splits = {k: s.to_dict() for k, s in man.splits.items()}
-    digest = content_hash(bars, feats, names, bench, splits)
+    digest = content_hash(bars, feats, names, bench, splits, stored)
     if digest != man.hash:
         raise FinpodError(
             f"{dataset_dir} does not match its manifest (content hash {digest[:12]} ≠ {man.hash[:12]})",

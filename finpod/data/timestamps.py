@@ -346,6 +346,28 @@ def infer_bar_ns(ns: np.ndarray) -> str:
     return f"{minutes}min"
 
 
+def infer_bar_per_ticker(instant: pd.Series, tic: pd.Series) -> str:
+    """The bar size read from each ticker's own spacing: the most common positive step
+    between consecutive stamps of the same ticker. Stamps of different tickers are never
+    subtracted: daily bars written three ways (a date, ``16:00`` New York, UTC midnight)
+    are daily, not a 3-hour grid. Falls back to :func:`infer_bar_ns` over all stamps
+    when no ticker has two."""
+    ok = (instant.notna() & tic.notna() & (tic != "")).to_numpy(dtype=bool)
+    ns = utc_ns(instant[ok])
+    codes, _ = pd.factorize(tic[ok])
+    order = np.lexsort((ns, codes))
+    ns, codes = ns[order], codes[order]
+    step = np.diff(ns)
+    step = step[(np.diff(codes) == 0) & (step > 0)]
+    if len(step) == 0:
+        return infer_bar_ns(utc_ns(instant))
+    vals, counts = np.unique(step, return_counts=True)
+    minutes = int(vals[counts.argmax()]) // 60_000_000_000
+    if minutes >= 24 * 60 or minutes <= 0:
+        return "1d"
+    return f"{minutes}min"
+
+
 def detect_bar_label(local: pd.DatetimeIndex, minutes: int) -> str:
     """``"end"`` when intraday stamps of New York wall time ``local`` hit 16:00 but never
     09:30 (each bar is stamped at its end), else ``"start"``."""

@@ -2,10 +2,17 @@
 with the keys from the environment, requests paced and retried like the data client's, and
 every failure sorted into one of a few kinds the trader acts on.
 
+An order (``POST /v2/orders``) is sent once and never re-sent by the HTTP layer: a lost
+answer (dropped connection, timeout, HTTP 5xx or 429) is the trader's to settle, by
+looking the order up by its client order id. Every other request (reads, cancels) is
+retried with backoff like the data client's (:mod:`finpod.data.sources.alpaca_client`).
+
 Kinds of :class:`BrokerError` (``kind``): ``"rate_limit"`` (HTTP 429 after the retries),
-``"connection"`` (no answer: refused, reset, timed out, after the retries), ``"rejected"``
-(the account refused an order: 403/422, e.g. insufficient buying power, a halted or
-inactive asset), ``"not_found"`` (404) and ``"other"``. Answers are JSON dicts (raw data):
+``"connection"`` (no answer: refused, reset, timed out, after the retries), ``"server"``
+(HTTP 5xx), ``"duplicate"`` (HTTP 422 "client_order_id must be unique": the account has
+the order already), ``"rejected"`` (the account refused an order: 403/422, e.g.
+insufficient buying power, a halted or inactive asset), ``"not_found"`` (404), ``"auth"``
+(401: the keys) and ``"other"``. Answers are JSON dicts (raw data):
 finpod reads the documented fields only (``status``, ``qty``, ``filled_qty``,
 ``filled_avg_price``, ``client_order_id``, ...).
 """
@@ -20,16 +27,21 @@ from typing import Any
 import requests
 
 from finpod.data.sources.alpaca_client import (
+    CONNECT_TIMEOUT_S,
     FREE_RATE_PER_MIN,
     KEY_ENV,
+    READ_TIMEOUT_S,
     SECRET_ENV,
-    make_client,
+    backoff_s,
     need_keys,
+    paced_session,
 )
 from finpod.errors import FinpodError
 
 #: Environment variable of the trading server's base URL (default: Alpaca's paper server).
 TRADING_URL_ENV = "FINPOD_ALPACA_TRADING_URL"
+#: Alpaca's paper trading server.
+PAPER_URL = "https://paper-api.alpaca.markets"
 #: Order states after which nothing more happens to an order.
 FINAL_STATES = ("filled", "canceled", "expired", "rejected", "replaced", "done_for_day")
 #: Order states of an order that may still fill.
@@ -44,6 +56,11 @@ OPEN_STATES = (
     "pending_cancel",
     "pending_replace",
 )
+
+
+def trading_url() -> str:
+    """The trading server's base URL as configured (``FINPOD_ALPACA_TRADING_URL``)."""
+    return os.environ.get(TRADING_URL_ENV, "").strip().rstrip("/") or PAPER_URL
 
 
 class BrokerError(FinpodError):
@@ -68,10 +85,11 @@ def broker_error(err: Exception, what: str) -> BrokerError:
     if isinstance(err, BrokerError):
         return err
     if isinstance(err, requests.ConnectionError | requests.Timeout | ConnectionError):
-        url = os.environ.get(TRADING_URL_ENV) or "paper-api.alpaca.markets"
         return BrokerError(
-            f"lost the connection to {url} during {what}: {type(err).__name__}",
-            "nothing is sent twice: the next try looks the order up by its client order id",
+            f"lost the connection to the trading server {trading_url()} during {what}: "
+            f"{type(err).__name__}",
+            f"nothing is sent twice: the order is looked up by its client order id "
+            f"(check the network, and {TRADING_URL_ENV} if set)",
             "connection",
         )
     status = getattr(err, "status_code", None)
@@ -83,6 +101,10 @@ def broker_error(err: Exception, what: str) -> BrokerError:
             "rate_limit",
             429,
         )
+    if status == 422 and "client_order_id must be unique" in msg:
+        return BrokerError(
+            f"{what}: the account has this client order id already", None, "duplicate", 422
+        )
     if status in (403, 422):
         return BrokerError(f"{what} rejected (HTTP {status}: {msg})", None, "rejected", status)
     if status == 404:
@@ -91,8 +113,15 @@ def broker_error(err: Exception, what: str) -> BrokerError:
         return BrokerError(
             f"Alpaca rejected the API keys (HTTP 401: {msg})",
             "use the paper account's keys (alpaca.markets → Paper → API keys)",
-            "other",
+            "auth",
             401,
+        )
+    if status is not None and 500 <= int(status) < 600:
+        return BrokerError(
+            f"{what} failed: the trading server answered HTTP {status} ({msg})",
+            "a server error: the next poll tries again",
+            "server",
+            int(status),
         )
     return BrokerError(f"{what} failed (HTTP {status}: {msg})", None, "other", status)
 
@@ -117,9 +146,17 @@ class Broker:
         self.client = TradingClient(key, secret, paper=True, raw_data=True, url_override=url)
         self.counter: dict[str, float] = {"requests": 0, "retries": 0, "waited_s": 0.0}
         # The data client's HTTP session: paced to the plan's rate, 429/5xx and dropped
-        # connections retried with exponential backoff (FINPOD_ALPACA_BACKOFF_S). The SDK's
-        # own fixed retry is switched off so the session alone decides when to try again.
-        self.client._session = make_client(rate_per_min, self.counter)._session
+        # connections retried with exponential backoff (FINPOD_ALPACA_BACKOFF_S), messages
+        # naming the trading server. The SDK's own fixed retry is switched off so the session
+        # alone decides when to try again, and an order is never retried (module docstring).
+        paced = paced_session(
+            rate_per_min,
+            backoff_s(),
+            self.counter,
+            lambda line: None,
+            (trading_url(), TRADING_URL_ENV),
+        )
+        self.client._session = _OrdersOnce(paced, self.counter)
         self.client._retry_codes = [0]
 
     def _call(self, what: str, fn, *args) -> Any:
@@ -130,6 +167,10 @@ class Broker:
             return fn(*args)
         except (APIError, OSError) as err:
             raise broker_error(err, what) from None
+        except BrokerError:
+            raise
+        except FinpodError as err:  # the session's own: no connection after its tries
+            raise BrokerError(err.message, err.hint, "connection") from None
 
     def clock(self) -> dict[str, Any]:
         """``GET /v2/clock``: ``timestamp``, ``is_open``, ``next_open``, ``next_close``."""
@@ -186,10 +227,39 @@ class Broker:
         )
 
 
+class _OrdersOnce:
+    """The HTTP session of the trading client: ``POST`` (an order) goes out once, paced,
+    with the timeouts and no retry; every other request through ``paced``'s retries."""
+
+    def __init__(self, paced, counter: dict) -> None:
+        self.paced = paced
+        self.counter = counter
+
+    def request(self, method: str, url: str, **kwargs):
+        if method.upper() != "POST":
+            return self.paced.request(method, url, **kwargs)
+        kwargs.setdefault("timeout", (CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+        self.paced._take()
+        self.counter["requests"] += 1
+        # the plain session's request: the paced one's would retry a lost answer
+        return requests.Session.request(self.paced, method, url, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.paced, name)
+
+
+#: Kinds of :class:`BrokerError` a later poll may not meet again.
+TRANSIENT_KINDS = ("connection", "rate_limit", "server")
+#: Phrases of the data client's errors after its retries (no answer, 429/5xx).
+TRANSIENT_DATA = ("cannot reach Alpaca", "kept answering HTTP", "gave no answer")
+
+
 def transient(err: Exception) -> bool:
-    """Whether a poll's error is worth another poll: a lost connection or a rate limit of
-    the trading or the data API."""
+    """Whether a poll's error is worth another poll: a lost connection, a rate limit or a
+    server error (HTTP 5xx) of the trading or the data API."""
     if isinstance(err, BrokerError):
-        return err.kind in ("connection", "rate_limit")
-    text = str(err)
-    return "cannot reach Alpaca" in text or "kept answering HTTP" in text
+        return err.kind in TRANSIENT_KINDS
+    status = getattr(err, "status", None)
+    if status is not None and (status == 429 or 500 <= int(status) < 600):
+        return True
+    return any(phrase in str(err) for phrase in TRANSIENT_DATA)

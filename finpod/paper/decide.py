@@ -77,6 +77,8 @@ class RunAgent:
     feature_file: Path | None = None
     """CSV/Parquet of ``timestamp|date, tic`` and the :attr:`user_features` columns, read
     again at each decision (:mod:`finpod.data.feature_table`)."""
+    feed: str = "sip"
+    """The Alpaca feed of the bars the agent trained on (:func:`dataset_feed`)."""
 
 
 def load_run_agent(
@@ -125,7 +127,17 @@ def load_run_agent(
         ensemble=ensemble,
         user_features=needed,
         feature_file=None if feature_file is None else Path(feature_file),
+        feed=dataset_feed(manifest),
     )
+
+
+def dataset_feed(manifest: dict[str, Any]) -> str:
+    """The Alpaca feed whose bars are the dataset's: the one an ``alpaca`` dataset records
+    (``iex`` where it records none, as ``finpod info`` reads it), ``sip`` for any other
+    source (vendors' bars hold every exchange's trades, as SIP's do)."""
+    if manifest.get("source") == "alpaca":
+        return str((manifest.get("source_options") or {}).get("feed") or "iex")
+    return "sip"
 
 
 def live_user_features(

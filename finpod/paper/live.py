@@ -9,6 +9,11 @@ window's last bar has the features the dataset would give it; the exponential av
 (MACD, RSI, DX) start at the window's first bar, which moves them by less than
 exp(−window / 30) of their value (≈ 5e-5 for the default 300 sessions of daily bars).
 A bar still forming (its end after the clock's time) is left out.
+
+A decision is taken on fresh bars only (:func:`staleness`): the window's last bar must be
+the latest one complete at the clock's time, give or take one bar and
+:data:`STALE_TOLERANCE` (the free plan's SIP bars are 15 minutes late, so an intraday
+agent on them is refused unless the plan serves real-time SIP bars).
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from finpod.errors import FinpodError
 DEFAULT_LOOKBACK_SESSIONS = 300
 #: Session close in minutes after midnight, New York: a daily bar is complete after it.
 DAILY_CLOSE_MIN = 16 * 60
+#: Session open in minutes after midnight, New York.
+OPEN_MIN = 9 * 60 + 30
+#: How much later than one bar after its end a bar may still be decided on.
+STALE_TOLERANCE = pd.Timedelta(minutes=2)
 
 
 def bar_end(start: pd.DatetimeIndex, bar: str) -> pd.DatetimeIndex:
@@ -57,8 +66,12 @@ def fetch_window(
     lookback_sessions: int,
     calendar: str,
     cache_dir: Path,
+    delayed: bool = True,
+    write_cache: bool = True,
 ) -> pd.DataFrame:
-    """The long table of the tickers' complete bars over the window ending at ``now``."""
+    """The long table of the tickers' complete bars over the window ending at ``now`` (the
+    broker's clock). ``delayed``: SIP requests end 15 minutes before ``now`` (the free
+    plan); ``write_cache=False`` reads the cache and writes nothing (a dry run)."""
 
     now = pd.Timestamp(now).tz_convert(TZ)
     days = window_sessions(now, lookback_sessions, calendar)
@@ -69,6 +82,9 @@ def fetch_window(
         feed=feed,
         cache_dir=cache_dir,
         today=now.tz_localize(None).normalize(),
+        now=now,
+        delayed=delayed,
+        write_cache=write_cache,
     )
     if df.empty:
         return df
@@ -125,3 +141,45 @@ def stale_tickers(market: MarketData) -> list[str]:
     """Tickers without a real bar at the window's last bar (halted, or no trade in it)."""
     last = market.tradable[-1].cpu()
     return [t for t, ok in zip(market.tickers, last.tolist(), strict=True) if not ok]
+
+
+def staleness(
+    last: pd.Timestamp, now: pd.Timestamp, bar: str, calendar: str
+) -> pd.Timedelta | None:
+    """How long before ``now`` the window's ``last`` bar (labelled by its start) ended, when
+    that is too long ago to decide on; None when it is the latest bar one may expect.
+
+    Intraday: too long is more than one bar plus :data:`STALE_TOLERANCE`, counted from the
+    end of the first bar of ``now``'s session (before that, the previous session's last
+    bar is the latest). Daily: a later session closed more than the tolerance ago."""
+    now = pd.Timestamp(now).tz_convert(TZ)
+    last = pd.Timestamp(last).tz_convert(TZ)
+    ended = now - bar_end(pd.DatetimeIndex([last]), bar)[0]
+    minutes = bar_minutes(bar)
+    if minutes is None:
+        day = last.tz_localize(None).normalize()
+        later = sessions(day + pd.Timedelta(days=1), now.tz_localize(None).normalize(), calendar)
+        closes = bar_end(later.tz_localize(TZ), bar)
+        return ended if bool((closes + STALE_TOLERANCE <= now).any()) else None
+    step = pd.Timedelta(minutes=minutes)
+    first_end = now.normalize() + pd.Timedelta(minutes=OPEN_MIN) + step
+    if now < first_end + STALE_TOLERANCE or ended <= step + STALE_TOLERANCE:
+        return None
+    return ended
+
+
+def stale_line(
+    feed: str, bar: str, realtime: bool, last: pd.Timestamp, now: pd.Timestamp, late: pd.Timedelta
+) -> str:
+    """The one line of a decision refused on a bar that ended ``late`` before ``now``."""
+    line = (
+        f"no decision: the last {feed} bar ({last}) ended {int(late.total_seconds() // 60)} "
+        f"min before the clock ({now}), more than one {bar} bar and "
+        f"{STALE_TOLERANCE.total_seconds() / 60:g} min"
+    )
+    if feed == "sip" and not realtime and bar != "1d":
+        return line + (
+            " (the free plan's SIP bars are 15 minutes late: pass --realtime if your plan "
+            "serves real-time SIP bars)"
+        )
+    return line + " (the feed is behind: waiting for fresh bars)"

@@ -1,13 +1,18 @@
 """What ``finpod paper`` keeps in ``RUN/paper/``, each file written atomically.
 
-- ``state.json`` (:class:`PaperState`): the last decision bar done, every order sent (by
+- ``state.json`` (:class:`PaperState`): the last decision bar done, every order (by
   client order id, with its last known status and fills), the positions seen after the
-  last step. It is rewritten after each confirmed submission, so an interrupted or killed
-  trader never leaves an order that it sent and does not know about.
-- ``journal.jsonl``: one JSON object per line, appended. ``"decision"`` lines: the bar
-  decided on, the account value and cash, the agent's intended weights, the orders (or,
-  with ``--dry-run``, the orders it would have sent); ``"fills"`` lines: the orders of a
-  decision with their final status and filled shares, and the weights the account holds
+  last step. An order is written there as ``"pending"`` *before* it is sent, and again
+  with the account's answer, so a killed trader never leaves an order that it sent and
+  does not know about: the next start looks every pending id up in the account first.
+- ``journal.jsonl``: one JSON object per line, each keyed (:func:`journal_key`), so
+  writing a record again replaces it instead of adding a line: a kill or Ctrl-C at any
+  point leaves exactly one ``"decision"`` and at most one ``"fills"`` record per
+  decision. ``"decision"``: the bar decided on, the account value and cash, the agent's
+  intended weights, the orders (written before the first order is sent);
+  ``"order"``: one per client order id the account has, with what the account last
+  said of it (status, filled shares and price); ``"fills"``: the orders of a decision
+  with their final status and filled shares, and the weights the account holds
   afterwards (filled weights, to set against the intended ones).
 
 Client order ids are derived from (run, decision bar, symbol) only (:func:`client_order_id`):
@@ -34,6 +39,10 @@ PAPER_DIR = "paper"
 STATE_FILE = "state.json"
 JOURNAL_FILE = "journal.jsonl"
 STATE_FORMAT = "finpod-paper-1"
+#: Status of an order written to the state before it is sent (and of one whose answer
+#: was lost): only the account can say whether it arrived. ``"unknown"``: the same, as
+#: states written by earlier versions say it.
+PENDING = ("pending", "unknown")
 
 
 def client_order_id(run_id: str, decision: pd.Timestamp, symbol: str) -> str:
@@ -73,6 +82,10 @@ class PaperState:
             if o.get("status") not in FINAL_STATES and o.get("status") != "dry_run"
         ]
 
+    def pending_orders(self) -> list[str]:
+        """Client order ids written before sending whose arrival the account has not told."""
+        return [cid for cid, o in self.orders.items() if o.get("status") in PENDING]
+
 
 def paper_dir(run_dir: Path) -> Path:
     return Path(run_dir) / PAPER_DIR
@@ -102,12 +115,34 @@ def save_state(run_dir: Path, state: PaperState) -> None:
     atomic_write_json(paper_dir(run_dir) / STATE_FILE, asdict(state))
 
 
-def append_journal(run_dir: Path, record: dict[str, Any]) -> None:
-    """Append one JSON line to ``journal.jsonl`` (the file is rewritten atomically)."""
+def journal_key(record: dict[str, Any]) -> tuple[str, str]:
+    """What makes a journal record unique: ``("order", client order id)``, or
+    ``(kind, decision bar)`` for the ``decision`` and ``fills`` records."""
+    kind = str(record.get("kind"))
+    if kind == "order":
+        return kind, str(record.get("client_order_id"))
+    return kind, str(record.get("decision"))
+
+
+def write_journal(run_dir: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` to ``journal.jsonl``: in place of the record with its
+    :func:`journal_key`, else as a new last line (the file is rewritten atomically)."""
     path = paper_dir(run_dir) / JOURNAL_FILE
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    key = journal_key(record)
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
     line = json.dumps(record, sort_keys=True, default=str)
-    atomic_write_text(path, old + line + "\n")
+    out, placed = [], False
+    for old in lines:
+        if not old.strip():
+            continue
+        if not placed and journal_key(json.loads(old)) == key:
+            out.append(line)
+            placed = True
+        elif journal_key(json.loads(old)) != key:
+            out.append(old)
+    if not placed:
+        out.append(line)
+    atomic_write_text(path, "\n".join(out) + "\n")
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
@@ -118,17 +153,31 @@ def read_journal(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def decisions_without_fills(run_dir: Path, before: pd.Timestamp) -> list[str]:
+    """The journal's decisions before ``before`` that have no ``fills`` record yet."""
+    records = read_journal(run_dir)
+    have = {r["decision"] for r in records if r.get("kind") == "fills"}
+    return [
+        r["decision"]
+        for r in records
+        if r.get("kind") == "decision"
+        and r["decision"] not in have
+        and pd.Timestamp(r["decision"]) < before
+    ]
+
+
 def fills_record(
     state: PaperState,
     tickers: list[str],
     held: dict[str, float],
     cash: float,
     close: list[float],
+    decision: str | None = None,
 ) -> dict[str, Any]:
-    """The ``"fills"`` journal line of ``state``'s last decision: its orders as they ended
-    and the weights the account holds now (``held`` shares, ``cash`` dollars, marked at
-    ``close``, one price per ticker)."""
-    done = state.last_decision
+    """The ``"fills"`` journal line of ``decision`` (default: ``state``'s last): its orders
+    as they ended and the weights the account holds now (``held`` shares, ``cash``
+    dollars, marked at ``close``, one price per ticker)."""
+    done = state.last_decision if decision is None else decision
     pos = [held.get(s, 0.0) * c for s, c in zip(tickers, close, strict=True)]
     value = cash + sum(pos)
     return {

@@ -2,20 +2,32 @@
 
 A poll (:meth:`PaperTrader.step`): read the clock; update the orders still open (fills,
 rejections; a partial fill still open when a new decision comes is cancelled); if a new
-complete bar is a decision bar of the strategy, fetch the live window, read the account,
-decide (:func:`finpod.paper.decide.decide`) and send the orders, sells first. Daily agents
+complete bar is a decision bar of the strategy, fetch the live window (the dataset's own
+feed by default), check that its last bar is fresh, read the account, decide
+(:func:`finpod.paper.decide.decide`) and send the orders, sells first. Daily agents
 decide after the session close (their market orders fill at the next open, as the env's
 do); intraday agents while the market is open, after each bar.
 
 Nothing is sent twice: each order's client order id is derived from (run, decision bar,
-symbol); before sending, the trader looks in its state and then in the account for that
-id, and the state is written after each confirmed submission. A request lost with the
-connection leaves the order ``"unknown"`` until a later lookup says whether it arrived.
+symbol). Before an order is sent it is written to the state as ``"pending"``; an order
+goes out once (the HTTP layer never re-sends it), and a lost answer (dropped connection,
+timeout, HTTP 5xx or 429) or a "client_order_id must be unique" means: look the order up
+by its id and record what the account says. Every start, and every poll, looks each
+pending id up before deciding anything.
 
-Each of these gives one line in the log and a safe state (nothing half-known, the poll
-ends, the next poll starts from the account): market closed, a symbol without a bar at the
-decision bar (halted), an order rejected, a partial fill, a rate limit (HTTP 429 after the
-retries), a lost connection.
+The journal (:mod:`finpod.paper.state`) is keyed, so a kill or Ctrl-C at any point
+leaves one ``decision`` and one ``fills`` record per decision: the decision is written
+before its first order is sent, and written again (in place) if a restart decides on the
+same bar.
+
+Transient failures (HTTP 5xx or 429 after the retries, a lost connection, also at start)
+end the poll with one line, and the next poll comes after a backoff (the poll interval,
+doubling, at most :data:`MAX_RETRY_WAIT_S`); :data:`MAX_FAILED_POLLS` failed polls in a
+row stop the trader with one line, its state ready to resume. Keys, configuration and
+any other error stop it at once, the state saved.
+
+One line and a safe state each (the next poll starts from the account): market closed,
+a stale last bar, a halted symbol, a rejected order, a partial fill, a transient failure.
 """
 
 from __future__ import annotations
@@ -31,28 +43,27 @@ import torch
 
 from finpod.data.user_features import MissingUserValues
 from finpod.errors import FinpodError
-from finpod.paper.broker import Broker, BrokerError, transient
+from finpod.paper.broker import Broker, transient
 from finpod.paper.decide import RunAgent, decide, is_decision_bar, load_run_agent
 from finpod.paper.live import (
     DEFAULT_LOOKBACK_SESSIONS,
     fetch_window,
+    stale_line,
     stale_tickers,
+    staleness,
     window_market,
 )
-from finpod.paper.state import (
-    PaperState,
-    append_journal,
-    client_order_id,
-    fills_record,
-    load_state,
-    paper_dir,
-    save_state,
-)
+from finpod.paper.orders import MIN_ORDER_SHARES, OrderDesk
+from finpod.paper.state import STATE_FILE, PaperState, client_order_id, load_state, paper_dir
 
-#: Shares below this are not sent (fractional orders: Alpaca's smallest is 1e-9 share).
-MIN_ORDER_SHARES = 1e-6
 #: Decimals of a fractional order's quantity.
 QTY_DECIMALS = 6
+#: Polls in a row that may fail with a transient error (HTTP 5xx or 429 after the
+#: request's own retries, a lost connection) before the trader stops; start it again to
+#: resume.
+MAX_FAILED_POLLS = 10
+#: Longest wait after a failed poll, seconds (the poll interval, doubling per failure).
+MAX_RETRY_WAIT_S = 300.0
 
 
 def _ts(text: Any) -> pd.Timestamp:
@@ -60,7 +71,7 @@ def _ts(text: Any) -> pd.Timestamp:
     return ts.tz_localize("UTC") if ts.tzinfo is None else ts
 
 
-class PaperTrader:
+class PaperTrader(OrderDesk):
     """A run's agent on the paper account (module docstring). ``log`` receives every line."""
 
     def __init__(
@@ -70,15 +81,17 @@ class PaperTrader:
         *,
         data_dir: str | Path | None = None,
         dry_run: bool = False,
-        feed: str = "iex",
+        feed: str | None = None,
         lookback_sessions: int = DEFAULT_LOOKBACK_SESSIONS,
         log: Callable[[str], None] = print,
         feature_file: str | Path | None = None,
+        realtime: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir, feature_file)
         self.dry_run = dry_run
-        self.feed = feed
+        self.feed = feed or self.agent.feed
+        self.realtime = realtime
         self.lookback = int(lookback_sessions)
         self._log = log
         self.broker = Broker()
@@ -86,26 +99,6 @@ class PaperTrader:
         self.stopping = False
         self.sent: list[str] = []  # client order ids this process submitted
         self._said: str | None = None
-
-    # ------------------------------------------------------------------------ logging
-    def log(self, line: str) -> None:
-        self._log(line)
-        if not self.dry_run:
-            path = paper_dir(self.run_dir) / "paper.log"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            stamp = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-            with path.open("a", encoding="utf-8") as fh:  # an append-only log, like train.log
-                fh.write(f"{stamp} {line}\n")
-
-    def say_once(self, line: str) -> None:
-        """Log ``line`` unless it is what the last poll said (a closed market is said once)."""
-        if line != self._said:
-            self.log(line)
-        self._said = line
-
-    def _save(self) -> None:
-        if not self.dry_run:
-            save_state(self.run_dir, self.state)
 
     # ------------------------------------------------------------------------- start
     def start(self) -> None:
@@ -117,8 +110,15 @@ class PaperTrader:
         self.log(
             f"paper trading run {self.agent.run_id}, agent {self.agent.name} "
             f"({', '.join(self.agent.pod_ids)}), {self.agent.bar} bars, "
-            f"{len(self.agent.tickers)} tickers{', dry run: nothing is sent' if self.dry_run else ''}"
+            f"{len(self.agent.tickers)} tickers, {self.feed} bars"
+            f"{', dry run: nothing is sent' if self.dry_run else ''}"
         )
+        if self.feed != self.agent.feed:
+            self.log(
+                f"live bars from the {self.feed} feed, the dataset's are {self.agent.feed}: "
+                f"the agent decides on other bars than it trained on (leave --feed out to "
+                f"use {self.agent.feed})"
+            )
         self.refresh_orders(new_decision=False)
         held = self.broker.positions()
         tickers = set(self.agent.tickers)
@@ -138,110 +138,11 @@ class PaperTrader:
         self.positions_seen(held)
         self._save()
 
-    def expected_positions(self) -> dict[str, float]:
-        """Shares per symbol the record says the account holds: those seen last, plus
-        what the recorded orders filled since."""
-        out = dict(self.state.positions)
-        for o in self.state.orders.values():
-            extra = float(o.get("filled_qty") or 0.0) - float(o.get("counted_qty") or 0.0)
-            if extra:
-                out[o["symbol"]] = out.get(o["symbol"], 0.0) + (extra if o["qty"] > 0 else -extra)
-        return out
-
-    def positions_seen(self, held: dict[str, float]) -> None:
-        """Record ``held`` as the account's shares: every recorded fill is in them."""
-        self.state.positions = {s: q for s, q in held.items() if s in set(self.agent.tickers)}
-        for o in self.state.orders.values():
-            o["counted_qty"] = float(o.get("filled_qty") or 0.0)
-
-    # ------------------------------------------------------------------------ orders
-    def _record(self, cid: str, order: dict[str, Any]) -> dict[str, Any]:
-        rec = self.state.orders.setdefault(cid, {})
-        rec.update(
-            id=order.get("id"),
-            status=str(order.get("status")),
-            filled_qty=float(order.get("filled_qty") or 0.0),
-            filled_avg_price=float(order.get("filled_avg_price") or 0.0),
-        )
-        return rec
-
-    def refresh_orders(self, new_decision: bool) -> None:
-        """Update every order that may still change; with ``new_decision``, cancel what is
-        left of a partially filled one (the new decision starts from what was filled)."""
-        for cid in self.state.open_orders():
-            rec = self.state.orders[cid]
-            if rec.get("status") == "unknown":
-                found = self.broker.order_by_client_id(cid)
-                if found is None:
-                    self.log(f"order {cid} never reached the account: it may be sent again")
-                    del self.state.orders[cid]
-                    self._save()
-                    continue
-                self.log(f"order {cid} reached the account before the connection was lost")
-                rec = self._record(cid, found)
-            else:
-                rec = self._record(cid, self.broker.order(str(rec["id"])))
-            side, qty = ("buy" if rec["qty"] > 0 else "sell"), abs(rec["qty"])
-            what = f"{side} {qty:g} {rec['symbol']}"
-            if rec["status"] == "rejected":
-                self.log(f"order rejected by the account: {what} ({cid})")
-            elif rec["status"] == "filled":
-                self.log(f"filled: {what} at {rec['filled_avg_price']:g}")
-            elif rec["status"] in ("canceled", "expired"):
-                self.log(f"{rec['status']}: {what}, {rec['filled_qty']:g} filled")
-            elif rec["status"] == "partially_filled" and new_decision and self.dry_run:
-                self.log(f"dry run: would cancel the rest of {what} ({rec['filled_qty']:g} filled)")
-            elif rec["status"] == "partially_filled" and new_decision:
-                self.broker.cancel(str(rec["id"]))
-                rec["status"] = "canceled"
-                self.log(
-                    f"partial fill: {what}: {rec['filled_qty']:g} filled at "
-                    f"{rec['filled_avg_price']:g}; the rest is cancelled before the next decision"
-                )
-            self._save()
-
-    def send(self, cid: str, symbol: str, qty: float, decision: pd.Timestamp) -> None:
-        """Send one order unless the state or the account already knows its id."""
-        side = "buy" if qty > 0 else "sell"
-        what = f"{side} {abs(qty):g} {symbol}"
-        known = self.state.orders.get(cid)
-        if known is not None and known.get("status") != "unknown":
-            return
-        if self.dry_run:
-            self.log(f"dry run: would {what} ({cid})")
-            return
-        found = self.broker.order_by_client_id(cid)
-        if found is not None:
-            self.state.orders[cid] = {"decision": str(decision), "symbol": symbol, "qty": qty}
-            self._record(cid, found)
-            self._save()
-            self.log(f"order {cid} ({what}) is already in the account: not sent again")
-            return
-        self.state.orders[cid] = {
-            "decision": str(decision),
-            "symbol": symbol,
-            "qty": qty,
-            "status": "unknown",
-        }
-        try:
-            order = self.broker.submit(symbol, qty, cid)
-        except BrokerError as err:
-            if err.kind == "rejected":
-                self.state.orders[cid].update(status="rejected", reason=err.message)
-                self._save()
-                self.log(f"order rejected: {what}: {err.message}")
-                return
-            self._save()  # "unknown": the next poll looks it up before anything is sent
-            raise
-        self._record(cid, order)
-        self._save()
-        self.sent.append(cid)
-        self.log(f"sent: {what} ({cid}, {self.state.orders[cid]['status']})")
-
     # ------------------------------------------------------------------------- steps
     def step(self) -> str:
         """One poll; returns what happened: ``"closed"``, ``"open"`` (a daily agent waits
-        for the close), ``"waiting"`` (no new decision bar), ``"decided"`` or ``"stopped"``."""
+        for the close), ``"waiting"`` (no new decision bar), ``"stale"`` (the live bars
+        are late: no decision), ``"decided"`` or ``"stopped"``."""
         clock = self.broker.clock()
         now = _ts(clock["timestamp"])
         daily = self.agent.bar == "1d"
@@ -253,7 +154,9 @@ class PaperTrader:
                 f"market open: a daily agent decides after the close ({clock.get('next_close')})"
             )
             return "open"
-        self._said = None
+        if not self.dry_run:
+            for cid in self.state.pending_orders():  # before anything is decided
+                self.resolve(cid)
         bars = fetch_window(
             self.agent.tickers,
             self.agent.bar,
@@ -262,6 +165,8 @@ class PaperTrader:
             lookback_sessions=self.lookback,
             calendar=self.agent.calendar,
             cache_dir=paper_dir(self.run_dir) / "cache",
+            delayed=not self.realtime,
+            write_cache=not self.dry_run,
         )
         try:
             market = window_market(
@@ -282,10 +187,15 @@ class PaperTrader:
         done = self.state.last_decision
         if done is not None and last <= pd.Timestamp(done):
             return "waiting"
+        late = staleness(last, now, self.agent.bar, self.agent.calendar)
+        if late is not None:
+            self.say_once(stale_line(self.feed, self.agent.bar, self.realtime, last, now, late))
+            return "stale"
+        self._said = None
         if not is_decision_bar(self.agent, market):
             return "waiting"
         self.refresh_orders(new_decision=True)
-        self._journal_fills(market)
+        self._journal_fills(market, before=pd.Timestamp(last))
         for sym in stale_tickers(market):
             self.log(f"{sym}: no bar at {last} (halted or no trade): not traded at this bar")
         account = self.broker.account()
@@ -307,17 +217,19 @@ class PaperTrader:
                 for s, w in zip(self.agent.tickers, made.intended.tolist(), strict=True)
             )
         )
-        for qty, sym in orders:
-            if self.stopping:
-                self.log("stopping: the orders not yet sent are left for the next start")
-                return "stopped"
-            self.send(client_order_id(self.agent.run_id, last, sym), sym, qty, last)
+        planned = {client_order_id(self.agent.run_id, last, s): (q, s) for q, s in orders}
+        earlier = {  # orders of an interrupted try at this bar that reached the account
+            c: (o["qty"], o["symbol"])
+            for c, o in self.state.orders.items()
+            if o.get("decision") == str(last) and c not in planned
+        }
         if not self.dry_run:
             self._journal(
                 {
                     "kind": "decision",
                     "decision": str(last),
                     "time": str(now),
+                    "feed": self.feed,
                     "account_value": made.value,
                     "cash": float(account["cash"]),
                     "held_weights": dict(zip(self.agent.tickers, made.held.tolist(), strict=True)),
@@ -325,60 +237,72 @@ class PaperTrader:
                         zip(self.agent.tickers, made.intended.tolist(), strict=True)
                     ),
                     "orders": [
-                        {
-                            "symbol": s,
-                            "qty": q,
-                            "client_order_id": client_order_id(self.agent.run_id, last, s),
-                        }
-                        for q, s in orders
+                        {"symbol": s, "qty": q, "client_order_id": c}
+                        for c, (q, s) in {**earlier, **planned}.items()
                     ],
                 }
             )
+        for cid, (qty, sym) in planned.items():
+            if self.stopping:
+                self.log("stopping: the orders not yet sent are left for the next start")
+                return "stopped"
+            self.send(cid, sym, qty, last)
         self.state.last_decision = str(last)
         self._save()
         return "decided"
 
-    def _journal(self, record: dict[str, Any]) -> None:
-        append_journal(self.run_dir, record)
-
-    def _journal_fills(self, market) -> None:
-        """The ``"fills"`` line of the last decision (:func:`fills_record`)."""
-        if self.state.last_decision is None or self.dry_run:
-            return
-        cash = float(self.broker.account()["cash"])
-        close = market.close[-1].to(torch.float64).tolist()
-        self._journal(
-            fills_record(self.state, self.agent.tickers, self.broker.positions(), cash, close)
-        )
-
     # -------------------------------------------------------------------------- loop
-    def run(self, poll_s: float, max_decisions: int | None = None, once: bool = False) -> int:
+    def run(
+        self,
+        poll_s: float,
+        max_decisions: int | None = None,
+        once: bool = False,
+        max_failed_polls: int = MAX_FAILED_POLLS,
+    ) -> int:
         """Poll until Ctrl-C (or ``max_decisions`` decisions, or one poll with ``once``).
 
         Ctrl-C lets the request in flight finish and its answer be recorded, then stops:
-        returns 0. A lost connection or a rate limit ends the poll with one line and the
-        next poll tries again (``once``: the error is raised)."""
+        returns 0. A transient failure (module docstring) ends the poll with one line and
+        the next poll comes after a backoff; ``max_failed_polls`` in a row raise
+        :class:`FinpodError`, the state saved (``once``: the first error is raised)."""
         previous = signal.getsignal(signal.SIGINT)
 
         def on_sigint(signum, frame) -> None:
             self.stopping = True
 
         signal.signal(signal.SIGINT, on_sigint)
-        decisions = 0
+        decisions = failed = 0
+        started = False
         try:
-            self.start()
             while not self.stopping:
+                wait = poll_s
                 try:
+                    if not started:
+                        self.start()
+                        started = True
                     what = self.step()
+                    failed = 0
                 except FinpodError as err:
+                    self._save()
                     if once or not transient(err):
                         raise
-                    self.log(f"{err}; trying again in {poll_s:g} s")
+                    failed += 1
+                    if failed >= max_failed_polls:
+                        raise FinpodError(
+                            f"{failed} polls in a row failed, the last: {err.message}",
+                            f"every order is recorded in {paper_dir(self.run_dir) / STATE_FILE}:"
+                            " start finpod paper again to resume",
+                        ) from None
+                    wait = min(MAX_RETRY_WAIT_S, poll_s * 2 ** (failed - 1))
+                    self.log(
+                        f"{err.message}; poll failed ({failed}/{max_failed_polls}), "
+                        f"trying again in {wait:g} s"
+                    )
                     what = "error"
                 decisions += what == "decided"
                 if once or (max_decisions is not None and decisions >= max_decisions):
                     break
-                end = time.monotonic() + poll_s
+                end = time.monotonic() + wait
                 while not self.stopping and time.monotonic() < end:
                     time.sleep(min(0.2, max(0.0, end - time.monotonic())))
         finally:
@@ -387,6 +311,6 @@ class PaperTrader:
             self._save()
             self.log(
                 f"stopped on Ctrl-C: every order sent is recorded in "
-                f"{paper_dir(self.run_dir) / 'state.json'}; start again to continue"
+                f"{paper_dir(self.run_dir) / STATE_FILE}; start again to continue"
             )
         return 0

@@ -73,13 +73,7 @@ class DataPlane:
         manifest, or the manifest's hash differs from ``expected_hash`` (a resumed run).
         Needs a connected Ray (``ray.init`` done).
         """
-        digest = verify_dataset(dataset_dir)
-        _release_arrow_memory()
-        if expected_hash is not None and digest != expected_hash:
-            raise FinpodError(
-                f"dataset {dataset_dir} has hash {digest[:12]}, the run expects {expected_hash[:12]}",
-                "pass the run's original dataset with --data",
-            )
+        digest = verified_hash(dataset_dir, expected_hash)
         refs: dict[str, Any] = {}
         nbytes: dict[str, int] = {}
         shapes: dict[str, tuple[int, int, int]] = {}
@@ -102,6 +96,21 @@ class DataPlane:
         """``[train_ref, validation_ref]``, nested in a list so Ray hands the pod refs, not
         values (the pod fetches them itself, inside its start-up)."""
         return [self.refs[s] for s in POD_SPLITS]
+
+
+def verified_hash(dataset_dir: str | Path, expected_hash: str | None = None) -> str:
+    """The content hash of ``dataset_dir`` recomputed from its files, never read from its
+    manifest: a ``bars.parquet`` edited after the build fails here even though the
+    manifest still carries the old hash. Raises :class:`~finpod.errors.FinpodError` when
+    the files do not match the manifest, or the hash differs from ``expected_hash``."""
+    digest = verify_dataset(dataset_dir)
+    _release_arrow_memory()
+    if expected_hash is not None and digest != expected_hash:
+        raise FinpodError(
+            f"dataset {dataset_dir} has hash {digest[:12]}, the run expects {expected_hash[:12]}",
+            "pass the run's original dataset with --data",
+        )
+    return digest
 
 
 def _release_arrow_memory() -> None:

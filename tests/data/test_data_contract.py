@@ -116,6 +116,8 @@ def test_a_signal_during_download_removes_the_temporary_folder(tmp_path, signum,
 
 
 def test_a_later_build_removes_a_stale_temporary_folder(tmp_path, capsys):
+    from finpod.data.outdir import TEMP_MARKER
+
     out = tmp_path / "ds"
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
@@ -123,13 +125,15 @@ def test_a_later_build_removes_a_stale_temporary_folder(tmp_path, capsys):
     stale = [
         tmp_path / f".ds.{int(dead.stdout)}-abcd1234",  # a build killed mid-way
         tmp_path / ".ds.k2j4h5g6",  # from a build before the pid was in the name
-        tmp_path / f".ds.old-{int(dead.stdout)}",  # a swap cut short
     ]
     for folder in stale:
         folder.mkdir()
         (folder / "bars.parquet").write_bytes(b"partial")
+        # the marker finpod writes into each temporary folder it makes
+        (folder / TEMP_MARKER).write_text(f"finpod temporary build folder {folder.name}\n")
     running = tmp_path / f".ds.{os.getpid()}-zzzz9999"  # a build still running
     running.mkdir()
+    (running / TEMP_MARKER).write_text(f"finpod temporary build folder {running.name}\n")
     mine = tmp_path / ".ds.backup"  # the user's own folder
     mine.mkdir()
     args = ("--source", "synthetic", "--n-tickers", "2", "--years", "0.2")

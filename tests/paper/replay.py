@@ -3,6 +3,7 @@ documented shapes: GET /v2/clock, /v2/account, /v2/positions, POST /v2/orders (a
 ``client_order_id`` is refused with 422, as Alpaca does), GET /v2/orders/{id},
 GET /v2/orders:by_client_order_id (404 when unknown), DELETE /v2/orders/{id}, and
 GET /v2/stocks/bars (one timeframe, only the bars that exist at the server's clock).
+Faults (:meth:`~loopback.LoopbackServer.inject`) hit any of these.
 
 The test moves the clock (:meth:`AlpacaPaper.set_clock`) and plays the market's open
 (:meth:`AlpacaPaper.fill_open_orders`: market orders fill at the session's open, or part of
@@ -79,6 +80,8 @@ class AlpacaPaper(LoopbackServer):
         self.orders: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.posts: list[dict] = []
+        self.duplicates: list[str] = []  # client order ids a POST sent again
+        self.feeds: list[str] = []  # the feed of each bars request
         self.now = pd.Timestamp("2000-01-01", tz="UTC")
         self.is_open = False
         self.reject: dict[str, str] = {}  # symbol → message of a 403
@@ -92,7 +95,7 @@ class AlpacaPaper(LoopbackServer):
             def do_GET(self):
                 path, q = self.query()
                 server.requests.append(("GET", path))
-                self.send_json(*server.get(path, q))
+                self.answer(server.fault_for("GET", path), lambda: server.get(path, q))
 
             def do_DELETE(self):
                 path, _ = self.query()
@@ -112,7 +115,7 @@ class AlpacaPaper(LoopbackServer):
                 ):
                     server.stalled.set()
                     server.release.wait(30)
-                self.send_json(*server.post(body))
+                self.answer(server.fault_for("POST", path), lambda: server.post(body))
 
         super().__init__(Handler)
 
@@ -206,6 +209,7 @@ class AlpacaPaper(LoopbackServer):
             if body["symbol"] in self.reject:
                 return 403, {"code": 40310000, "message": self.reject[body["symbol"]]}
             if any(o["client_order_id"] == body["client_order_id"] for o in self.orders.values()):
+                self.duplicates.append(body["client_order_id"])
                 return 422, {"code": 40010001, "message": "client_order_id must be unique"}
             oid = str(uuid.uuid4())
             order = {
@@ -233,6 +237,7 @@ class AlpacaPaper(LoopbackServer):
 
     def bar_page(self, q: dict) -> dict:
         assert q["timeframe"] == self.timeframe, q
+        self.feeds.append(q.get("feed", ""))
         lo, hi = bar_window(q)
         out: dict[str, list] = {}
         for sym in q["symbols"].split(","):

@@ -45,7 +45,7 @@ def test_dry_run_logs_the_orders_and_sends_nothing(server, run_dir, trained, cap
     assert out.count("dry run: would buy") == 3, out
     assert not [r for r in server.requests if r[0] in ("POST", "DELETE")]
     assert server.posts == []
-    assert not (run_dir / "paper" / "state.json").exists()
+    assert not (run_dir / "paper").exists()  # no state, no log, no bar cache
 
 
 def test_ctrl_c_with_an_order_in_flight_records_it_and_stops(server, run_dir, trained):
@@ -63,6 +63,11 @@ def test_ctrl_c_with_an_order_in_flight_records_it_and_stops(server, run_dir, tr
     assert recorded == {"AAA": "accepted", "BBB": "accepted"}
     assert state["last_decision"] is None  # the decision is not done: CCC was never sent
     assert len(server.posts) == 2
+    # the decision is journaled before its first order, each order the account took once
+    path = run_dir / "paper" / "journal.jsonl"
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["decision", "order", "order"]
+    assert {r["symbol"] for r in records[1:]} == {"AAA", "BBB"}
 
 
 def test_a_process_killed_mid_decision_restarts_without_sending_twice(
@@ -84,7 +89,10 @@ def test_a_process_killed_mid_decision_restarts_without_sending_twice(
     symbols = sorted(s for _, s, _ in server.sent())
     assert symbols == ["AAA", "BBB", "CCC"], restarted.lines
     assert len(server.posts) == 3  # no POST was refused as a duplicate: none was repeated
-    assert any("already in the account: not sent again" in x for x in restarted.lines)
+    # the order in flight was pending in the state: the start looked it up before deciding
+    assert any(
+        "is in the account (accepted): recorded, not sent again" in x for x in restarted.lines
+    )
 
 
 def test_missing_keys_are_one_line(run_dir, trained, monkeypatch):

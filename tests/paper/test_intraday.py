@@ -97,7 +97,10 @@ def setup(intraday_run, tmp_path, monkeypatch):
         monkeypatch.setenv(key, value)
     run = shutil.copytree(intraday_run[0], tmp_path / "runs" / "r5")
     lines: list[str] = []
-    trader = PaperTrader(run, data_dir=intraday_run[1], lookback_sessions=40, log=lines.append)
+    # bars from files are consolidated (sip) bars; the replay serves them without delay
+    trader = PaperTrader(
+        run, data_dir=intraday_run[1], lookback_sessions=40, log=lines.append, realtime=True
+    )
     trader.lines = lines
     trader.start()
     yield trader, srv, run
@@ -144,3 +147,19 @@ def test_an_intraday_agent_waits_while_the_market_is_closed(setup):
     assert len(closed) == 1
     assert closed[0].endswith(f"next open {server.get('/v2/clock', {})[1]['next_open']}")
     assert server.posts == []
+
+
+def test_delayed_sip_bars_are_refused_in_one_line_and_real_time_ones_decided_on(setup):
+    from finpod.paper.trader import PaperTrader
+
+    realtime, server, run = setup
+    first = TRAIN_DAYS * BARS_PER_DAY + 6  # a decision bar, half an hour into the session
+    end = STARTS[first] + pd.Timedelta(minutes=5, seconds=20)
+    server.set_clock(str(end.tz_localize(None)), is_open=True)
+    lines: list[str] = []
+    delayed = PaperTrader(run, lookback_sessions=40, log=lines.append)  # the free plan
+    assert delayed.step() == "stale"
+    (line,) = [x for x in lines if "no decision" in x]
+    assert "15 minutes late" in line and "--realtime" in line
+    assert server.posts == []
+    assert realtime.step() == "decided"

@@ -62,7 +62,8 @@ def data_url() -> str:
     return os.environ.get(URL_ENV, "").strip().rstrip("/") or "https://data.alpaca.markets"
 
 
-def _backoff_s() -> float:
+def backoff_s() -> float:
+    """The first backoff wait, seconds (``FINPOD_ALPACA_BACKOFF_S``, default 2)."""
     try:
         return max(0.0, float(os.environ.get(BACKOFF_ENV, "2")))
     except ValueError as err:
@@ -95,12 +96,20 @@ def network_cause(err: BaseException) -> str:
     return type(err).__name__
 
 
-def _paced_session(
-    rate_per_min: float, backoff_s: float, counter: dict, say: Callable[[str], None]
+def paced_session(
+    rate_per_min: float,
+    backoff_s: float,
+    counter: dict,
+    say: Callable[[str], None],
+    server: tuple[str, str] | None = None,
 ):
     """A ``requests.Session`` that paces requests to ``rate_per_min`` (a token bucket of one
     minute's requests), sets timeouts, and retries as the module says; the final answer goes
-    back to the SDK, a connection that cannot be made is one :class:`FinpodError`."""
+    back to the SDK, a connection that cannot be made is one :class:`FinpodError`.
+    ``server``: (base URL, its environment variable) that messages name (default: the
+    data server's)."""
+
+    url, url_env = server or (data_url(), URL_ENV)
 
     class PacedSession(requests.Session):
         def __init__(self) -> None:
@@ -140,7 +149,7 @@ def _paced_session(
                 except requests.ReadTimeout as err:  # connected, then silent: a busy server
                     if attempt >= TRIES:
                         raise FinpodError(
-                            f"Alpaca at {data_url()} gave no answer in {attempt} tries "
+                            f"Alpaca at {url} gave no answer in {attempt} tries "
                             f"({READ_TIMEOUT_S:g} s each)",
                             "wait a few minutes and rerun: days already fetched are cached",
                         ) from err
@@ -152,9 +161,9 @@ def _paced_session(
                     cause = network_cause(err)
                     if refused >= CONNECT_TRIES:
                         raise FinpodError(
-                            f"cannot reach Alpaca at {data_url()}: {cause} ({refused} tries "
+                            f"cannot reach Alpaca at {url}: {cause} ({refused} tries "
                             f"in {time.monotonic() - t0:.1f} s)",
-                            "check the network connection (and FINPOD_ALPACA_DATA_URL if set); "
+                            f"check the network connection (and {url_env} if set); "
                             "days already fetched are cached",
                         ) from err
                     wait = CONNECT_WAIT_S * 2 ** (refused - 1)
@@ -188,7 +197,7 @@ def make_client(
     counter = counter if counter is not None else {}
     for k in ("requests", "retries", "waited_s"):
         counter.setdefault(k, 0)
-    client._session = _paced_session(rate_per_min, _backoff_s(), counter, say or (lambda s: None))
+    client._session = paced_session(rate_per_min, backoff_s(), counter, say or (lambda s: None))
     # The SDK's retry_attempts (its constructor does not take it): 0, so that its own fixed,
     # silent 3 s retry of 429/504 never stacks on the session's shown backoff.
     client._retry = 0
@@ -196,7 +205,14 @@ def make_client(
 
 
 def api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodError:
-    """The one-line finpod error for an Alpaca API failure on ``symbols`` from ``a`` to ``b``."""
+    """The one-line finpod error for an Alpaca API failure on ``symbols`` from ``a`` to ``b``,
+    with the HTTP status as its ``status`` attribute."""
+    out = _api_error(err, feed, symbols, a, b)
+    out.status = getattr(err, "status_code", None)
+    return out
+
+
+def _api_error(err: Exception, feed: str, symbols: list[str], a, b) -> FinpodError:
     status = getattr(err, "status_code", None)
     try:
         msg = str(getattr(err, "message", "") or err)

@@ -98,13 +98,17 @@ def fetch_bars(
     counter: dict | None = None,
     say: Callable[[str], None] | None = None,
     mode: str | None = None,
+    delayed: bool = True,
+    write_cache: bool = True,
 ) -> pd.DataFrame:
     """Bars of ``symbols`` on the session ``days``, as Alpaca returns them (cached).
 
     Each chunk is requested whole or session by session, whichever takes fewer pages
     (:func:`~finpod.data.sources.alpaca_plan.chunk_requests`; ``mode`` = ``"span"`` or
-    ``"sessions"`` forces one). SIP requests end 15 minutes before ``now``, and ``say``
-    shows that line once (and each retry wait).
+    ``"sessions"`` forces one). SIP requests end 15 minutes before ``now`` (the free plan's
+    delay; ``delayed=False`` for a plan that serves real-time SIP bars), and ``say`` shows
+    that line once (and each retry wait). ``write_cache=False`` reads the cache and writes
+    nothing to it.
 
     Returns the long table ``timestamp`` (New York bar start), ``tic``, ``open, high, low,
     close, volume`` of every bar Alpaca sent (the cleaner keeps the session's bars).
@@ -120,7 +124,7 @@ def fetch_bars(
     timeframe = TimeFrame(amount, getattr(TimeFrameUnit, unit))
     now = pd.Timestamp.now(tz="UTC") if now is None else pd.Timestamp(now).tz_convert("UTC")
     today = now.tz_convert(TZ).tz_localize(None).normalize() if today is None else today
-    limit = sip_end(now) if feed == "sip" else None
+    limit = sip_end(now) if feed == "sip" and delayed else None
     root = (
         (Path(cache_dir) if cache_dir else SAMPLE_DIR.parent / "cache" / "alpaca")
         / feed
@@ -174,7 +178,9 @@ def fetch_bars(
                 except APIError as err:
                     raise api_error(err, feed, group, a, b) from None
             for s, df in _frame(raws, group).items():
-                if b < today:  # whole past days only: today's bars are still arriving
+                if (
+                    write_cache and b < today
+                ):  # whole past days only: today's bars are still arriving
                     atomic_write(_cache_file(root, s, a, b), lambda p, df=df: df.to_parquet(p))
                 parts.append(df)
             if task is not None:

@@ -43,11 +43,11 @@ from finpod.data.columns import (
     unnamed_columns,
     unused_note,
 )
+from finpod.data.sources.folder import LAYOUT_HINT, layout_problem, list_bar_files, skipped_note
 from finpod.data.sources.loaded import LoadedSource, check_known, ticker_list
 from finpod.data.ticker_rule import ORIGIN, SPELLING
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
-    TABLE_SUFFIXES,
     apply_ticker_pattern,
     compile_ticker_pattern,
     read_table,
@@ -213,18 +213,11 @@ def load_files(
             f"{root} is neither a directory nor a regular file (a device, a pipe or a socket)",
             "pass --path with a directory of CSV/Parquet bars, or one such file",
         )
-    try:
-        files = (
-            [root]
-            if root.is_file()
-            else sorted(
-                p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(TABLE_SUFFIXES)
-            )
-        )
-    except OSError as err:
-        raise FinpodError(
-            f"cannot list {root}: {err.strerror or err}", "check the path and its permissions"
-        ) from err
+    skipped: dict[str, str] = {}
+    if root.is_file():
+        files = [root]
+    else:
+        files, skipped = list_bar_files(root)
     if benchmark is not None:
         bench_path = Path(benchmark).resolve()
         files = [f for f in files if f.resolve() != bench_path]
@@ -240,7 +233,13 @@ def load_files(
     files_dropped: dict[str, str] = {}
     task = progress.add_task("read files", total=len(files)) if progress is not None else None
     for f in files:
-        df = read_table(f)
+        try:
+            df = read_table(f)
+        except FinpodError as err:
+            layout = layout_problem(f, columns)
+            if layout is None:
+                raise
+            raise FinpodError(f"{f}: {layout}", LAYOUT_HINT) from err
         if len(df) == 0:
             raise FinpodError(f"{f} has no rows", "remove it or fill it with bars")
         replaced = refuse_ambiguous_columns(df, columns, str(f))
@@ -279,7 +278,13 @@ def load_files(
         if missing:
             found = ", ".join(str(c) for c in df.columns if c not in (ORIGIN, SPELLING, "tic"))
             names = sorted(set(df["tic"].dropna().astype("string").str.strip().str.upper()))
-            why = f"{f.name} has no {', '.join(missing)} column (found: {found})"
+            layout = layout_problem(f, columns)
+            if layout is not None:
+                if not drop_bad_tickers:
+                    raise FinpodError(f"{f}: {layout}", LAYOUT_HINT)
+                why = layout
+            else:
+                why = f"{f.name} has no {', '.join(missing)} column (found: {found})"
             if not drop_bad_tickers:
                 raise FinpodError(
                     f"{f}: ticker {', '.join(names[:5])} would vanish: the file has no "
@@ -337,6 +342,8 @@ def load_files(
     if unused_columns:
         report["unused_columns"] = unused_columns
     report["files"] = [f.name for f in files]
+    if skipped:
+        report["files_skipped"] = skipped
     delisted = sorted(report.get("delisted", {}))
     note = (
         f"universe from the files in {root.name} ({len(bars.tickers)} tickers): finpod cannot "
@@ -366,5 +373,5 @@ def load_files(
         universe_info=universe_info(False, note),
         benchmark=bench,
         benchmark_info=bench_info,
-        notes=unused_note(unused_columns),
+        notes=[n for n in (*unused_note(unused_columns), skipped_note(skipped)) if n],
     )
