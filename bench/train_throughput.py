@@ -90,6 +90,9 @@ SB3_MATCHED = {
     "gamma": 0.99,
     "widths": [64, 64],
 }
+#: Strategy group: the learner and the tournament are "matched" when their gradient steps
+#: per env step differ by at most this share.
+MATCH_TOLERANCE = 0.1
 #: SB3 PPO defaults (stable_baselines3/ppo/ppo.py) for the unmatched rows.
 SB3_DEFAULTS = {"num_envs": 1, "horizon": 2048, "update_epochs": 10, "minibatch_size": 64}
 #: Time-to-target learners (both systems), per task.
@@ -776,8 +779,20 @@ def _run(args) -> int:
         results: dict[str, list[dict[str, Any]]] = {"learner": [], "tournament": []}
         for rep in range(args.reps):
             args.seed = rep
+            rows = {}
             for name, fn in (("learner", strategy_learner), ("tournament", strategy_tournament)):
-                row = {**fn(args), **meta, "rep": rep, "row": f"finpod strategy {name}"}
+                rows[name] = {**fn(args), **meta, "rep": rep, "row": f"finpod strategy {name}"}
+            # Like for like only at the same amount of learning: the tournament's pods draw
+            # their update settings from [search], the learner trains the base ones.
+            ratios = [rows[n].get("grad_updates_per_env_step") for n in ("learner", "tournament")]
+            same = all(ratios) and abs(ratios[0] - ratios[1]) <= MATCH_TOLERANCE * ratios[0]
+            for name, row in rows.items():
+                row["matched"] = bool(same)
+                if not same:
+                    row["label"] = (
+                        "unmatched: gradient steps per env step "
+                        f"learner {ratios[0]} vs tournament {ratios[1]}"
+                    )
                 results[name].append(row)
                 emit(row)
         for rows in results.values():

@@ -11,8 +11,12 @@ split is left for the backtest.
 
 from __future__ import annotations
 
+import contextlib
+import math
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +39,7 @@ from finpod.runs import (
     RunDir,
     checkpoint_name,
     find_run,
+    load_candidates,
     read_run_info,
 )
 from finpod.strategy import Strategy, as_strategy
@@ -163,18 +168,34 @@ def _train_and_record(
     spec = strategy.train
     pod_id = f"{strategy.algorithm}-0"
     started = time.perf_counter()
-    result = train(
-        agent,
-        env,
-        total_steps=spec.total_steps,
-        eval_fn=make_trading_eval(valid_market, env_config, spec.score),
-        eval_every=spec.eval_every,
-        run_dir=run_dir,
-        progress=progress,
-        pod_id=pod_id,
-        score_name=spec.score,
-        log=log,
-    )
+    try:
+        with _sigterm_as_interrupt():
+            result = train(
+                agent,
+                env,
+                total_steps=spec.total_steps,
+                eval_fn=make_trading_eval(valid_market, env_config, spec.score),
+                eval_every=spec.eval_every,
+                run_dir=run_dir,
+                progress=progress,
+                pod_id=pod_id,
+                score_name=spec.score,
+                log=log,
+            )
+    except KeyboardInterrupt:
+        # A stopped run is a usable run: its board names the best checkpoint so far.
+        entry = _board_so_far(run_dir, strategy, pod_id)
+        if entry is not None:
+            RunDir(run_dir).record_stopped(int(agent.env_steps), spec.total_steps)
+            if log is not None:
+                log(
+                    f"stopped at {int(agent.env_steps)} of {spec.total_steps} env steps: the "
+                    f"board holds the best checkpoint so far ({entry.env_steps} env steps, "
+                    f"validation {spec.score} {entry.score:.3f}); `finpod backtest "
+                    f"{run_dir}` tests it, `finpod train --resume {run_dir}` continues"
+                )
+        raise
+    RunDir(run_dir).record_stopped(None)
     entry = Entry(
         pod_id=pod_id,
         algorithm=strategy.algorithm,
@@ -193,3 +214,63 @@ def _train_and_record(
             f"{result.best_score:.3f} at {result.best_env_steps} env steps"
         )
     return run_dir
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM (``kill``, a job scheduler, ``timeout``) stops training as
+    Ctrl-C does, so the run's board is written before the process ends (main thread only:
+    elsewhere the signal keeps its handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _board_so_far(run_dir: Path, strategy: Any, pod_id: str) -> Entry | None:
+    """Write the board of a run stopped mid-training: its best-on-validation checkpoint so
+    far, with the validation history of ``metrics.csv`` (None, and nothing written, before
+    the first validation point)."""
+    run = RunDir.open(run_dir)
+    best_file = run.checkpoint(pod_id)
+    score_name = strategy.train.score
+    rows = [r for r in run.metrics if r[0] == pod_id]
+    history = [
+        {"env_steps": r[1], "score": r[5]}
+        for r in rows
+        if r[3] == "validation" and r[4] == score_name
+    ]
+    finite = [h for h in history if math.isfinite(h["score"])]
+    if not best_file.is_file() or not finite:
+        return None
+    best = max(finite, key=lambda h: h["score"])
+    ratio = next(
+        (
+            r[5]
+            for r in rows
+            if r[3] == "train" and r[4] == "updates_per_env_step" and r[1] == best["env_steps"]
+        ),
+        math.nan,
+    )
+    entry = Entry(
+        pod_id=pod_id,
+        algorithm=strategy.algorithm,
+        hparams=strategy.to_dict()["agent"]["hparams"],
+        score=float(best["score"]),
+        checkpoint=checkpoint_name(pod_id),
+        history=history,
+        env_steps=int(best["env_steps"]),
+        updates=round(ratio * best["env_steps"]) if math.isfinite(ratio) else 0,
+    )
+    candidates = max(len(load_candidates(run.path)), len(history))
+    Leaderboard.single(run.path, entry, score_name, candidates)
+    run.record_learning(entry)
+    return entry

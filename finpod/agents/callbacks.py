@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from finpod.agents import deadline
 from finpod.agents.checkpoint import save_checkpoint
 from finpod.agents.loop import Callback, LoopResult, Row, Segment
 from finpod.agents.progress import TrainingBar
@@ -235,11 +236,36 @@ class ProgressBar(Callback):
         self.bar.__exit__()
 
 
-class TimeBudget(Callback):
-    """Stops the loop once ``out_of_time(wall seconds, segments done)`` says so."""
+#: Share of a time-capped job's seconds kept for its last validation and its report
+#: (between :data:`MIN_RESERVE_S` and :data:`MAX_RESERVE_S`).
+RESERVE_SHARE = 0.08
+MIN_RESERVE_S, MAX_RESERVE_S = 1.0, 30.0
 
-    def __init__(self, out_of_time: Callable[[float, int], bool]) -> None:
+
+class TimeBudget(Callback):
+    """Stops the loop once ``out_of_time(wall seconds, segments done)`` says so; with
+    ``max_seconds``, also sets the process's learning deadline
+    (:mod:`finpod.agents.deadline`) that far after ``t0`` minus a reserve for the last
+    validation, so ``learn`` itself stops on time and the segment it cut is still scored."""
+
+    def __init__(
+        self,
+        out_of_time: Callable[[float, int], bool],
+        max_seconds: float | None = None,
+        t0: float | None = None,
+    ) -> None:
         self.out_of_time = out_of_time
+        self.max_seconds = max_seconds
+        self.t0 = time.perf_counter() if t0 is None else t0
+
+    def on_start(self, result: LoopResult) -> None:
+        if self.max_seconds is not None:
+            reserve = min(MAX_RESERVE_S, max(MIN_RESERVE_S, RESERVE_SHARE * self.max_seconds))
+            deadline.set_deadline(self.t0 + max(0.0, self.max_seconds - reserve))
 
     def on_segment(self, segment: Segment) -> bool:
-        return bool(self.out_of_time(segment.wall_s, segment.index))
+        return bool(self.out_of_time(segment.wall_s, segment.index)) or deadline.passed()
+
+    def close(self) -> None:
+        if self.max_seconds is not None:
+            deadline.set_deadline(None)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from finpod.agents import deadline
 from finpod.agents.batched import gather_rows, mlp_on_pair
 from finpod.agents.buffer import FIELDS, check_buffer_fits, replay_buffer_nbytes
 from finpod.agents.cross_section import CrossSectionalCritic, TickerLayout, pooled_value
@@ -280,7 +281,11 @@ class OffPolicyPopulation(Population):
         reward_sum = torch.zeros(K, device=self.device)
         vector_steps = max(1, math.ceil(num_steps / w))
         shape = (w, self.action_dim)
+        done = 0
         for _ in range(vector_steps):
+            if done and deadline.passed():
+                break  # a time-capped pod: stop between vector steps (finpod.agents.deadline)
+            done += 1
             with torch.no_grad():
                 warmup = (self._env_steps < hp.learning_starts).tolist()
                 x = obs.reshape(K, w, self.obs_dim)
@@ -329,7 +334,7 @@ class OffPolicyPopulation(Population):
                         self._updates += active
         self._obs = obs
         out = dict(stats)
-        out["reward_mean"] = reward_sum / vector_steps
+        out["reward_mean"] = reward_sum / done
         return {**out, **self._episodes_stats()}
 
     def _update_precision(self) -> contextlib.AbstractContextManager[Any]:

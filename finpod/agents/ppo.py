@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from finpod.agents import deadline
 from finpod.agents.base import Agent
 from finpod.agents.batched import clip_grad_norm_, gather_rows, mlp
 from finpod.agents.cross_section import (
@@ -195,7 +196,9 @@ class PPOPopulation(Population):
         gamma = self.hp["gamma"].float().repeat_interleave(w)
         gamma_lambda = (self.hp["gamma"] * self.hp["gae_lambda"]).float().repeat_interleave(w)
         stats: dict[str, torch.Tensor] = {}
-        for _ in range(iterations):
+        for iteration in range(iterations):
+            if iteration and deadline.passed():
+                break  # a time-capped pod: stop between rollouts (module finpod.agents.deadline)
             with torch.no_grad():
                 for t in range(horizon):
                     self.obs_buf[:, t] = obs.reshape(K, w, self.obs_dim)
@@ -305,8 +308,9 @@ class PPOPopulation(Population):
         shape = (hp.minibatches_per_epoch or 1, mb)
         active = [True] * K
         stats: dict[str, torch.Tensor] = {}
+        steps_taken = 0
         for _ in range(hp.update_epochs):
-            if not any(active):
+            if not any(active) or (steps_taken and deadline.passed()):
                 break
             mask = None if all(active) else self._mask(active)
             if hp.minibatches_per_epoch is None:
@@ -316,6 +320,8 @@ class PPOPopulation(Population):
                 idx = self._randint(n, shape, active)
                 batches = list(idx.unbind(1))
             for ids in batches:
+                if steps_taken and deadline.passed():
+                    break  # a time-capped pod: the update so far stands
                 loss, step_stats = self._losses(
                     gather_rows(b_obs, ids),
                     gather_rows(b_act, ids),
@@ -330,6 +336,7 @@ class PPOPopulation(Population):
                 clip_grad_norm_([p.grad for p in opt.params], max_norm)
                 opt.step(mask)
                 self._updates += active
+                steps_taken += 1
             if mask is None or not stats:
                 stats = step_stats
             else:

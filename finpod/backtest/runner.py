@@ -347,6 +347,13 @@ def run_backtest(
         disclosures["features"] = user_columns
     if inputs.note:
         disclosures["inputs"] = inputs.note
+    stopped = run_meta.get("stopped")
+    if isinstance(stopped, dict):
+        disclosures["stopped"] = (
+            f"Training was stopped early, at {int(stopped.get('env_steps') or 0):,} of "
+            f"{int(stopped.get('target_steps') or 0):,} env steps: this is the best "
+            "checkpoint on validation so far (finpod train --resume RUN continues it)."
+        )
     selection = {
         "candidates": candidates,
         "num_trials": fallback_n,

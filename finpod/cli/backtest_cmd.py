@@ -150,7 +150,7 @@ def print_result(result, html: Path, verdict: bool = True) -> None:
 
         print_table(console, "capacity (same policy, other account sizes)", header, rows, long_form)
     _print_statistics(result)
-    for topic in ("dataset", "universe", "inputs"):
+    for topic in ("stopped", "dataset", "universe", "inputs"):
         if result.disclosures.get(topic):
             text = escape(str(result.disclosures[topic]))
             console.print(f"[yellow]note:[/] {text}", highlight=False)

@@ -130,6 +130,14 @@ def print_summary(console: Console, result: Any) -> None:
         if best is not None:
             line += f"; the best pod has trained {best.env_steps:,} env steps (with its ancestors)"
         console.print(line, soft_wrap=soft)
+    if summary.budget:
+        console.print(budget_line(summary.budget), soft_wrap=soft, highlight=False)
+    if summary.pods_unscored:
+        console.print(
+            f"[yellow]{summary.pods_unscored} pod(s) not scored[/]: still running well past "
+            "the wall-time cap (train.log names them)",
+            soft_wrap=soft,
+        )
     if summary.node_events or summary.quarantined:
         console.print(
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "
@@ -137,6 +145,25 @@ def print_summary(console: Console, result: Any) -> None:
             soft_wrap=soft,
         )
     console.print(f"run directory: [bold]{result.run_dir}[/]", soft_wrap=soft)
+
+
+def budget_line(budget: dict[str, Any]) -> str:
+    """One line on how a tournament spent its env steps (``run.json``'s ``budget``)."""
+    stops = budget.get("stops") or {}
+    stopped = ", ".join(f"{n} {why.replace('_', ' ')}" for why, n in sorted(stops.items()))
+    line = (
+        f"budget ({budget.get('scheme', '?')}): {budget.get('pods', 0)} pods: "
+        f"{budget.get('fresh', 0)} fresh, {budget.get('children', 0)} perturbed copies, "
+        f"{budget.get('promotions', 0)} continued (deepest rung {budget.get('max_rung', 0)})"
+        + (f"; not continued: {stopped}" if stopped else "")
+    )
+    sel = budget.get("selected")
+    if sel and sel.get("share") is not None:
+        line += (
+            f"; the best pod's lineage trained {sel['env_steps']:,} of "
+            f"{budget.get('env_steps', 0):,} env steps ({100 * sel['share']:.0f} %)"
+        )
+    return line
 
 
 class _EventLines:

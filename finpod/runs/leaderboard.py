@@ -111,6 +111,9 @@ class Progress:
     """Pods that crashed or raised (not counted as candidates)."""
     generation: int = 0
     """Generational mode: generations completed."""
+    allocation: dict[str, Any] = field(default_factory=dict)
+    """``asha`` mode: every scored pod and the pods promoted
+    (:class:`finpod.tournament.halving.Allocation`), so a resumed run promotes the same."""
 
 
 class Leaderboard:

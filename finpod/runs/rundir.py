@@ -300,6 +300,27 @@ class RunDir:
         atomic_write_json(self.path / RUN_FILE, info)
         return record
 
+    def record_stopped(self, env_steps: int | None, target_steps: int | None = None) -> None:
+        """Mark in ``run.json`` that training was stopped (SIGINT / SIGTERM) at
+        ``env_steps`` of ``target_steps``, so a backtest says its agent is the best
+        checkpoint *so far*; ``None`` clears the mark (the run trained to its end)."""
+        info = self.info()
+        if env_steps is None:
+            if "stopped" not in info:
+                return
+            del info["stopped"]
+        else:
+            info["stopped"] = {"env_steps": int(env_steps), "target_steps": target_steps}
+        atomic_write_json(self.path / RUN_FILE, info)
+
+    def record_budget(self, report: dict[str, Any]) -> None:
+        """Store ``run.json``'s ``budget``: how a tournament spent its env steps (per pod
+        and per lineage, promotions, stops, children, the selected agent's share; see
+        :meth:`finpod.tournament.halving.Allocation.report`)."""
+        info = self.info()
+        info["budget"] = report
+        atomic_write_json(self.path / RUN_FILE, info)
+
     def record_learning(self, best: Entry | None) -> dict[str, Any] | None:
         """Store ``run.json``'s ``learning``: the env steps and gradient steps behind the
         best entry on validation, and their ratio. Returns the record (None: no entry)."""

@@ -11,6 +11,9 @@ from finpod.tournament.settings import Budget
 
 #: Seconds a time budget keeps for a pod's first epoch and evaluation.
 TIME_SLIVER_S = 0.5
+#: A run past its wall-time cap by this share of it (at least OVERDUE_MIN_S seconds) gives
+#: up the pods still running, recorded as not scored (see :meth:`BudgetClock.overdue`).
+OVERDUE_SHARE, OVERDUE_MIN_S = 0.08, 5.0
 
 
 class BudgetClock:
@@ -67,6 +70,19 @@ class BudgetClock:
     def capped(self) -> bool:
         """Has the run's wall-time cap (beside a step or pod budget) run out?"""
         return self.time_cap is not None and self.time_cap - self.elapsed() <= TIME_SLIVER_S
+
+    def overdue(self) -> bool:
+        """Has the wall-time cap (or a time budget) passed by more than
+        :data:`OVERDUE_SHARE` of itself (at least :data:`OVERDUE_MIN_S`)? Pods still running
+        then are given up: they stop learning at their deadline, so only a pod stuck in
+        something else (a validation rollout slowed down many times) gets here."""
+        caps = [c for c in (self.time_cap,) if c is not None]
+        if self.budget.kind == "time":
+            caps.append(self.budget.amount)
+        if not caps:
+            return False
+        cap = min(caps)
+        return self.elapsed() > cap + max(OVERDUE_MIN_S, OVERDUE_SHARE * cap)
 
     def allows_more(self, left: float) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""

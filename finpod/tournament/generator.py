@@ -58,6 +58,9 @@ class PodSpec:
     """Env settings of this pod over the run's ``[env]`` table: its searched execution
     controls (``[search.env]``), used for training *and* validation scoring (and recorded
     for the backtest). ``{}`` = the run's env as is. Never holds cost-model fields."""
+    continued: bool = False
+    """A promotion (``mode = "asha"``): the parent continued with its hyperparameters and
+    execution controls unchanged."""
     inherit_buffer: bool = False
     """Start from the parent's replay buffer (``OffPolicyAgent.import_buffer``) when the
     orchestrator has it; set for children of off-policy parents unless
@@ -181,6 +184,11 @@ class Generator:
         if forced is not None and forced != algorithm:
             algorithm, hparams = forced, self.space.algorithms[forced].sample(rng)
         env = self.space.sample_env(rng)
+        base = self.space.base_pod() if self.config.base_pod and index == 0 else None
+        if base is not None and forced in (None, base[0]):
+            # The run's first pod is the strategy's own agent: the tournament starts from
+            # what one learner would train, and searches around it.
+            algorithm, hparams, env = base[0], base[1], {**env, **base[2]}
         return self._spec(index, algorithm, hparams, rng, steps, env)
 
     def child(
@@ -213,6 +221,7 @@ class Generator:
         spec.inherit_buffer = self.config.inherit_buffer is not False and self._off_policy(
             parent.algorithm
         )
+        spec.continued = not perturb
         return spec
 
     def _off_policy(self, algorithm: str) -> bool:

@@ -159,7 +159,10 @@ class PopulationTrainer:
             ids=[s.pod_id for s in specs],
             steps_per_segment=max(1, math.ceil(lead.steps / lead.epochs)),
             segments=lead.epochs,
-            callbacks=[TrackProgress(self.pod.tracker), TimeBudget(lead.out_of_time)],
+            callbacks=[
+                TrackProgress(self.pod.tracker),
+                TimeBudget(lead.out_of_time, lead.max_seconds, t0),
+            ],
             history=[s.base_history for s in specs],
             fail_non_finite=True,
             keep_best=False,

@@ -251,6 +251,9 @@ class Orchestrator:
                 self.board.progress.env_steps, self.board.progress.wall_s
             )
             self.run_dir.record_learning(self.board.best())
+            self.summary.budget = self.scheduler.report()
+            if self.summary.budget is not None:
+                self.run_dir.record_budget(self.summary.budget)
             self.actors.drop_all()
             self.actors.request(0)
             self._plot()
@@ -310,6 +313,9 @@ class Orchestrator:
                 time.sleep(0.2)
                 continue
             t.no_room_since = None
+            if running and self.clock.overdue():
+                self._give_up_overdue(running)
+                break
             self.actors.give_up_slow_starts(now)
             if self._collect(waiting, running):
                 # Re-check the cluster whenever a pod finishes, and refill the idle
@@ -318,6 +324,21 @@ class Orchestrator:
                 t.resize = time.monotonic()
                 self._dispatch()
             self._show(t)
+
+    def _give_up_overdue(self, running: dict[Any, Slot]) -> None:
+        """The run is past its wall-time cap (:meth:`BudgetClock.overdue`): the pods still
+        running are stopped and recorded as not scored, so the run ends on time."""
+        for slot in running.values():
+            job = slot.busy
+            assert job is not None
+            self.run_dir.log(
+                f"pod(s) {job.ids} not scored: still running {self.elapsed():.0f}s into the "
+                f"run, past its wall-time cap",
+                logging.WARNING,
+            )
+            self.summary.pods_unscored += len(job.specs)
+            slot.busy = None
+            self.actors.drop(slot)
 
     def _drop_late_retries(self) -> None:
         """Requeued pods the budget has no room for any more are not started."""

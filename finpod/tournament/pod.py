@@ -214,7 +214,10 @@ class Pod:
             ids=[spec.pod_id],
             steps_per_segment=max(1, math.ceil(spec.steps / (spec.epochs * spec.num_learners))),
             segments=spec.epochs,
-            callbacks=[TrackProgress(self.tracker), TimeBudget(spec.out_of_time)],
+            callbacks=[
+                TrackProgress(self.tracker),
+                TimeBudget(spec.out_of_time, spec.max_seconds, t0),
+            ],
             history=[spec.base_history],
             fail_non_finite=True,
             keep_best=False,

@@ -5,6 +5,9 @@
 - :class:`GenerationalScheduler` (``mode = "generational"``): a generation is queued as a
   whole and awaited; then the top ``keep_fraction`` continue unchanged and the rest are
   perturbed copies of them.
+- :class:`HalvingScheduler` (``mode = "asha"``): a free slot first continues the pods
+  that lead their rung and still improve, and explores (fresh pods, perturbed copies of
+  leaders) only when none can be promoted (see :mod:`finpod.tournament.halving`).
 
 Both hand out pods in groups of up to ``size`` that can train as one population (same
 algorithm, architecture, controls and shape, see :func:`group_key`).
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.generator import Generator, PodSpec, pod_id
+from finpod.tournament.halving import Allocation, PodRecord
 from finpod.tournament.pod import PodResult
 from finpod.tournament.settings import TournamentConfig
 from finpod.tournament.updater import entry_of
@@ -64,6 +68,10 @@ class Scheduler:
 
     def failed(self, specs: list[PodSpec]) -> None:
         """Pods failed and will not report."""
+
+    def report(self) -> dict[str, object] | None:
+        """How the run's budget was spent (``run.json``'s ``budget``; None: not tracked)."""
+        return None
 
     def _take_ids(self, count: int) -> int:
         index = self.board.progress.next_pod
@@ -169,6 +177,92 @@ class GenerationalScheduler(Scheduler):
         )
 
 
+class HalvingScheduler(AsyncScheduler):
+    """Asynchronous successive halving with continuation (``mode = "asha"``).
+
+    A free slot gets, in this order: the promotable pods (:meth:`Allocation.promotable`:
+    deepest rung first, then best score), continued unchanged — up to ``size`` of them
+    that can share a population, else one alone; or, when none can be promoted, the
+    generator's next pod or population (from scratch, or perturbed copies of leaderboard
+    entries), as the asynchronous scheduler draws them."""
+
+    def __init__(
+        self,
+        config: TournamentConfig,
+        generator: Generator,
+        board: Leaderboard,
+        log: Callable[[str], None],
+    ) -> None:
+        super().__init__(config, generator, board, log)
+        saved = dict(board.progress.allocation or {})
+        saved.setdefault("eta", config.eta)
+        saved.setdefault("patience", config.patience)
+        self.allocation = Allocation(**saved)
+
+    def next_specs(self, size: int, busy: bool) -> list[PodSpec]:
+        available = {e.pod_id for e in self.board.entries}
+        ready = self.allocation.promotable(available)
+        if not ready:
+            return super().next_specs(size, busy)
+        lead = self.board.get(ready[0].pod)
+        assert lead is not None
+        specs = [self.generator.child(lead, self._take_ids(1), perturb=False)]
+        key = group_key(self.generator, specs[0])
+        for rec in ready[1:]:
+            if len(specs) >= size:
+                break
+            entry = self.board.get(rec.pod)
+            assert entry is not None
+            spec = self.generator.child(entry, self.board.progress.next_pod, perturb=False)
+            if group_key(self.generator, spec) == key:
+                self._take_ids(1)
+                specs.append(spec)
+        for spec in specs:
+            assert spec.parent is not None
+            self.allocation.promote(spec.parent)
+            self.log(f"promote {spec.parent} → {spec.pod_id} (rung {len(spec.lineage) + 1})")
+        self._save()
+        return specs
+
+    def scored(self, result: PodResult, spec: PodSpec) -> None:
+        prior = [h["score"] for h in spec.base_history if math.isfinite(h["score"])]
+        scores = [h["score"] for h in result.history]
+        finite = [(v, i) for i, v in enumerate(scores) if math.isfinite(v)]
+        best_at = max(finite)[1] if finite else -1
+        kind = "fresh" if spec.parent is None else ("continued" if spec.continued else "child")
+        self.allocation.record(
+            PodRecord(
+                pod=result.pod_id,
+                parent=spec.parent,
+                kind=kind,
+                rung=len(spec.lineage) + 1,
+                steps=int(result.steps_done),
+                score=float(result.score),
+                prev_best=max(prior, default=-math.inf),
+                since_best=len(scores) - 1 - best_at if finite else len(scores),
+                epochs_done=int(result.epochs_done),
+                epochs=int(spec.epochs),
+            )
+        )
+        self._save()
+
+    def failed(self, specs: list[PodSpec]) -> None:
+        # A promotion that failed may be tried again from the same parent.
+        for spec in specs:
+            if spec.continued and spec.parent in self.allocation.promoted:
+                self.allocation.promoted.remove(spec.parent)
+        self._save()
+
+    def report(self) -> dict[str, object]:
+        """The budget report (:meth:`Allocation.report`) for the board's best entry."""
+        best = self.board.best()
+        return self.allocation.report(best.pod_id if best else None, self.board.progress.env_steps)
+
+    def _save(self) -> None:
+        self.board.progress.allocation = asdict(self.allocation)
+        self.board.save()
+
+
 def make_scheduler(
     config: TournamentConfig,
     generator: Generator,
@@ -179,6 +273,8 @@ def make_scheduler(
     """The scheduler of ``config.mode``."""
     if config.mode == "generational":
         return GenerationalScheduler(config, generator, board, log, pool_size)
+    if config.mode == "asha":
+        return HalvingScheduler(config, generator, board, log)
     return AsyncScheduler(config, generator, board, log)
 
 
@@ -189,6 +285,7 @@ def _score_key(score: float) -> float:
 __all__ = [
     "AsyncScheduler",
     "GenerationalScheduler",
+    "HalvingScheduler",
     "Scheduler",
     "group_key",
     "make_scheduler",

@@ -105,6 +105,19 @@ class SearchSpace:
     """Algorithm name → its space, in declaration order."""
     env: tuple[ParamSpec, ...] = ()
     """``[search.env]``: declared ranges, choices and fixed values of env fields."""
+    base_algorithm: str | None = None
+    """The strategy's own ``[agent]`` algorithm (its base hyperparameters are that
+    algorithm's :attr:`AlgorithmSpace.base`)."""
+    base_env: tuple[tuple[str, Any], ...] = ()
+    """The strategy's own ``[env]`` value of each ``[search.env]`` field."""
+
+    def base_pod(self) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+        """(algorithm, hyperparameters, execution controls) of the strategy's own agent,
+        unperturbed (None when its algorithm is not searched)."""
+        if self.base_algorithm not in self.algorithms:
+            return None
+        algo = self.algorithms[self.base_algorithm]
+        return self.base_algorithm, dict(algo.base), dict(self.base_env)
 
     def sample(self, rng: np.random.Generator) -> tuple[str, dict[str, Any]]:
         """(algorithm, hyperparameters) of a fresh pod: algorithm drawn uniformly."""
@@ -220,7 +233,13 @@ def parse_search(
         )
         _check_buildable(space, params_cls, name)
         spaces[name] = space
-    return SearchSpace(spaces, env=env_specs)
+    base_env: tuple[tuple[str, Any], ...] = ()
+    if env_base is not None and env_specs:
+        values = env_base if isinstance(env_base, Mapping) else dataclasses.asdict(env_base)
+        base_env = tuple(
+            (spec.name, values[spec.name]) for spec in env_specs if spec.name in values
+        )
+    return SearchSpace(spaces, env=env_specs, base_algorithm=agent_algorithm, base_env=base_env)
 
 
 def is_off_policy(agent_cls: type) -> bool:

@@ -3,7 +3,7 @@
     [tournament]
     pods = "auto"            # concurrent pods: "auto" (as many as the cluster fits) or N
     budget = "30m"           # "90s" / "30m" / "2h", "2e6 steps", or "40 pods"
-    mode = "async"           # "async" or "generational"
+    mode = "asha"            # "asha" (leaders continue), "async" or "generational"
     pod_steps = 50_000       # env steps one pod trains for (all its learners together)
     epochs = 4               # validation checkpoints (and learner fusions) per pod
     num_learners = 1         # L: learners per pod, fused (averaged) after every epoch
@@ -31,7 +31,7 @@ from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator
     pod_env,
 )
 
-MODES = ("async", "generational")
+MODES = ("async", "generational", "asha")
 INHERIT_BUFFER = (True, False, "auto")
 #: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
 #: leaderboard's, kept in the object store for children) may take.
@@ -115,7 +115,20 @@ class TournamentConfig:
     their next epoch end, so a busy machine ends the run on time with fewer steps."""
     mode: str = "async"
     """``"async"``: the pool refills as each pod finishes; ``"generational"``: synchronous
-    generations, the top ``keep_fraction`` continues and the rest are perturbed copies."""
+    generations, the top ``keep_fraction`` continues and the rest are perturbed copies;
+    ``"asha"``: asynchronous successive halving with continuation: ``pod_steps`` is a
+    segment, pods that lead their rung and still improve are continued, the others stop
+    (:mod:`finpod.tournament.halving`)."""
+    eta: float = 3.0
+    """``"asha"``: reduction factor; the top ``ceil(n / eta)`` of the pods that reached a
+    rung may be continued."""
+    base_pod: bool = False
+    """The run's first pod trains the strategy's own ``[agent]`` hyperparameters and
+    ``[env]`` execution controls unperturbed (the rest are drawn from ``[search]``), so the
+    search starts from what one learner of the strategy would train."""
+    patience: int = 2
+    """``"asha"``: segments a lineage may go without raising its best validation score
+    and still be continued (1: every segment must raise it)."""
     top_k: int = 10
     """Leaderboard size."""
     ensemble: int = 3
@@ -190,6 +203,7 @@ class TournamentConfig:
             "population",
             "fresh_pods",
             "max_failures",
+            "patience",
         ):
             value = getattr(self, name)
             if (
@@ -255,6 +269,8 @@ class TournamentConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise bad(name, f"must be in [0, 1], got {value}", "e.g. 0.2")
+        if not self.eta >= 1.0:
+            raise bad("eta", f"must be ≥ 1, got {self.eta}", "e.g. eta = 3")
         if not 0.0 <= self.perturb <= 10.0:
             raise bad("perturb", f"must be in [0, 10], got {self.perturb}", "e.g. 0.25")
         return self
@@ -299,13 +315,19 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             "perturb",
             "keep_fraction",
             "pod_seconds",
+            "eta",
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise FinpodError(
                     f"tournament.{key} must be a number, got {value!r}", _example(key)
                 )
             values[key] = float(value)
-        elif key == "inherit_buffer":
+        elif key in ("inherit_buffer", "base_pod"):
+            if key == "base_pod" and not isinstance(value, bool):
+                raise FinpodError(
+                    f"tournament.base_pod must be true or false, got {value!r}",
+                    "e.g. base_pod = true",
+                )
             values[key] = value
         elif key in ("mode", "score"):
             if not isinstance(value, str):

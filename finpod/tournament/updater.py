@@ -31,6 +31,9 @@ class Summary:
     pods lost with a node and requeued)."""
     pods_non_finite: int = 0
     """Of ``pods_failed``: pods whose losses, weights or validation returns went non-finite."""
+    pods_unscored: int = 0
+    """Pods given up, not scored, because they were still running well past the run's
+    wall-time cap (:meth:`~finpod.tournament.budget.BudgetClock.overdue`)."""
     pods_requeued: int = 0
     """Pods lost with their node and started again with the same spec."""
     node_events: int = 0
@@ -61,6 +64,9 @@ class Summary:
     """Leaderboard's best entry at the end."""
     ensemble: dict[str, Any] | None = None
     """The leaderboard ensemble's record (``Leaderboard.ensemble``), if one was scored."""
+    budget: dict[str, Any] | None = None
+    """``run.json``'s ``budget``: how the run spent its env steps (``mode = "asha"``; see
+    :meth:`finpod.tournament.halving.Allocation.report`)."""
     throughput: dict[str, float] = field(default_factory=dict)
     """``run.json``'s ``throughput``: env steps, wall seconds and env steps per second of
     the whole run."""

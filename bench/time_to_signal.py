@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""Time to signal: does the tournament find a better agent faster than one learner?
+
+On planted daily markets (``alpha``: the signal is an observed feature; ``momentum``:
+the alpha lives only in past prices, no feature carries it) and on a ``null`` market,
+each seed runs, one after another on the same machine:
+
+- ``tournament``: ``finpod train`` of the strategy (default ``strategies/quickstart.toml``,
+  ``pods = "auto"``, its own budget and time cap), then ``finpod backtest``;
+- ``learner_wall``: one finpod learner with the strategy's base ``[agent]``, ``[env]`` and
+  ``[train]`` settings, one torch thread, stopped (SIGTERM) after the tournament's wall
+  time: its best checkpoint on validation so far is backtested;
+- ``learner_steps`` (``--same-steps``): the same learner resumed to the tournament's env
+  steps, backtested;
+- ``sb3``: Stable-Baselines3 PPO with its defaults (``MlpPolicy``, one env, 2,048 steps a
+  rollout, 10 epochs of minibatches of 64) on finpod's gymnasium env of the same
+  ``[env]``, trained for the tournament's wall time and scored on validation every
+  rollout with finpod's own rollout; its best on validation is scored on the backtest
+  split the same way.
+
+Each row is one JSON line: validation and backtest information ratio (with its t), active
+return a year and tracking error on the backtest split, env steps, wall seconds and
+gradient steps per env step; the tournament's row adds how its budget was spent
+(``run.json``'s ``budget``) and, on ``alpha``, the scripted rule's line under the winner's
+bounds. A ``summary`` line per market gives the medians over seeds, and ``--plot`` draws
+validation IR against wall time and env steps. Every row names the machine's load (the
+load average and the share of CPU other processes used while it ran).
+
+    python bench/time_to_signal.py --markets alpha,momentum,null --seeds 0,1,2 --same-steps
+    python bench/time_to_signal.py --markets alpha --seeds 0 --skip sb3 --plot tts.png
+
+Work files (datasets, runs, reports) go under ``--work`` (default ``finpod-tts`` in the
+system temp folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+FINPOD = [sys.executable, "-m", "finpod"]
+#: Synthetic daily markets: 30 names, 6 years, 0.2 % costs come from the strategy.
+MARKET = {"n_tickers": 30, "years": 6, "seed": 1}
+#: The momentum market: r[t] = κ·σ·z[t−2] + √(1−κ²)·σ·ε[t], where z is an AR(1) (φ) of
+#: the ticker's own idiosyncratic shocks: an EWMA of its past returns, visible only in
+#: prices.
+MOMENTUM = {"kappa": 0.15, "phi": 0.95, "annual_vol": 0.3, "rho": 0.3}
+
+
+# ----------------------------------------------------------------------------- machine
+def cpu_busy_s() -> float:
+    """CPU seconds every process of the machine has used since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as fh:
+            parts = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return math.nan
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    return (sum(parts[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+class Load:
+    """The machine's load while a row ran: load average, and other processes' share of
+    all CPUs (machine CPU time minus this row's process tree, over wall × cores)."""
+
+    def __init__(self) -> None:
+        self.t0, self.busy0 = time.monotonic(), cpu_busy_s()
+        self.own = 0.0
+
+    def add_own(self, seconds: float) -> None:
+        self.own += seconds
+
+    def row(self) -> dict[str, Any]:
+        wall = time.monotonic() - self.t0
+        other = (cpu_busy_s() - self.busy0 - self.own) / max(1e-9, wall * (os.cpu_count() or 1))
+        return {"load_avg_1m": round(os.getloadavg()[0], 2), "other_cpu_share": round(other, 3)}
+
+
+def tree_cpu_s(pid: int, seen: dict[tuple[int, float], float]) -> None:
+    """Record the CPU seconds of ``pid`` and its descendants (Ray workers included)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            seen[(p.pid, p.create_time())] = t.user + t.system
+        except psutil.Error:
+            continue
+
+
+def finpod(
+    args: list[str], log: Path, load: Load, stop_after: float | None = None, threads: int = 0
+) -> tuple[str, float]:
+    """``finpod ARGS`` (SIGTERM after ``stop_after`` seconds): (stdout, wall seconds)."""
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "120"}
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    print(json.dumps({"command": "finpod " + shlex.join(args)}), flush=True)
+    seen: dict[tuple[int, float], float] = {}
+    t0 = time.monotonic()
+    with open(log, "a") as err, open(log.with_suffix(".stdout"), "w") as out:
+        proc = subprocess.Popen([*FINPOD, *args], cwd=REPO, env=env, stdout=out, stderr=err)
+        stopped = False
+        while proc.poll() is None:
+            tree_cpu_s(proc.pid, seen)
+            if stop_after is not None and not stopped and time.monotonic() - t0 >= stop_after:
+                proc.send_signal(signal.SIGTERM)
+                stopped = True
+            time.sleep(0.5)
+    wall = time.monotonic() - t0
+    load.add_own(sum(seen.values()))
+    stdout = log.with_suffix(".stdout").read_text()
+    if proc.returncode != 0 and not stopped:
+        sys.exit(f"failed ({proc.returncode}): finpod {shlex.join(args)}; see {log}")
+    return stdout, wall
+
+
+# ----------------------------------------------------------------------------- markets
+def build_market(name: str, work: Path, log: Path) -> Path:
+    """The dataset of market ``name`` (built once under ``work``)."""
+    out = work / "data" / name
+    if (out / "manifest.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    common = ["--n-tickers", str(MARKET["n_tickers"]), "--years", str(MARKET["years"])]
+    if name in ("alpha", "null"):
+        args = ["download", "--source", "synthetic", "--regime", name, "--bar", "1d"]
+        args += [*common, "--seed", str(MARKET["seed"]), "--out", str(out)]
+    elif name == "momentum":
+        csv = work / "data" / "momentum.csv"
+        momentum_csv(csv)
+        args = ["download", "--source", "files", "--path", str(csv), "--out", str(out)]
+    else:
+        raise SystemExit(f"unknown market {name!r}: alpha, momentum or null")
+    finpod(args, log, Load())
+    return out
+
+
+def momentum_csv(path: Path) -> None:
+    """A daily market whose alpha lives only in past prices (see :data:`MOMENTUM`), as one
+    long CSV table (date, ticker, open, high, low, close, volume)."""
+    import numpy as np
+    import pandas as pd
+
+    from finpod.data.calendar import get_calendar
+
+    cal = get_calendar("XNYS")
+    days = cal.sessions_in_range(
+        "2015-01-02", pd.Timestamp("2015-01-02") + pd.DateOffset(years=MARKET["years"])
+    )
+    t, n = len(days), MARKET["n_tickers"]
+    rng = np.random.default_rng(MARKET["seed"])
+    sigma = MOMENTUM["annual_vol"] / math.sqrt(252)
+    k, phi, rho = MOMENTUM["kappa"], MOMENTUM["phi"], MOMENTUM["rho"]
+    e = rng.standard_normal((t, n))
+    m = rng.standard_normal((t, 1))
+    z = np.zeros((t, n))
+    for i in range(1, t):
+        z[i] = phi * z[i - 1] + math.sqrt(1 - phi * phi) * e[i - 1]
+    z_lag2 = np.vstack([np.zeros((2, n)), z[:-2]])
+    eps = math.sqrt(rho) * m + math.sqrt(1 - rho) * e
+    r = k * sigma * z_lag2 + math.sqrt(1 - k * k) * sigma * eps
+    close = np.exp(np.log(rng.uniform(20, 200, n)) + np.cumsum(r, axis=0))
+    prev = np.vstack([close[:1] / np.exp(r[:1]), close[:-1]])
+    open_ = prev * np.exp(0.2 * sigma * rng.standard_normal((t, n)))
+    high = np.maximum(open_, close) * np.exp(0.5 * sigma * np.abs(rng.standard_normal((t, n))))
+    low = np.minimum(open_, close) * np.exp(-0.5 * sigma * np.abs(rng.standard_normal((t, n))))
+    vol = np.round(1e6 * np.exp(0.3 * rng.standard_normal((t, n))))
+    frames = [
+        pd.DataFrame(
+            {
+                "date": days.strftime("%Y-%m-%d"),
+                "ticker": f"M{j:03d}",
+                "open": open_[:, j],
+                "high": high[:, j],
+                "low": low[:, j],
+                "close": close[:, j],
+                "volume": vol[:, j],
+            }
+        )
+        for j in range(n)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.concat(frames).to_csv(path, index=False)
+
+
+# ----------------------------------------------------------------------------- systems
+def seeded_strategy(strategy: Path, seed: int, work: Path, single: bool) -> Path:
+    """A copy of ``strategy`` with ``[train] seed`` set; ``single``: its base agent alone
+    (no ``[tournament]`` nor ``[search]``), scored every pod segment, trained for ever
+    (the caller stops it)."""
+    from finpod.runs import toml_dumps
+
+    raw = tomllib.loads(strategy.read_text(encoding="utf-8"))
+    raw.setdefault("train", {})["seed"] = seed
+    if single:
+        segment = int(raw.get("tournament", {}).get("pod_steps", 65_536))
+        raw.pop("tournament", None)
+        raw.pop("search", None)
+        raw["train"]["total_steps"] = 10**9
+        raw["train"]["eval_every"] = segment
+    out = work / "strategies" / f"{strategy.stem}-{'learner' if single else 'tour'}-s{seed}.toml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(toml_dumps(raw), encoding="utf-8")
+    return out
+
+
+def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
+    """``finpod backtest`` of a run: the agent's backtest line (and the scripted rule's)."""
+    import pandas as pd
+
+    stdout, _ = finpod(["backtest", str(run_dir), "--out", str(reports)], log, Load())
+    # The selected agent's folder: reports/<run>/, or reports/<run>/ensemble-K/ when the
+    # leaderboard ensemble won on validation.
+    page = [
+        ln.split(":", 1)[1].strip() for ln in stdout.splitlines() if ln.startswith("tearsheet:")
+    ]
+    folder = Path(page[-1]).parent if page else reports / run_dir.name
+    metrics = pd.read_csv(folder / "metrics.csv", index_col=0)
+    out: dict[str, Any] = {"agent_folder": folder.name}
+    for name in ("agent", "signal_rule"):
+        if name in metrics.columns:
+            col = metrics[name]
+            out[name] = {
+                k: round(float(col[k]), 4)
+                for k in ("information_ratio", "ir_t_stat", "active_return", "tracking_error")
+                if k in col.index and col[k] == col[k]
+            }
+    return out
+
+
+def run_summary(run_dir: Path) -> dict[str, Any]:
+    """Validation score, env steps, gradient steps per env step and budget of a run."""
+    from finpod.runs import Leaderboard
+
+    info = json.loads((run_dir / "run.json").read_text())
+    board = Leaderboard.load(run_dir)
+    best = board.best()
+    out = {
+        "validation_ir": None if best is None else round(best.score, 4),
+        "env_steps": (info.get("throughput") or {}).get("env_steps") or (best and best.env_steps),
+        "selected_env_steps": None if best is None else best.env_steps,
+        "grad_updates_per_env_step": (info.get("learning") or {}).get("updates_per_env_step"),
+    }
+    if "budget" in info:
+        b = info["budget"]
+        out["budget"] = {
+            k: b.get(k) for k in ("pods", "fresh", "promotions", "children", "stops", "max_rung")
+        }
+        out["budget"]["selected"] = b.get("selected")
+        out["budget"]["lineages"] = b.get("lineages", [])[:5]
+    return out
+
+
+def learner_steps_of(run_dir: Path) -> int:
+    """Env steps a (stopped) single-agent run trained: its last metrics row's."""
+    from finpod.runs import RunDir
+
+    rows = RunDir.open(run_dir).metrics
+    return max((r[1] for r in rows), default=0)
+
+
+def sb3_row(data: Path, strategy: Path, seed: int, wall: float, target: float) -> dict[str, Any]:
+    """SB3 PPO (its defaults) on finpod's gymnasium env for ``wall`` seconds, scored on
+    validation after every rollout with finpod's rollout; its best on the backtest."""
+    import numpy as np
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from finpod.data import load_split
+    from finpod.env import rollout, score
+    from finpod.env.gymnasium_env import TradingGymEnv
+    from finpod.strategy import load_strategy
+
+    torch.set_num_threads(1)
+    config = load_strategy(strategy).config
+    train = load_split(data, "train")
+    valid, back = load_split(data, "validation"), load_split(data, "backtest")
+    venv = DummyVecEnv([lambda: TradingGymEnv(train, config, seed=seed)])
+    model = PPO("MlpPolicy", venv, seed=seed, device="cpu", verbose=0)
+
+    def policy(obs: torch.Tensor) -> torch.Tensor:
+        action, _ = model.predict(obs.cpu().numpy(), deterministic=True)
+        return torch.as_tensor(np.asarray(action, dtype=np.float32))
+
+    def ir(market) -> tuple[float, Any]:
+        res = rollout(policy, market, config)
+        return score(res, "information_ratio"), res
+
+    t0 = time.monotonic()
+    best, best_state, reached, curve = -math.inf, None, None, []
+    while time.monotonic() - t0 < wall:
+        model.learn(model.n_steps, reset_num_timesteps=False)
+        value, _ = ir(valid)
+        elapsed = time.monotonic() - t0
+        curve.append((elapsed, int(model.num_timesteps), value))
+        if value > best:
+            best = value
+            best_state = {k: v.clone() for k, v in model.policy.state_dict().items()}
+        if reached is None and value >= target:
+            reached = elapsed
+    if best_state is not None:
+        model.policy.load_state_dict(best_state)
+    _, res = ir(back)
+    active = res.returns - res.reference_returns
+    ann = float(res.annualization)
+    te = float(active.std() * math.sqrt(ann))
+    updates = model._n_updates * (model.n_steps // model.batch_size)
+    return {
+        "validation_ir": round(best, 4),
+        "backtest": {
+            "information_ratio": round(score(res, "information_ratio"), 4),
+            "ir_t_stat": round(float(active.mean() / active.std() * math.sqrt(len(active))), 4),
+            "active_return": round(float(active.mean() * ann), 4),
+            "tracking_error": round(te, 4),
+        },
+        "env_steps": int(model.num_timesteps),
+        "grad_updates_per_env_step": round(updates / max(1, model.num_timesteps), 6),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "time_to_tournament_validation_ir_s": None if reached is None else round(reached, 1),
+        "curve": curve,
+    }
+
+
+# ----------------------------------------------------------------------------- main
+def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
+    work = Path(args.work)
+    log = work / "logs" / f"{market}-s{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    runs, reports = work / "runs", work / "reports"
+    rows = []
+    base = {"market": market, "seed": seed, "strategy": Path(args.strategy).name}
+
+    load = Load()
+    tour = seeded_strategy(Path(args.strategy), seed, work, single=False)
+    run_id = f"tour-{market}-s{seed}"
+    walls = work / "walls.json"
+    known = json.loads(walls.read_text()) if walls.is_file() else {}
+    if run_id in known and (runs / run_id / "leaderboard.json").is_file():
+        wall = float(known[run_id])  # a finished run of an earlier invocation
+    else:
+        _, wall = finpod(
+            ["train", "-s", str(tour), "--data", str(data), "--out", str(runs), "--run-id", run_id],
+            log,
+            load,
+        )
+        walls.write_text(json.dumps({**known, run_id: wall}))
+    t_row = {**base, "system": "tournament", "wall_s": round(wall, 1), **run_summary(runs / run_id)}
+    t_row["backtest"] = backtest_line(runs / run_id, reports, log)
+    rows.append({**t_row, **load.row()})
+    print(json.dumps(rows[-1]), flush=True)
+
+    if "learner" not in args.skip:
+        load = Load()
+        single = seeded_strategy(Path(args.strategy), seed, work, single=True)
+        lid = f"learner-{market}-s{seed}"
+        _, lwall = finpod(
+            ["train", "-s", str(single), "--data", str(data), "--out", str(runs), "--run-id", lid],
+            log,
+            load,
+            stop_after=wall,
+            threads=1,
+        )
+        row = {**base, "system": "learner_wall", "threads": 1, "wall_s": round(lwall, 1)}
+        row.update(run_summary(runs / lid))
+        row["env_steps"] = learner_steps_of(runs / lid)
+        row["backtest"] = backtest_line(runs / lid, reports, log)
+        rows.append({**row, **load.row()})
+        print(json.dumps(rows[-1]), flush=True)
+        if args.same_steps and t_row.get("env_steps"):
+            load = Load()
+            target = int(t_row["env_steps"])
+            _, swall = finpod(
+                ["train", "--resume", str(runs / lid), "--steps", str(target)], log, load, threads=1
+            )
+            row = {**base, "system": "learner_steps", "threads": 1}
+            row.update(run_summary(runs / lid))
+            row["env_steps"] = learner_steps_of(runs / lid)
+            row["wall_s"] = round(lwall + swall, 1)
+            row["backtest"] = backtest_line(runs / lid, reports / "same-steps", log)
+            rows.append({**row, **load.row()})
+            print(json.dumps(rows[-1]), flush=True)
+
+    if "sb3" not in args.skip:
+        load = Load()
+        target = t_row.get("validation_ir") or math.inf
+        res = sb3_row(data, tour, seed, wall, target)
+        curve = res.pop("curve")
+        rows.append({**base, "system": "sb3_ppo_defaults", **res, **load.row()})
+        print(json.dumps(rows[-1]), flush=True)
+        rows[-1]["curve"] = curve
+    return rows
+
+
+def _agent_line(row: dict[str, Any]) -> dict[str, Any]:
+    """The agent's backtest line of a row (SB3 rows carry it directly)."""
+    line = row.get("backtest") or {}
+    return line.get("agent", line)
+
+
+def _median(rows: list[dict[str, Any]], get) -> float | None:
+    import statistics
+
+    vals = [v for r in rows if (v := get(r)) is not None]
+    return round(statistics.median(vals), 4) if vals else None
+
+
+def summary(market: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over seeds of each system's row on ``market``."""
+    out: dict[str, Any] = {"summary": market, "seeds": sorted({r["seed"] for r in rows})}
+    for system in sorted({r["system"] for r in rows}):
+        mine = [r for r in rows if r["system"] == system]
+        line = {
+            "validation_ir": _median(mine, lambda r: r.get("validation_ir")),
+            "env_steps": _median(mine, lambda r: r.get("env_steps")),
+            "wall_s": _median(mine, lambda r: r.get("wall_s")),
+            "grad_updates_per_env_step": _median(
+                mine, lambda r: r.get("grad_updates_per_env_step")
+            ),
+        }
+        for key, name in (
+            ("backtest_ir", "information_ratio"),
+            ("backtest_ir_t", "ir_t_stat"),
+            ("active_return", "active_return"),
+            ("tracking_error", "tracking_error"),
+        ):
+            line[key] = _median(mine, lambda r, name=name: _agent_line(r).get(name))
+        rule = _median(
+            mine,
+            lambda r: ((r.get("backtest") or {}).get("signal_rule") or {}).get("active_return"),
+        )
+        if rule is not None:
+            line["rule_active_return"] = rule
+        out[system] = line
+    return out
+
+
+def plot(rows: list[dict[str, Any]], work: Path, path: Path) -> None:
+    """Validation IR (best so far) against wall seconds and env steps, per market."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from finpod.runs import RunDir
+
+    markets = sorted({r["market"] for r in rows})
+    fig, axes = plt.subplots(len(markets), 2, figsize=(11, 3.2 * len(markets)), squeeze=False)
+    for i, market in enumerate(markets):
+        for r in (r for r in rows if r["market"] == market):
+            label = f"{r['system']} s{r['seed']}"
+            if r["system"] == "sb3_ppo_defaults":
+                pts = [(t, s, v) for t, s, v in r.get("curve", [])]
+            else:
+                kind = "tour" if r["system"] == "tournament" else "learner"
+                run = RunDir.open(work / "runs" / f"{kind}-{market}-s{r['seed']}")
+                vals = sorted(
+                    (w, s, v)
+                    for _, s, w, split, metric, v in run.metrics
+                    if split == "validation" and metric == "information_ratio"
+                )
+                if r["system"] == "tournament":
+                    rate = (r.get("env_steps") or 0) / max(1e-9, r.get("wall_s") or 1)
+                    vals = [(w, w * rate, v) for w, _, v in vals]
+                pts = vals
+            if not pts:
+                continue
+            best, xs_t, xs_s, ys = -math.inf, [], [], []
+            for t, s, v in pts:
+                best = max(best, v)
+                xs_t.append(t)
+                xs_s.append(s)
+                ys.append(best)
+            axes[i][0].step(xs_t, ys, where="post", label=label)
+            axes[i][1].step(xs_s, ys, where="post", label=label)
+        axes[i][0].set_title(f"{market}: best validation IR vs wall seconds")
+        axes[i][1].set_title(f"{market}: vs env steps (tournament: all pods)")
+        axes[i][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--markets", default="alpha,momentum,null")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--strategy", default=str(REPO / "strategies" / "quickstart.toml"))
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "finpod-tts"))
+    ap.add_argument("--skip", default="", help="comma list of: learner, sb3")
+    ap.add_argument(
+        "--same-steps", action="store_true", help="also the learner at the tournament's env steps"
+    )
+    ap.add_argument("--plot", default=None, help="PNG path of the curves")
+    args = ap.parse_args(argv)
+    args.skip = {s for s in args.skip.split(",") if s}
+    work = Path(args.work)
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    all_rows = []
+    for market in args.markets.split(","):
+        data = build_market(market, work, work / "logs" / "build.log")
+        rows = []
+        for seed in (int(s) for s in args.seeds.split(",")):
+            rows += run_seed(args, market, data, seed)
+        print(json.dumps(summary(market, rows)), flush=True)
+        all_rows += rows
+    (work / "rows.json").write_text(json.dumps(all_rows, default=str))
+    if args.plot:
+        plot(all_rows, work, Path(args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

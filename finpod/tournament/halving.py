@@ -1,0 +1,229 @@
+"""Budgets that follow the leaders: asynchronous successive halving with continuation.
+
+``mode = "asha"`` spends a tournament's env steps the way ASHA does (Li et al., "A System
+for Massively Parallel Hyperparameter Tuning", MLSys 2020): training is cut into
+*segments* of ``pod_steps`` env steps (the rung size), every segment ends with a
+validation score, and whenever a slot is free the scheduler first looks for a pod to
+*promote*: one whose score at its rung is in the top ``1/eta`` of every score recorded at
+that rung. A promoted pod is continued as a new pod id with its weights, optimizer state
+and hyperparameters unchanged (:meth:`Generator.child` with ``perturb=False``), so an agent
+that keeps winning keeps training; one that trails its rung, or whose last segment did not
+raise its best validation score (it *stalls*), is not continued. When nothing can be
+promoted the slot *explores*: a fresh pod, or a perturbed copy of a leaderboard entry
+(PBT's exploit-and-explore, Jaderberg et al. 2017), drawn by the generator as soon as the
+first scores are in.
+
+Where it departs from the paper:
+
+- **ceil, not floor.** ASHA promotes the top ``floor(n / eta)`` of a rung, so nothing is
+  promoted before ``eta`` pods reached it. Here the top ``ceil(n / eta)`` qualify: the
+  first pod to reach a rung may go on at once, which is what lets one strong agent train
+  for most of a short budget instead of waiting for rivals to catch up.
+- **Still improving.** ASHA promotes on rank alone; here a promoted pod must also have
+  raised its lineage's best validation score within its last ``patience`` segments (a
+  stalled agent stops, even at the top of its rung; its perturbed copies may still carry
+  its weights on).
+- **No maximum rung.** There is no final resource R: a pod goes on while it wins, until
+  the run's budget (or wall-time cap) ends.
+- **Promotion resumes.** A promoted pod continues from its checkpoint, as Ray Tune's ASHA
+  does with checkpointing, rather than training from scratch to the next rung.
+
+Rungs count segments: a pod whose lineage holds ``d`` ancestors has trained ``d + 1``
+segments and sits at rung ``d + 1``. Every scored pod is recorded in :class:`Allocation`
+(persisted with the leaderboard, so a resumed run promotes the same pods), which also
+gives the run's *budget report*: env steps per pod and per lineage, promotions, stops and
+children, and the selected agent's share of the run's env steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Why a scored pod was not continued (see :meth:`Allocation.stop_reason`).
+STALLED, TRAILED, TIME_CAP, RUNNING_OUT = "stalled", "trailed", "time_cap", "budget_end"
+
+
+@dataclass
+class PodRecord:
+    """One scored pod (one segment of a lineage)."""
+
+    pod: str
+    """Pod id."""
+    parent: str | None
+    """Pod it started from (``None``: from scratch)."""
+    kind: str
+    """``"fresh"``, ``"continued"`` (a promotion: the parent unchanged) or ``"child"``
+    (a perturbed copy of the parent)."""
+    rung: int
+    """Segments trained along its lineage (its own included)."""
+    steps: int
+    """Env steps this pod trained."""
+    score: float
+    """Its validation score (NaN: not scored)."""
+    prev_best: float
+    """Best validation score along its lineage before this segment (−inf: none)."""
+    since_best: int = 0
+    """Segments along its lineage since the lineage's best score (0: this one is it)."""
+    epochs_done: int = 0
+    """Validation points reached (fewer than asked: the time cap stopped it)."""
+    epochs: int = 0
+    """Validation points asked for."""
+
+    def improving(self, patience: int = 1) -> bool:
+        """Has the lineage raised its best validation score within its last ``patience``
+        segments (this one included)?"""
+        return math.isfinite(self.score) and self.since_best < patience
+
+
+@dataclass
+class Allocation:
+    """Every scored pod of an ``asha`` run and the pods already promoted."""
+
+    eta: float = 3.0
+    """Reduction factor: the top ``ceil(n / eta)`` of a rung may be promoted."""
+    patience: int = 2
+    """Segments a lineage may go without a new best validation score and still be
+    promoted (1: every segment must raise it)."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """:class:`PodRecord` of every scored pod, as dicts (JSON-ready)."""
+    promoted: list[str] = field(default_factory=list)
+    """Pods whose continuation was dispatched (each is promoted once)."""
+
+    # ----- recording --------------------------------------------------------------------
+    def record(self, rec: PodRecord) -> None:
+        """Add a scored pod (once per pod id)."""
+        if any(r["pod"] == rec.pod for r in self.records):
+            return
+        out = asdict(rec)
+        out["score"] = rec.score if math.isfinite(rec.score) else None
+        out["prev_best"] = rec.prev_best if math.isfinite(rec.prev_best) else None
+        self.records.append(out)
+
+    def pods(self) -> list[PodRecord]:
+        """The records as :class:`PodRecord` (None scores read as NaN / −inf)."""
+        out = []
+        for r in self.records:
+            r = dict(r)
+            r["score"] = math.nan if r.get("score") is None else float(r["score"])
+            r["prev_best"] = -math.inf if r.get("prev_best") is None else float(r["prev_best"])
+            out.append(PodRecord(**r))
+        return out
+
+    def promote(self, pod: str) -> None:
+        """``pod``'s continuation was dispatched."""
+        if pod not in self.promoted:
+            self.promoted.append(pod)
+
+    # ----- deciding ---------------------------------------------------------------------
+    def rung_cut(self, rung: int) -> float:
+        """The lowest score that is in the top ``ceil(n / eta)`` of ``rung`` (+inf when no
+        finite score reached it)."""
+        scores = sorted(
+            (p.score for p in self.pods() if p.rung == rung and math.isfinite(p.score)),
+            reverse=True,
+        )
+        if not scores:
+            return math.inf
+        keep = max(1, math.ceil(len(scores) / self.eta))
+        return scores[keep - 1]
+
+    def promotable(self, available: set[str]) -> list[PodRecord]:
+        """Pods that may be continued now, best first: not promoted yet, their checkpoint
+        ``available``, still improving, in the top ``1/eta`` of their rung. Deeper rungs
+        come first (ASHA looks for promotions from the top rung down), then higher
+        scores."""
+        cuts: dict[int, float] = {}
+        out = []
+        for p in self.pods():
+            if p.pod in self.promoted or p.pod not in available or not p.improving(self.patience):
+                continue
+            if p.rung not in cuts:
+                cuts[p.rung] = self.rung_cut(p.rung)
+            if p.score >= cuts[p.rung]:
+                out.append(p)
+        out.sort(key=lambda p: (-p.rung, -p.score))
+        return out
+
+    def stop_reason(self, p: PodRecord) -> str | None:
+        """Why a scored pod was not continued (``None``: it was, or could still be)."""
+        if p.pod in self.promoted:
+            return None
+        if p.epochs and p.epochs_done < p.epochs:
+            return TIME_CAP
+        if not p.improving(self.patience):
+            return STALLED
+        if p.score < self.rung_cut(p.rung):
+            return TRAILED
+        return RUNNING_OUT
+
+    # ----- reporting --------------------------------------------------------------------
+    def report(self, selected: str | None, total_env_steps: int) -> dict[str, Any]:
+        """The run's budget report: how its env steps were spent (``run.json``'s
+        ``budget``)."""
+        pods = self.pods()
+        by_id = {p.pod: p for p in pods}
+
+        def root(p: PodRecord) -> str:
+            while p.parent and p.parent in by_id:
+                p = by_id[p.parent]
+            return p.pod
+
+        def line(pod: str) -> list[str]:
+            chain = []
+            cur: str | None = pod
+            while cur is not None and cur in by_id:
+                chain.append(cur)
+                cur = by_id[cur].parent
+            return chain[::-1]
+
+        lineages: dict[str, dict[str, Any]] = {}
+        for p in pods:
+            r = lineages.setdefault(root(p), {"root": root(p), "pods": 0, "env_steps": 0})
+            r["pods"] += 1
+            r["env_steps"] += p.steps
+            best = r.get("best_score")
+            if math.isfinite(p.score) and (best is None or p.score > best):
+                r["best_score"], r["best_pod"] = p.score, p.pod
+        stops: dict[str, int] = {}
+        for p in pods:
+            why = self.stop_reason(p)
+            if why is not None:
+                stops[why] = stops.get(why, 0) + 1
+        total = int(total_env_steps) or sum(p.steps for p in pods)
+        out: dict[str, Any] = {
+            "scheme": "asha",
+            "eta": self.eta,
+            "env_steps": total,
+            "pods": len(pods),
+            "fresh": sum(p.kind == "fresh" for p in pods),
+            "promotions": sum(p.kind == "continued" for p in pods),
+            "children": sum(p.kind == "child" for p in pods),
+            "stops": stops,
+            "max_rung": max((p.rung for p in pods), default=0),
+            "per_pod": [
+                {
+                    "pod": p.pod,
+                    "parent": p.parent,
+                    "kind": p.kind,
+                    "rung": p.rung,
+                    "env_steps": p.steps,
+                    "score": p.score if math.isfinite(p.score) else None,
+                    "stop": self.stop_reason(p),
+                }
+                for p in pods
+            ],
+            "lineages": sorted(lineages.values(), key=lambda r: -r["env_steps"]),
+        }
+        if selected is not None and selected in by_id:
+            chain = line(selected)
+            steps = sum(by_id[c].steps for c in chain)
+            out["selected"] = {
+                "pod": selected,
+                "lineage": chain,
+                "rung": by_id[selected].rung,
+                "env_steps": steps,
+                "share": round(steps / total, 4) if total else None,
+            }
+        return out

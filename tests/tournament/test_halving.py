@@ -1,0 +1,199 @@
+"""``mode = "asha"``: leaders that still improve are continued, the rest stop; the
+allocation is deterministic under a seed, survives a resume and is reported."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from finpod.runs.leaderboard import Leaderboard
+from finpod.tournament.generator import Generator, PodSpec
+from finpod.tournament.halving import STALLED, TRAILED, Allocation, PodRecord
+from finpod.tournament.pod_results import PodResult
+from finpod.tournament.schedulers import HalvingScheduler
+from finpod.tournament.search import parse_search
+from finpod.tournament.settings import TournamentConfig
+from finpod.tournament.updater import entry_of
+from tests.tournament.test_search import REGISTRY
+
+SEARCH = {"algorithms": ["slow"], "slow": {"tau": {"low": 0.001, "high": 0.02}, "lr": 1e-3}}
+
+
+def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1):
+    space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
+    cfg = TournamentConfig(
+        mode="asha", eta=eta, patience=patience, fresh_pods=2, epsilon=0.0, pod_steps=100, epochs=1
+    )
+    board = board if board is not None else Leaderboard(tmp_path, 10, "sharpe")
+    gen = Generator(space, cfg, seed=seed, num_envs=4)
+    return HalvingScheduler(cfg, gen, board, log=lambda _: None), board
+
+
+def _report(sched, board, spec: PodSpec, score: float, epochs_done: int = 1) -> None:
+    """What the orchestrator does with a pod's result: board first, then the scheduler."""
+    history = [*spec.base_history, {"env_steps": 100 * (len(spec.lineage) + 1), "score": score}]
+    result = PodResult(
+        pod_id=spec.pod_id,
+        algorithm=spec.algorithm,
+        hparams=dict(spec.hparams),
+        score=score,
+        history=history,
+        env_steps=100 * (len(spec.lineage) + 1),
+        steps_done=100,
+        checkpoint=b"weights",
+        epochs_done=epochs_done,
+        env=dict(spec.env),
+    )
+    board.record(entry_of(result, spec), result.checkpoint)
+    sched.scored(result, spec)
+
+
+def _start(sched, board, scores):
+    """Fresh pods with these scores, reported in order."""
+    specs = [sched.next_specs(1, busy=False)[0] for _ in scores]
+    assert all(s.parent is None for s in specs)
+    for spec, score in zip(specs, scores, strict=True):
+        _report(sched, board, spec, score)
+    return specs
+
+
+def test_a_pod_that_leads_its_rung_and_improves_is_continued_unchanged(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    first, second = _start(sched, board, [1.0, 3.0])
+    nxt = sched.next_specs(1, busy=False)
+    assert len(nxt) == 1
+    cont = nxt[0]
+    assert cont.parent == second.pod_id and cont.continued
+    assert cont.hparams == second.hparams and cont.env == second.env
+    assert cont.lineage == [second.pod_id]
+    # It keeps going while it improves: its continuation is promoted again.
+    _report(sched, board, cont, 4.0)
+    again = sched.next_specs(1, busy=False)[0]
+    assert again.parent == cont.pod_id and again.continued and len(again.lineage) == 2
+
+
+def test_a_pod_that_stalls_is_not_continued_even_at_the_top(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    _, lead = _start(sched, board, [1.0, 3.0])
+    cont = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, cont, 2.5)  # worse than its own 3.0: stalled
+    nxt = sched.next_specs(1, busy=False)[0]
+    assert nxt.parent != cont.pod_id
+    record = next(p for p in sched.allocation.pods() if p.pod == cont.pod_id)
+    assert sched.allocation.stop_reason(record) == STALLED
+
+
+def test_with_patience_a_lineage_may_dip_once_but_not_twice(tmp_path):
+    sched, board = _scheduler(tmp_path, patience=2)
+    _start(sched, board, [1.0, 3.0])
+    dip = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, dip, 2.5)  # below its best 3.0, one segment ago
+    again = sched.next_specs(1, busy=False)[0]
+    assert again.parent == dip.pod_id and again.continued
+    _report(sched, board, again, 2.9)  # two segments without a new best: stalled
+    assert sched.next_specs(1, busy=False)[0].parent != again.pod_id
+
+
+def test_a_pod_that_trails_its_rung_is_not_continued(tmp_path):
+    sched, board = _scheduler(tmp_path, eta=2.0)
+    specs = _start(sched, board, [1.0, 2.0, 3.0, 4.0])
+    promoted = [sched.next_specs(1, busy=False)[0].parent for _ in range(3)]
+    # The top ceil(4 / 2) = 2 of rung 1 go on (best first); the others never.
+    assert promoted[:2] == [specs[3].pod_id, specs[2].pod_id]
+    assert promoted[2] not in {specs[0].pod_id, specs[1].pod_id}
+    record = next(p for p in sched.allocation.pods() if p.pod == specs[0].pod_id)
+    assert sched.allocation.stop_reason(record) == TRAILED
+
+
+def test_nothing_promotable_means_exploring_perturbed_copies_of_leaders(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    _, lead = _start(sched, board, [1.0, 3.0])
+    cont = sched.next_specs(1, busy=False)[0]  # the lead goes on ...
+    explore = sched.next_specs(1, busy=False)[0]  # ... and the next slot explores
+    assert not explore.continued
+    assert explore.parent in {s.pod_id for s in board.entries}
+    assert cont.pod_id != explore.pod_id
+
+
+def test_the_allocation_is_deterministic_under_a_seed(tmp_path):
+    def run(path, seed):
+        sched, board = _scheduler(path, seed=seed)
+        out = []
+        scores = iter([1.0, 3.0, 2.0, 3.5, 0.5, 4.0, 3.9, 4.5, 2.0, 5.0])
+        for _ in range(10):
+            spec = sched.next_specs(1, busy=False)[0]
+            out.append((spec.pod_id, spec.parent, spec.continued, spec.seed, spec.hparams))
+            _report(sched, board, spec, next(scores))
+        return out, sched.report()
+
+    a, report_a = run(tmp_path / "a", 7)
+    b, report_b = run(tmp_path / "b", 7)
+    c, _ = run(tmp_path / "c", 8)
+    assert a == b and report_a == report_b
+    assert a != c
+
+
+def test_a_resumed_run_promotes_the_same_pods(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    _start(sched, board, [1.0, 3.0])
+    cont = sched.next_specs(1, busy=False)[0]
+    resumed, _ = _scheduler(tmp_path, board=Leaderboard.load(tmp_path))
+    # The promotion already dispatched is not repeated after a resume.
+    assert resumed.allocation.promoted == [cont.parent]
+    assert resumed.next_specs(1, busy=False)[0].parent != cont.parent
+
+
+def test_the_budget_report_gives_the_selected_lineage_and_its_share(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    _start(sched, board, [1.0, 3.0])
+    a = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, a, 4.0)
+    b = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, b, 5.0)
+    report = sched.report()
+    assert report["scheme"] == "asha"
+    assert report["selected"]["pod"] == b.pod_id
+    assert report["selected"]["lineage"] == [a.parent, a.pod_id, b.pod_id]
+    assert report["selected"]["env_steps"] == 300
+    assert report["selected"]["share"] == pytest.approx(300 / 400)
+    assert report["promotions"] == 2 and report["fresh"] == 2
+    assert sum(p["env_steps"] for p in report["per_pod"]) == 400
+
+
+def test_a_segment_cut_by_the_time_cap_is_reported_as_such():
+    alloc = Allocation(eta=3.0)
+    alloc.record(PodRecord("p1", None, "fresh", 1, 50, 1.0, -math.inf, epochs_done=0, epochs=1))
+    assert alloc.stop_reason(alloc.pods()[0]) == "time_cap"
+
+
+def _quickstart(base_pod: bool):
+    from finpod.strategy import load_strategy
+    from finpod.tournament.launch import resolve
+
+    strategy = load_strategy(Path(__file__).resolve().parents[2] / "strategies/quickstart.toml")
+    strategy = dataclasses.replace(
+        strategy, tournament={**strategy.tournament, "base_pod": base_pod}
+    )
+    config, space, seed = resolve(strategy)
+    return strategy, Generator(space, config, seed, num_envs=4)
+
+
+def test_the_base_pod_trains_the_strategys_own_agent_and_controls(tmp_path):
+    strategy, gen = _quickstart(base_pod=True)
+    board = Leaderboard(tmp_path, 10, "sharpe")
+    first = gen.next_group(board, 0, 4)
+    env = strategy.config
+    lead = first[0]
+    assert lead.algorithm == strategy.algorithm and lead.parent is None
+    assert {k: lead.hparams[k] for k in strategy.hparams} == strategy.hparams
+    assert lead.env and all(getattr(env, k) == v for k, v in lead.env.items())
+    # Its population mates share its controls and draw their own hyperparameters.
+    assert all(m.env == lead.env for m in first[1:])
+    assert any(m.hparams["learning_rate"] != lead.hparams["learning_rate"] for m in first[1:])
+    # Without base_pod the first pod is drawn like any other.
+    _, drawn = _quickstart(base_pod=False)
+    other = drawn.next_group(Leaderboard(tmp_path / "b", 10, "sharpe"), 0, 4)[0]
+    assert other.hparams["learning_rate"] != strategy.hparams["learning_rate"]
