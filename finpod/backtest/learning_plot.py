@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest.plot_style import legend_outside
+from finpod.scores import DEFAULT_SCORE
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -58,7 +59,7 @@ def learning_panel(result: BacktestResult) -> Callable[[Figure], None] | None:
         splits = [s for s in ("train", "validation") if s in set(curves.get("split", []))]
         splits = splits or [None]
         axes = np.atleast_1d(fig.subplots(1, len(splits)))
-        score = (result.info.get("score_name") or "sharpe") if result.info else "sharpe"
+        score = (result.info or {}).get("score_name") or DEFAULT_SCORE
         pods = list(dict.fromkeys(curves["pod_id"].astype(str)))
         colors = dict(zip(pods, pod_colors(len(pods)), strict=True))
         for ax, split in zip(axes, splits, strict=False):

@@ -20,6 +20,7 @@ import numpy as np
 from finpod.agents.hparams import build_hparams
 from finpod.agents.registry import population_class
 from finpod.runs.leaderboard import Entry, Leaderboard
+from finpod.scores import DEFAULT_SCORE
 from finpod.tournament.search import SearchSpace, is_off_policy
 from finpod.tournament.settings import TournamentConfig
 
@@ -44,7 +45,7 @@ class PodSpec:
     """W: vectorized envs per learner."""
     num_learners: int
     """L: learners, each on its own shard of seeds and start windows."""
-    score_name: str = "sharpe"
+    score_name: str = DEFAULT_SCORE
     """Validation score of the evaluator."""
     max_seconds: float | None = None
     """Wall-time cap: the pod stops at the last epoch end before it (see :meth:`out_of_time`)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from finpod.errors import FinpodError
-from finpod.scores import SCORES
+from finpod.scores import DEFAULT_SCORE, SCORES
 from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
     SearchSpace,
     pod_env,
@@ -137,8 +137,9 @@ class TournamentConfig:
     in N for the Deflated Sharpe and PBO, and selected when it beats the best entry
     (:mod:`finpod.tournament.ensemble_candidate`). 0 = no ensemble; otherwise ≥ 2 (at most the
     ``top_k`` entries on the board are used)."""
-    score: str = "sharpe"
-    """Validation score ranking the leaderboard: sharpe | sortino | calmar | return."""
+    score: str = DEFAULT_SCORE
+    """Validation score ranking the leaderboard: one of :data:`finpod.scores.SCORES` (sharpe,
+    sortino, calmar, return, information_ratio)."""
     pod_steps: int = 50_000
     """Env steps one pod trains for, summed over its learners."""
     pod_seconds: float | None = None
