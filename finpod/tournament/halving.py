@@ -19,6 +19,10 @@ Where it departs from the paper:
   promoted before ``eta`` pods reached it. Here the top ``ceil(n / eta)`` qualify: the
   first pod to reach a rung may go on at once, which is what lets one strong agent train
   for most of a short budget instead of waiting for rivals to catch up.
+- **Lines, not only rungs.** A pod must also be in the top ``1/eta`` of the lines (pods
+  grouped by the fresh pod they descend from) by their best score at its rung or below:
+  with few slots, a line that always reaches the next rung first would otherwise never be
+  compared with a better line one rung behind it.
 - **Still improving.** ASHA promotes on rank alone; here a promoted pod must also have
   raised its lineage's best validation score within its last ``patience`` segments (a
   stalled agent stops, even at the top of its rung; its perturbed copies may still carry
@@ -129,19 +133,35 @@ class Allocation:
         keep = max(1, math.ceil(len(scores) / self.eta))
         return scores[keep - 1]
 
+    def leads_lines(self, p: PodRecord, pods: list[PodRecord] | None = None) -> bool:
+        """Is ``p`` in the top ``ceil(m / eta)`` of the ``m`` lines (pods grouped by the
+        fresh pod they descend from) by their best score at rung ≤ ``p.rung``? A line that
+        keeps reaching new rungs first is never compared at its own rung; this compares it
+        with what the other lines scored with as many env steps or fewer, so a line that
+        trails them stops and its slot explores (a perturbed copy of a leader)."""
+        pods = self.pods() if pods is None else pods
+        root = _roots(pods)
+        best: dict[str, float] = {}
+        for q in pods:
+            if q.rung <= p.rung and math.isfinite(q.score) and root[q.pod] != root[p.pod]:
+                best[root[q.pod]] = max(best.get(root[q.pod], -math.inf), q.score)
+        ahead = sum(v > p.score for v in best.values())
+        return ahead < max(1, math.ceil((len(best) + 1) / self.eta))
+
     def promotable(self, available: set[str]) -> list[PodRecord]:
         """Pods that may be continued now, best first: not promoted yet, their checkpoint
-        ``available``, still improving, in the top ``1/eta`` of their rung. Deeper rungs
-        come first (ASHA looks for promotions from the top rung down), then higher
-        scores."""
+        ``available``, still improving, in the top ``1/eta`` of their rung and of the lines
+        at their rung or below (:meth:`leads_lines`). Deeper rungs come first (ASHA looks
+        for promotions from the top rung down), then higher scores."""
         cuts: dict[int, float] = {}
+        pods = self.pods()
         out = []
-        for p in self.pods():
+        for p in pods:
             if p.pod in self.promoted or p.pod not in available or not p.improving(self.patience):
                 continue
             if p.rung not in cuts:
                 cuts[p.rung] = self.rung_cut(p.rung)
-            if p.score >= cuts[p.rung]:
+            if p.score >= cuts[p.rung] and self.leads_lines(p, pods):
                 out.append(p)
         out.sort(key=lambda p: (-p.rung, -p.score))
         return out
@@ -154,7 +174,7 @@ class Allocation:
             return TIME_CAP
         if not p.improving(self.patience):
             return STALLED
-        if p.score < self.rung_cut(p.rung):
+        if p.score < self.rung_cut(p.rung) or not self.leads_lines(p):
             return TRAILED
         return RUNNING_OUT
 
@@ -227,3 +247,15 @@ class Allocation:
                 "share": round(steps / total, 4) if total else None,
             }
         return out
+
+
+def _roots(pods: list[PodRecord]) -> dict[str, str]:
+    """Pod id → the id of the fresh pod its line descends from."""
+    parent = {p.pod: p.parent for p in pods}
+    out: dict[str, str] = {}
+    for p in pods:
+        cur = p.pod
+        while parent.get(cur) in parent:
+            cur = parent[cur]  # type: ignore[assignment]
+        out[p.pod] = cur
+    return out

@@ -197,3 +197,23 @@ def test_the_base_pod_trains_the_strategys_own_agent_and_controls(tmp_path):
     _, drawn = _quickstart(base_pod=False)
     other = drawn.next_group(Leaderboard(tmp_path / "b", 10, "sharpe"), 0, 4)[0]
     assert other.hparams["learning_rate"] != strategy.hparams["learning_rate"]
+
+
+def test_a_line_that_trails_another_line_with_fewer_steps_stops():
+    alloc = Allocation(eta=2.0, patience=3)
+
+    def add(pod, parent, rung, score, since_best=0):
+        kind = "fresh" if parent is None else "continued"
+        alloc.record(PodRecord(pod, parent, kind, rung, 100, score, -math.inf, since_best, 1, 1))
+
+    # Line A always reaches the next rung first, so it leads every rung alone ...
+    add("a1", None, 1, 1.0)
+    add("a2", "a1", 2, 1.5)
+    add("a3", "a2", 3, 2.0)
+    # ... while line B, one rung behind, scores far higher with fewer env steps.
+    add("b1", None, 1, 3.0)
+    add("b2", "b1", 2, 4.0)
+    ready = [p.pod for p in alloc.promotable({"a3", "b2"})]
+    assert ready == ["b2"]
+    a3 = next(p for p in alloc.pods() if p.pod == "a3")
+    assert alloc.stop_reason(a3) == TRAILED
