@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from finpod.cli.interrupted import note_run_dir
+from finpod.cli.stop_signals import reclaim_stop_signals
 from finpod.cli.tables import fits, print_table
 from finpod.runs import LOG_FILE
 from finpod.tournament.budget import running_steps
@@ -76,11 +77,17 @@ class TournamentView:
         self.console = console or Console(stderr=True)
         self.live_table = _LiveTable(self.console)
         self.lines = _EventLines(self.console)
-        self.display = (
+        self._show = (
             self.live_table.update if self.console.is_terminal else _ProgressLines(self.console)
         )
 
+    def display(self, snap: dict[str, Any]) -> None:
+        """The live table (or a progress line) for an orchestrator snapshot."""
+        reclaim_stop_signals()  # Ray, once started, took SIGTERM over
+        self._show(snap)
+
     def on_event(self, kind: str, payload: dict[str, Any]) -> None:
+        reclaim_stop_signals()
         if kind == "tournament":
             self.live_table.stop()
             print_summary(self.console, payload["result"])
