@@ -15,6 +15,7 @@ checkpoint), or the command that continues the work. ``finpod`` alone prints the
 from __future__ import annotations
 
 import re
+import signal
 import sys
 
 import typer
@@ -28,7 +29,7 @@ from finpod.cli import backtest_cmd, data_cmd, paper_cmd, run_cmd, train_cmd, wa
 from finpod.cli.interrupted import interrupted_line, note_command, noted_resume, noted_run_dir
 from finpod.cli.interrupted import note_run_dir as note_run_dir
 from finpod.cli.noise import HeldBack
-from finpod.cli.stop_signals import Stopped, install_stop_signals
+from finpod.cli.stop_signals import Stopped, install_stop_signals, received_stop_signal
 from finpod.errors import FinpodError
 
 app = typer.Typer(
@@ -115,17 +116,19 @@ def main(argv: list[str] | None = None) -> None:
         _red_line(str(err))
         sys.exit(1)
     except (KeyboardInterrupt, typer.Abort) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else None
-        _interrupted(stop.name if isinstance(stop, Stopped) else None)
-        sys.exit(128 + signum if signum else 130)
+        name = stop.name if isinstance(stop, Stopped) else received_stop_signal()
+        _interrupted(name)
+        sys.exit(128 + signal.Signals[name] if name else 130)
     except Exception as err:
         line = environment_error_line(err)
         if line is None or debug:
             raise
         _red_line(line)
         sys.exit(1)
-    if isinstance(code, int) and code == 130:
-        _interrupted()
+    if isinstance(code, int) and code == 130:  # typer turns KeyboardInterrupt into 130
+        name = received_stop_signal()
+        _interrupted(name)
+        code = 128 + signal.Signals[name] if name else code
     if isinstance(code, int) and code != 0:
         sys.exit(code)
 

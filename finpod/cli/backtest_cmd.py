@@ -116,6 +116,7 @@ def show_backtest(
 ) -> None:
     """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
     metrics, the selection statistics, the disclosures and where the tearsheet is."""
+    run_path = checks.run_with_board(run, runs)  # before torch and pandas load
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
@@ -124,7 +125,6 @@ def show_backtest(
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
 
     # The report folder is named by agent and checked before the rollouts, not after.
-    run_path = checks.run_with_board(run, runs)
     check_writable(
         report_folder(out, run_path.name, resolve_agent(run_path, agent)), flag="--reports"
     )

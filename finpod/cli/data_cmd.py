@@ -215,10 +215,6 @@ def download(
     An existing dataset at --out is an error unless --overwrite is given.
     """
     source = renamed("--source", source, "-s", old_source)
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.data.dataset import build_dataset
-    from finpod.data.manifest import Manifest
-
     for flag, value in (
         ("--min-coverage", min_coverage),
         ("--years", years),
@@ -263,6 +259,10 @@ def download(
         "adjustment": adjustment,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.data.dataset import build_dataset
+    from finpod.data.manifest import Manifest
+
     if plan:
         # lazy: `finpod --help` and usage errors answer without loading torch and pandas
         from finpod.data.sources.alpaca import plan_download

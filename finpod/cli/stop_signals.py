@@ -30,11 +30,20 @@ class Stopped(KeyboardInterrupt):
         self.name = signal.Signals(signum).name
 
 
+#: Whether :func:`install_stop_signals` ran, and the last stop signal received.
+_installed: dict[str, object] = {"on": False, "last": None}
+
+
 def _raise_stopped(signum: int, frame: object) -> None:
+    _installed["last"] = signum
     raise Stopped(signum)
 
 
-_installed: dict[str, bool] = {"on": False}
+def received_stop_signal() -> str | None:
+    """The name of the stop signal that ended the command (``SIGTERM``), if one did: a
+    library may catch :class:`Stopped` and raise a plain ``KeyboardInterrupt`` instead."""
+    last = _installed["last"]
+    return None if last is None else signal.Signals(int(last)).name  # type: ignore[arg-type]
 
 
 def install_stop_signals() -> None:
@@ -43,7 +52,7 @@ def install_stop_signals() -> None:
         return
     for s in STOP_SIGNALS:
         signal.signal(s, _raise_stopped)
-    _installed["on"] = True
+    _installed.update(on=True, last=None)
 
 
 def reclaim_stop_signals() -> None:
