@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from finpod.cli import checks
 from finpod.cli.interrupted import note_resume, same_command
+from finpod.cli.lines import statement
 from finpod.cli.options import RUNS_HELP
 from finpod.cli.stop_signals import stop_signals_call
 from finpod.errors import FinpodError
@@ -79,7 +79,7 @@ def paper(
         feed=feed,
         lookback_sessions=lookback,
         feature_file=feature_file,
-        log=lambda line: console.print(escape(line), highlight=False, soft_wrap=True),
+        log=lambda line: statement(console, line, markup=False),
     )
     # SIGTERM and SIGHUP stop as Ctrl-C does: the request in flight finishes, its answer
     # is recorded, and the trader says how to continue.

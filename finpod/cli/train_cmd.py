@@ -13,6 +13,7 @@ from rich.console import Console
 
 from finpod.cli import checks
 from finpod.cli.interrupted import note_run_dir
+from finpod.cli.lines import statement
 from finpod.cli.options import (
     DATA_HELP,
     DEVICE_DEFAULT,
@@ -142,7 +143,7 @@ def register(app: typer.Typer) -> None:
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
-                console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
+                statement(console, payload["line"], markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
                 note_run_dir(payload["run_dir"])
                 console.print(run_header(payload), highlight=False, soft_wrap=True)

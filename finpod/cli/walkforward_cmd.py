@@ -16,6 +16,7 @@ from rich.console import Console
 
 from finpod.cli import checks
 from finpod.cli.interrupted import note_resume, same_command
+from finpod.cli.lines import statement
 from finpod.cli.options import DATA_HELP, DEVICE_DEFAULT, DEVICE_HELP
 from finpod.cli.stop_signals import reclaim_stop_signals
 
@@ -118,7 +119,7 @@ def register(app: typer.Typer) -> None:
 
         def log(line: str) -> None:
             reclaim_stop_signals()  # Ray, once started, took SIGTERM over
-            bar.console.print(line, highlight=False, soft_wrap=True)
+            statement(bar.console, line, markup=False)
 
         def progress(done: int, total: int) -> None:
             # The bar starts once the folds are planned: a refused plan is one line alone.
@@ -219,12 +220,11 @@ def register(app: typer.Typer) -> None:
             )
         else:
             verdict = "significant" if h["significant_5pct"] else "not significant"
-            console.print(
+            statement(
+                console,
                 f"[bold]active return vs equal weight:[/] mean {h['annual_mean'] * 100:+.2f} %/yr "
                 f"over {h['n']} bars, [bold]HAC t = {h['t']:.2f}[/] (p = {h['p']:.3f}, "
                 f"{h['maxlags']} Newey–West lags; naive t {h['naive_t']:.2f}): {verdict} at 5 %",
-                highlight=False,
-                soft_wrap=True,
             )
         console.print(f"[bold green]report written to[/] {result.report}")
 
