@@ -26,7 +26,7 @@ RUNS_HELP = "Folder of run directories."
 REPORTS_HELP = "Folder of reports (tearsheets)."
 DEVICE_HELP = "auto, cpu, cuda or cuda:K."
 #: ``--help``'s default of a ``--device`` the strategy sets.
-DEVICE_DEFAULT = "the strategy's train.device (auto)"
+DEVICE_DEFAULT = "the strategy's [train] device"
 #: Hidden old spellings: shown nowhere, said once when used.
 OLD = "Deprecated spelling."
 

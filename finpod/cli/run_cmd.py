@@ -85,7 +85,7 @@ def run(
         int | None, typer.Option("--seed", help="Run seed (default: the strategy's).")
     ] = None,
     rebuild: Annotated[
-        bool, typer.Option("--rebuild", help="Rebuild the dataset even if it exists.")
+        bool, typer.Option("--rebuild/--no-rebuild", help="Rebuild the dataset even if it exists.")
     ] = False,
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
