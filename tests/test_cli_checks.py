@@ -209,26 +209,18 @@ def dataset(tmp_path_factory):
     )
 
 
+# 60 sessions of validation and of backtest fit the data: only the train window reaches
+# before it, 12 years into the calendar's records, 60 years before them (the calendar
+# starts in 1990), 3000 years past what a date can hold.
 @pytest.mark.parametrize("train", ["12y", "60y", "3000y"])
 def test_walkforward_windows_longer_than_the_data_are_one_line_with_numbers(
     finpod_cli, tmp_path, dataset, train
 ):
     out = finpod_cli(
-        "walkforward",
-        "--data",
-        str(dataset),
-        "--folds",
-        "1",
-        "--seeds",
-        "1",
-        "--steps",
-        "4096",
-        "--train",
-        train,
-        "--no-ray",
-        "--out",
-        str(tmp_path / "wf"),
-    )
+        "walkforward", "--data", str(dataset), "--folds", "1", "--seeds", "1",
+        "--steps", "4096", "--train", train, "--validation", "60", "--backtest", "60",
+        "--no-ray", "--out", str(tmp_path / "wf"),
+    )  # fmt: skip
     line = one_error_line(out, "too few bars for the windows", f"{train} train", "sessions")
     assert "DateOutOfBounds" not in line
     assert not (tmp_path / "wf").exists()  # nothing made
