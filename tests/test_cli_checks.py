@@ -242,5 +242,5 @@ def test_run_all_refuses_a_missing_data_folder_unless_asked_to_build_the_sample(
 
     missing = tmp_path / "typo"
     with pytest.raises(FinpodError, match="--build-sample"):
-        run_all(data=missing, runs=tmp_path / "runs", reports=tmp_path / "reports")
+        run_all(data=missing, budget="1 pods", runs=tmp_path / "r", reports=tmp_path / "p")
     assert not missing.exists()

@@ -57,9 +57,10 @@ def _wait_for(stream, pattern: str, timeout: float) -> list[str]:
 
 
 def _stop(proc: subprocess.Popen, signum: int) -> tuple[str, int]:
+    """(stderr, exit code) after ``signum``; what stdout says after it is in ``proc.tail``."""
     try:
         proc.send_signal(signum)
-        _, err = proc.communicate(timeout=120)
+        proc.tail, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     return err, proc.returncode
@@ -116,7 +117,9 @@ def test_sigterm_during_a_walkforward_names_the_same_command_to_resume(tmp_path,
     ]  # fmt: skip
     proc = _start(args)
     _wait_for(proc.stdout, r"starting walk-forward", 120)
+    time.sleep(3)  # the fold's job under way
     err, code = _stop(proc, signal.SIGTERM)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 128 + signal.SIGTERM
     assert lines == [f"stopped by SIGTERM; continue with: finpod {' '.join(args)}"], err
+    assert "interrupted" not in proc.tail and "resume" not in proc.tail, proc.tail  # said once
