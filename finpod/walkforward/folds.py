@@ -184,8 +184,8 @@ def plan_folds(
             anchor = pd.Timestamp(days[stop]) if stop < n_sess else end_date
         try:
             begin = anchor - length.offset * times
-        except (OverflowError, pd.errors.OutOfBoundsDatetime):
-            return None, None  # centuries before the data
+        except (OverflowError, ValueError):  # out of the range of a date
+            return None, None  # millennia before the data
         if begin < first_day:
             if begin < cal.first_session:
                 # Earlier than the exchange calendar knows: the exchange had sessions
