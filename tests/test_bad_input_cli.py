@@ -69,52 +69,54 @@ def test_a_bad_strategy_file_is_one_line(finpod_cli, tmp_path, dataset, content,
     strategy.write_bytes(content)
     out = tmp_path / "runs"
     one_error_line(
-        finpod_cli("train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)),
+        finpod_cli(
+            "train", "--strategy", str(strategy), "--data", str(dataset), "--runs", str(out)
+        ),
         *words,
     )
     assert not out.exists()
 
 
 @pytest.mark.parametrize("where", ["under_file", "proc"])
-def test_train_out_that_cannot_be_written_is_one_line(finpod_cli, tmp_path, dataset, where):
+def test_train_runs_that_cannot_be_written_is_one_line(finpod_cli, tmp_path, dataset, where):
     (tmp_path / "afile").write_text("x")
     strategy = tmp_path / "s.toml"
     strategy.write_text(tiny_agent())
     out = {"under_file": tmp_path / "afile" / "runs", "proc": Path("/proc/finpod-test")}[where]
     res = finpod_cli(
-        "train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(out)
+        "train", "--strategy", str(strategy), "--data", str(dataset), "--runs", str(out)
     )
     one_error_line(res, "cannot create the run directory", str(out))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s.toml"]
 
 
-def test_backtest_out_that_cannot_be_written_is_one_line_before_the_rollouts(
+def test_backtest_reports_that_cannot_be_written_is_one_line_before_the_rollouts(
     finpod_cli, tmp_path, run_dir
 ):
     (tmp_path / "afile").write_text("x")
     started = time.perf_counter()
-    res = finpod_cli("backtest", str(run_dir), "--out", str(tmp_path / "afile" / "reports"))
+    res = finpod_cli("backtest", str(run_dir), "--reports", str(tmp_path / "afile" / "reports"))
     one_error_line(res, "cannot write to", "afile")
     assert "rollouts" not in res.stdout and time.perf_counter() - started < 60
 
 
 def test_backtests_of_two_agents_of_one_run_sit_side_by_side(finpod_cli, tmp_path, run_dir):
     reports = tmp_path / "reports"
-    best = finpod_cli("backtest", str(run_dir), "--out", str(reports))
+    best = finpod_cli("backtest", str(run_dir), "--reports", str(reports))
     assert best.returncode == 0, best.stderr
     page = (reports / "r1" / "tearsheet.html").read_bytes()
     # The run has one leaderboard entry: top-1 is the most it can average.
-    top = finpod_cli("backtest", str(run_dir), "--agent", "top-1", "--out", str(reports))
+    top = finpod_cli("backtest", str(run_dir), "--agent", "top-1", "--reports", str(reports))
     assert top.returncode == 0, top.stderr
     assert (reports / "r1" / "top-1" / "tearsheet.html").is_file()
     assert (reports / "r1" / "tearsheet.html").read_bytes() == page  # not overwritten
-    redo = finpod_cli("report", "r1", "--agent", "top-1", "--out", str(reports))
+    redo = finpod_cli("report", "r1", "--agent", "top-1", "--reports", str(reports))
     assert redo.returncode == 0 and "top-1" in redo.stdout, redo.stderr
 
 
 def test_top_3_of_a_one_entry_run_is_one_line_and_writes_no_folder(finpod_cli, tmp_path, run_dir):
     reports = tmp_path / "reports"
-    res = finpod_cli("backtest", str(run_dir), "--agent", "top-3", "--out", str(reports))
+    res = finpod_cli("backtest", str(run_dir), "--agent", "top-3", "--reports", str(reports))
     one_error_line(res, "averages the top 3", "use --agent best")
     assert not (reports / "r1" / "top-3").exists()
 
@@ -127,7 +129,7 @@ def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "finpod", "train", "--strategy", str(strategy)]
-        + ["--data", str(dataset), "--out", str(tmp_path / "runs")],
+        + ["--data", str(dataset), "--runs", str(tmp_path / "runs")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

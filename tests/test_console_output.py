@@ -180,9 +180,10 @@ def test_the_training_bar_moves_with_each_env_step_inside_a_rollout():
     assert bar.progress.tasks[0].completed == 104
 
 
-def test_the_tournament_summary_in_a_log_file_is_one_line_per_statement(tmp_path):
-    """Piped into a file (80 columns), each summary statement stays on one line: a log
-    reader can grep it; the leaderboard still switches to its long form."""
+def test_the_tournament_summary_in_a_log_file_wraps_only_past_120_columns(tmp_path):
+    """Piped into a file (80 columns), a summary statement stays on one line up to 120
+    columns (a log reader can grep it) and wraps at word ends past them; the leaderboard
+    still switches to its long form."""
     from finpod.cli.tournament_cmd import print_summary
     from finpod.runs.leaderboard import Entry, Leaderboard
     from finpod.tournament.launch import TournamentRun
@@ -198,10 +199,51 @@ def test_the_tournament_summary_in_a_log_file_is_one_line_per_statement(tmp_path
     out = io.StringIO()
     print_summary(Console(file=out, width=80, force_terminal=False), run)
     lines = out.getvalue().splitlines()
-    assert any(
-        line.startswith("4 pods trained this session")
-        and line.endswith("best p00012 (ppo) validation information_ratio 0.323")
-        for line in lines
+    assert max(len(line) for line in lines) <= 120, lines
+    text = " ".join(lines)
+    assert (
+        "4 pods trained this session (0 failed), 5 candidates evaluated in the run; "
+        "best p00012 (ppo) validation information_ratio 0.323" in text
     ), lines
     assert any(line.startswith("throughput: 524,288 env steps") for line in lines), lines
+    assert sum("throughput" in line for line in lines) == 1  # a shorter one: one line
     assert lines[-1] == f"run directory: {tmp_path / 'tournament-20261126-100300-a6be'}"
+
+
+def test_a_long_statement_piped_wraps_at_word_ends_under_120_columns():
+    from finpod.cli.lines import PIPED_WIDTH, statement
+
+    words = [f"key{i}=value{i}" for i in range(30)]  # a training log line of ~400 characters
+    out = io.StringIO()
+    statement(Console(file=out, width=80, force_terminal=False), " ".join(words), markup=False)
+    lines = out.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= PIPED_WIDTH for line in lines), lines
+    assert " ".join(lines).split() == words  # every word, whole, in order
+
+
+def test_training_piped_into_a_file_keeps_every_line_under_120_columns(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tiny_strategy import tiny_agent
+
+    from finpod.data import build_dataset
+
+    data = build_dataset("synthetic", tmp_path / "ds", n_tickers=3, n_bars=300, seed=0)
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(tiny_agent())
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "finpod", "train", "-s", str(strategy), "-d", str(data)]
+        + ["--runs", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = (done.stdout + done.stderr).splitlines()
+    assert any(" steps " in line for line in lines), lines
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)

@@ -52,13 +52,13 @@ def test_a_run_keeps_a_copy_and_a_hash_of_its_reference_and_strategy_files(train
 
 def test_a_changed_reference_file_is_refused_in_one_line(trained, tmp_path, finpod_cli):
     run, reference, text = trained
-    before = finpod_cli("backtest", str(run), "--out", str(tmp_path / "a"), "--device", "cpu")
+    before = finpod_cli("backtest", str(run), "--reports", str(tmp_path / "a"), "--device", "cpu")
     assert before.returncode == 0, before.stderr
     reference.write_text(text.replace("0.7,0.1,0.1,0.1", "0.1,0.1,0.1,0.7"), encoding="utf-8")
     try:
-        out = finpod_cli("backtest", str(run), "--out", str(tmp_path / "b"), "--device", "cpu")
+        out = finpod_cli("backtest", str(run), "--reports", str(tmp_path / "b"), "--device", "cpu")
         used = finpod_cli(
-            "backtest", str(run), "--out", str(tmp_path / "c"), "--device", "cpu",
+            "backtest", str(run), "--reports", str(tmp_path / "c"), "--device", "cpu",
             "--use-recorded-inputs",
         )  # fmt: skip
     finally:

@@ -59,6 +59,7 @@ def test_run_builds_trains_on_validation_and_backtests_only_the_backtest_split(t
     data, runs, reports = tmp_path / "sample", tmp_path / "runs", tmp_path / "reports"
     cmd = [sys.executable, "-m", "finpod", "run", "--strategy", str(strategy), "--data", str(data)]
     cmd += ["--budget", "3 pods", "--pods", "2", "--runs", str(runs), "--reports", str(reports)]
+    cmd += ["--build-sample"]  # asked for: a missing --data is refused otherwise
     done = subprocess.run(cmd, cwd=REPO, env=ray_env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 

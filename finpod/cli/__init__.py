@@ -7,13 +7,15 @@ path that cannot be read or written, text that is not UTF-8, a number that is no
 print one red line with what to do and exit 1; a traceback is shown only with ``--debug``.
 Other libraries' own log lines and warnings (yfinance offline) are held back and said in
 one line (:mod:`finpod.cli.noise`).
-Ctrl-C during training names the run and the ``--resume`` that continues it (or says that
-nothing can be resumed before the first checkpoint). ``finpod`` alone prints the help.
+Ctrl-C, SIGTERM and SIGHUP stop every command alike: one line naming the run and the
+``--resume`` that continues it (or says that nothing can be resumed before the first
+checkpoint), or the command that continues the work. ``finpod`` alone prints the help.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import sys
 
 import typer
@@ -24,9 +26,10 @@ from finpod import __version__
 from finpod.cli import backtest_cmd, data_cmd, paper_cmd, run_cmd, train_cmd, walkforward_cmd
 
 # note_run_dir stays importable from finpod.cli (its own module is finpod.cli.interrupted).
-from finpod.cli.interrupted import interrupted_line, noted_run_dir
+from finpod.cli.interrupted import interrupted_line, note_command, noted_resume, noted_run_dir
 from finpod.cli.interrupted import note_run_dir as note_run_dir
 from finpod.cli.noise import HeldBack
+from finpod.cli.stop_signals import Stopped, install_stop_signals, received_stop_signal
 from finpod.errors import FinpodError
 
 app = typer.Typer(
@@ -34,6 +37,7 @@ app = typer.Typer(
     help="Deep-RL stock trading on the NASDAQ-100: download → train → backtest.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     args = list(argv if argv is not None else sys.argv[1:])
     debug = "--debug" in args
     usage_error, click_error, no_args = _click_errors()
+    install_stop_signals()
+    note_command(args)
     try:
         code = _run_app(args, debug)
     except usage_error as err:
@@ -109,17 +115,20 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _red_line(str(err))
         sys.exit(1)
-    except (KeyboardInterrupt, typer.Abort):
-        _interrupted()
-        sys.exit(130)
+    except (KeyboardInterrupt, typer.Abort) as stop:
+        name = stop.name if isinstance(stop, Stopped) else received_stop_signal()
+        _interrupted(name)
+        sys.exit(128 + signal.Signals[name] if name else 130)
     except Exception as err:
         line = environment_error_line(err)
         if line is None or debug:
             raise
         _red_line(line)
         sys.exit(1)
-    if isinstance(code, int) and code == 130:
-        _interrupted()
+    if isinstance(code, int) and code == 130:  # typer turns KeyboardInterrupt into 130
+        name = received_stop_signal()
+        _interrupted(name)
+        code = 128 + signal.Signals[name] if name else code
     if isinstance(code, int) and code != 0:
         sys.exit(code)
 
@@ -140,8 +149,9 @@ def _run_app(args: list[str], debug: bool) -> object:
             err_console.print(f"[yellow]note:[/] {line}", highlight=False, soft_wrap=True)
 
 
-def _interrupted() -> None:
-    err_console.print(interrupted_line(noted_run_dir()), highlight=False, soft_wrap=True)
+def _interrupted(signal: str | None = None) -> None:
+    line = interrupted_line(noted_run_dir(), noted_resume(), signal)
+    err_console.print(line, highlight=False, soft_wrap=True)
 
 
 def environment_error_line(err: BaseException) -> str | None:

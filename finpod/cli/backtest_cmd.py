@@ -14,6 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from finpod.cli import checks
+from finpod.cli.options import DEVICE_HELP, OLD, REPORTS_HELP, RUNS_HELP, renamed
 from finpod.runs.agent_names import AGENT_HELP
 
 console = Console()
@@ -66,13 +68,17 @@ def ceiling_line(ceiling: dict) -> str:
 
 
 def backtest(
-    run: Annotated[str, typer.Argument(help="Run directory, or a run id under runs/.")],
-    agent: Annotated[str, typer.Option(help=AGENT_HELP)] = "selected",
+    run: Annotated[str, typer.Argument(help="Run directory, or a run id under --runs.")],
+    agent: Annotated[str, typer.Option("--agent", help=AGENT_HELP)] = "selected",
     data: Annotated[
-        Path | None, typer.Option(help="Dataset directory (default: the one the run recorded).")
+        Path | None,
+        typer.Option("--data", "-d", help="Dataset directory (default: the one the run recorded)."),
     ] = None,
-    out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:K.")] = "auto",
+    reports: Annotated[Path, typer.Option("--reports", help=REPORTS_HELP)] = Path("reports"),
+    runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
+    device: Annotated[
+        str | None, typer.Option("--device", help=DEVICE_HELP, show_default="auto")
+    ] = None,
     use_recorded_inputs: Annotated[
         bool,
         typer.Option(
@@ -81,10 +87,21 @@ def backtest(
             "benchmark levels) instead of refusing ones that changed since.",
         ),
     ] = False,
+    old_out: Annotated[Path | None, typer.Option("--out", hidden=True, help=OLD)] = None,
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules."""
+    reports = renamed("--reports", reports, "--out", old_out)
+    checks.device(device)
+    if data is not None:
+        checks.dataset_dir(data)
     show_backtest(
-        run, agent=agent, data=data, out=out, device=device, use_recorded_inputs=use_recorded_inputs
+        run,
+        agent=agent,
+        data=data,
+        out=reports,
+        device=device or "auto",
+        runs=runs,
+        use_recorded_inputs=use_recorded_inputs,
     )
 
 
@@ -99,17 +116,18 @@ def show_backtest(
 ) -> None:
     """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
     metrics, the selection statistics, the disclosures and where the tearsheet is."""
+    run_path = checks.run_with_board(run, runs)  # before torch and pandas load
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import resolve_agent
     from finpod.backtest.benchmarks import ROLLOUTS
     from finpod.pipeline import backtest_and_report, check_writable, report_folder
-    from finpod.runs import find_run
 
     # The report folder is named by agent and checked before the rollouts, not after.
-    run_path = find_run(run, runs)
-    check_writable(report_folder(out, run_path.name, resolve_agent(run_path, agent)))
+    check_writable(
+        report_folder(out, run_path.name, resolve_agent(run_path, agent)), flag="--reports"
+    )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("rollouts on the backtest split", total=len(ROLLOUTS))
@@ -122,7 +140,7 @@ def show_backtest(
         result, html = backtest_and_report(
             run,
             agent=agent,
-            data_dir=data,
+            data=data,
             reports=out,
             device=device,
             runs=runs,
@@ -220,16 +238,22 @@ def show_run_info(
 
 def report(
     run: Annotated[str, typer.Argument(help="Run id, or a reports/<run> folder.")],
-    out: Annotated[Path, typer.Option(help="Reports folder.")] = Path("reports"),
+    reports: Annotated[Path, typer.Option("--reports", help=REPORTS_HELP)] = Path("reports"),
     agent: Annotated[
-        str, typer.Option(help="Which backtest of the run, as in finpod backtest: " + AGENT_HELP)
+        str,
+        typer.Option(
+            "--agent", help="Which backtest of the run, as in finpod backtest: " + AGENT_HELP
+        ),
     ] = "selected",
+    runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
+    old_out: Annotated[Path | None, typer.Option("--out", hidden=True, help=OLD)] = None,
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
+    out = renamed("--reports", reports, "--out", old_out)
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest import BacktestResult
 
-    folder = saved_report_folder(run, out, agent)
+    folder = saved_report_folder(run, out, agent, runs)
     with console.status("writing the tearsheet..."):
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
@@ -237,7 +261,7 @@ def report(
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.cli.paper_cmd import paper_report
 
-    paper = paper_report(run, folder)
+    paper = paper_report(run, folder, runs)
     if paper is not None:
         console.print(f"paper trading: {paper}")
 

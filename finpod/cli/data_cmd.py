@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from finpod.cli.interrupted import same_command
+from finpod.cli.options import OLD, renamed
 from finpod.cli.stop_signals import Stopped, stop_signals_raise
 from finpod.errors import FinpodError
 
@@ -54,10 +57,10 @@ Opt = typer.Option
 def download(
     out: Annotated[
         Path | None,
-        Opt("--out", "-o", help=r"Dataset directory to write \[default: data/datasets/<source>]."),
+        Opt("--out", "-o", help=r"Dataset directory to write [default: data/datasets/<source>]."),
     ] = None,
     source: Annotated[
-        str, Opt("--source", "-s", help="sample | yfinance | alpaca | files | synthetic.")
+        str, Opt("--source", help="sample | yfinance | alpaca | files | synthetic.")
     ] = "sample",
     path: Annotated[
         Path | None, Opt("--path", help="files: directory (or file) of CSV/Parquet bars.")
@@ -116,7 +119,7 @@ def download(
         Opt(
             "--ticker-pattern",
             help="files: regex whose first group is the ticker, applied to file names and "
-            r"ticker columns, e.g. '^(.*)\.US$' for AAPL.US \[default: file name up to '_'].",
+            r"ticker columns, e.g. '^(.*)\.US$' for AAPL.US [default: file name up to '_'].",
         ),
     ] = None,
     benchmark: Annotated[
@@ -124,7 +127,7 @@ def download(
         Opt(
             "--benchmark",
             help="files: CSV/Parquet of index levels (daily or intraday), aligned causally; "
-            r"yfinance: index symbol \[default: ^NDX; 'none' for no index]; alpaca: a "
+            r"yfinance: index symbol [default: ^NDX; 'none' for no index]; alpaca: a "
             "file of index levels or a fund symbol (e.g. QQQ) used as a labelled proxy.",
         ),
     ] = None,
@@ -152,7 +155,7 @@ def download(
         Path | None,
         Opt(
             "--cache-dir",
-            help=r"yfinance/alpaca: download cache \[default: data/cache/<source>]; a rerun "
+            help=r"yfinance/alpaca: download cache [default: data/cache/<source>]; a rerun "
             "requests only what is not there.",
         ),
     ] = None,
@@ -205,15 +208,13 @@ def download(
         bool,
         Opt("--overwrite", help="Replace an existing dataset at --out (in one atomic swap)."),
     ] = False,
+    old_source: Annotated[str | None, Opt("-s", hidden=True, help=OLD)] = None,
 ) -> None:
     """Build a ready dataset directory (Parquet + manifest.json) from a source.
 
     An existing dataset at --out is an error unless --overwrite is given.
     """
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.data.dataset import build_dataset
-    from finpod.data.manifest import Manifest
-
+    source = renamed("--source", source, "-s", old_source)
     for flag, value in (
         ("--min-coverage", min_coverage),
         ("--years", years),
@@ -258,6 +259,10 @@ def download(
         "adjustment": adjustment,
     }
     opts = {k: v for k, v in opts.items() if v is not None}
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.data.dataset import build_dataset
+    from finpod.data.manifest import Manifest
+
     if plan:
         # lazy: `finpod --help` and usage errors answer without loading torch and pandas
         from finpod.data.sources.alpaca import plan_download
@@ -287,15 +292,17 @@ def download(
                 overwrite=overwrite,
                 **opts,
             )
-    except Stopped as stop:
-        # build_dataset has removed its temporary folder on the way out.
+    except KeyboardInterrupt as stop:
+        # Ctrl-C and SIGTERM alike; build_dataset has removed its temporary folder.
+        how = f"stopped by {stop.name}" if isinstance(stop, Stopped) else "interrupted"
         err_console.print(
-            f"[bold red]error:[/] stopped by {stop.name}; nothing was written to {out} "
-            "(rerun the command to build it)",
+            f"[bold red]error:[/] {how}; nothing was written to {out} "
+            f"(continue with: {escape(same_command())})",
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(128 + stop.signum) from None
+        code = 128 + stop.signum if isinstance(stop, Stopped) else 130
+        raise typer.Exit(code) from None
     manifest = Manifest.load(result)
     console.print(
         f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "

@@ -8,8 +8,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from finpod.cli import checks
+from finpod.cli.interrupted import note_resume, same_command
+from finpod.cli.lines import statement
+from finpod.cli.options import RUNS_HELP
+from finpod.cli.stop_signals import stop_signals_call
+from finpod.errors import FinpodError
 from finpod.runs.agent_names import AGENT_HELP
 
 console = Console()
@@ -20,12 +25,17 @@ DEFAULT_POLL_S = 30.0
 
 
 def paper(
-    run: Annotated[Path, typer.Argument(help="Run directory written by finpod train.")],
-    agent: Annotated[str, typer.Option(help=f"Which agent trades: {AGENT_HELP}")] = "selected",
+    run: Annotated[str, typer.Argument(help="Run directory, or a run id under --runs.")],
+    agent: Annotated[
+        str, typer.Option("--agent", help=f"Which agent trades: {AGENT_HELP}")
+    ] = "selected",
     data: Annotated[
         Path | None,
-        typer.Option(help="The run's dataset directory (default: the one run.json records)."),
+        typer.Option(
+            "--data", "-d", help="The run's dataset directory (default: the one the run recorded)."
+        ),
     ] = None,
+    runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Log the orders; send nothing, write no state.")
     ] = False,
@@ -62,16 +72,19 @@ def paper(
 ) -> None:
     """Trade the run's agent on the Alpaca paper account of APCA_API_KEY_ID (Ctrl-C stops
     cleanly; a restart continues without sending any order twice)."""
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.errors import FinpodError
-    from finpod.paper.trader import PaperTrader
-
     if feed is not None and feed not in ("iex", "sip"):
         raise FinpodError(f"unknown feed {feed!r}", "use iex or sip")
     if poll <= 0 or lookback < 2:
         raise FinpodError("--poll must be > 0 and --lookback at least 2", "e.g. --poll 30")
+    checks.at_least("--max-decisions", max_decisions, 1, "10")
+    if data is not None:
+        checks.dataset_dir(data)
+    run_path = checks.run_with_board(run, runs)
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.paper.trader import PaperTrader
+
     trader = PaperTrader(
-        run,
+        run_path,
         agent,
         data_dir=data,
         dry_run=dry_run,
@@ -79,9 +92,13 @@ def paper(
         realtime=realtime,
         lookback_sessions=lookback,
         feature_file=feature_file,
-        log=lambda line: console.print(escape(line), highlight=False, soft_wrap=True),
+        log=lambda line: statement(console, line, markup=False),
     )
-    trader.run(poll, max_decisions=max_decisions, once=once)
+    # SIGTERM and SIGHUP stop as Ctrl-C does: the request in flight finishes, its answer
+    # is recorded, and the trader says how to continue.
+    note_resume(same_command())
+    with stop_signals_call(lambda: setattr(trader, "stopping", True)):
+        trader.run(poll, max_decisions=max_decisions, once=once)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from finpod.cli import checks
+from finpod.cli.options import DEVICE_HELP, REPORTS_HELP, RUNS_HELP
 from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy
 
 console = Console()
@@ -30,15 +32,27 @@ def _strategy_default(table: str, key: str) -> str:
 
 
 def run(
-    strategy: Annotated[Path, typer.Option(help="Strategy TOML of the tournament.")] = (
-        QUICKSTART_STRATEGY
-    ),
+    strategy: Annotated[
+        Path, typer.Option("--strategy", "-s", help="Strategy TOML of the tournament.")
+    ] = QUICKSTART_STRATEGY,
     data: Annotated[
-        Path, typer.Option(help="Dataset directory (the shipped sample is built here if missing).")
+        Path,
+        typer.Option(
+            "--data",
+            "-d",
+            help="Dataset directory. The shipped sample is built here when this is the "
+            "default and missing, or with --build-sample; a missing folder is refused "
+            "otherwise.",
+        ),
     ] = SAMPLE_DATASET_DIR,
+    build_sample: Annotated[
+        bool,
+        typer.Option("--build-sample", help="Build the shipped sample in a missing --data."),
+    ] = False,
     budget: Annotated[
         str | None,
         typer.Option(
+            "--budget",
             help='Tournament budget, e.g. "5m", "2e6 steps", "20 pods".',
             show_default=_strategy_default("tournament", "budget"),
         ),
@@ -46,27 +60,48 @@ def run(
     pods: Annotated[
         str | None,
         typer.Option(
+            "--pods",
             help='"auto" or the most pods at once.',
             show_default=_strategy_default("tournament", "pods"),
         ),
     ] = None,
     address: Annotated[
         str | None,
-        typer.Option(help="Ray cluster address (auto or HOST:PORT); default in-process."),
+        typer.Option(
+            "--address", help="Ray cluster address (auto or HOST:PORT); default in-process."
+        ),
     ] = None,
-    runs: Annotated[Path, typer.Option(help="Where run directories go.")] = Path("runs"),
-    reports: Annotated[Path, typer.Option(help="Where tearsheets go.")] = Path("reports"),
+    runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
+    reports: Annotated[Path, typer.Option("--reports", help=REPORTS_HELP)] = Path("reports"),
     device: Annotated[
         str | None,
         typer.Option(
-            help="auto, cpu or cuda inside the pods.",
+            "--device",
+            help=DEVICE_HELP + " Inside the pods.",
             show_default=_strategy_default("train", "device"),
         ),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Run seed (default: the strategy's).")] = None,
-    rebuild: Annotated[bool, typer.Option(help="Rebuild the dataset even if it exists.")] = False,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Run seed (default: the strategy's).")
+    ] = None,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild/--no-rebuild", help="Rebuild the dataset even if it exists.")
+    ] = False,
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
+    # Everything that needs no data, before torch, pandas or Ray load.
+    checks.budget(budget)
+    checks.pods(pods)
+    checks.device(device)
+    checks.strategy_file(strategy)
+    wants_sample = build_sample or rebuild or data == SAMPLE_DATASET_DIR
+    if not (data / "manifest.json").is_file() and not wants_sample:
+        checks.dataset_dir(
+            data,
+            hint="check the path, or add --build-sample to build the shipped sample there",
+        )
+    checks.writable(runs, "--runs", "create the run directory under")
+    checks.writable(reports, "--reports", "write the report to")
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -122,6 +157,7 @@ def run(
             seed=seed,
             address=address,
             rebuild=rebuild,
+            build_sample=build_sample or None,
             progress=True,
             on_event=on_event,
             display=view.display,

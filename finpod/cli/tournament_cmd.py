@@ -20,6 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from finpod.cli.interrupted import note_run_dir
+from finpod.cli.lines import statement
+from finpod.cli.stop_signals import reclaim_stop_signals
 from finpod.cli.tables import fits, print_table
 from finpod.runs import LOG_FILE
 from finpod.tournament.budget import running_steps
@@ -76,11 +78,17 @@ class TournamentView:
         self.console = console or Console(stderr=True)
         self.live_table = _LiveTable(self.console)
         self.lines = _EventLines(self.console)
-        self.display = (
+        self._show = (
             self.live_table.update if self.console.is_terminal else _ProgressLines(self.console)
         )
 
+    def display(self, snap: dict[str, Any]) -> None:
+        """The live table (or a progress line) for an orchestrator snapshot."""
+        reclaim_stop_signals()  # Ray, once started, took SIGTERM over
+        self._show(snap)
+
     def on_event(self, kind: str, payload: dict[str, Any]) -> None:
+        reclaim_stop_signals()
         if kind == "tournament":
             self.live_table.stop()
             print_summary(self.console, payload["result"])
@@ -98,9 +106,9 @@ def print_summary(console: Console, result: Any) -> None:
     summary = result.summary
     print_leaderboard(console, board.entries, board.score_name, limit=10)
     best = board.best()
-    # In a log file one statement per line (grep-able); a terminal wraps at word ends.
-    soft = not console.is_terminal
-    console.print(
+    # One statement per line in a log file (grep-able, wrapped only past 120 columns).
+    statement(
+        console,
         f"[bold]{summary.pods_trained}[/] pods trained this session "
         f"({summary.pods_failed} failed), {board.candidates_evaluated} candidates evaluated in the run; "
         + (
@@ -108,18 +116,16 @@ def print_summary(console: Console, result: Any) -> None:
             if best
             else "no pod scored"
         ),
-        soft_wrap=soft,
     )
     ens = board.ensemble
     if ens:
-        console.print(
+        statement(
+            console,
             f"ensemble of the top {len(ens['members'])} ({', '.join(ens['members'])}): "
             f"validation {board.score_name} [bold]{ens['score']:.3f}[/] vs best single "
             f"{ens['best_single_score']:.3f}: "
             + ("[bold]selected[/]" if ens.get("selected") else "not selected")
             + " (counted in N)",
-            highlight=False,
-            soft_wrap=soft,
         )
     if summary.throughput:
         tp = summary.throughput
@@ -129,22 +135,22 @@ def print_summary(console: Console, result: Any) -> None:
         )
         if best is not None:
             line += f"; the best pod has trained {best.env_steps:,} env steps (with its ancestors)"
-        console.print(line, soft_wrap=soft)
+        statement(console, line)
     if summary.budget:
-        console.print(budget_line(summary.budget), soft_wrap=soft, highlight=False)
+        statement(console, budget_line(summary.budget))
     if summary.pods_unscored:
-        console.print(
+        statement(
+            console,
             f"[yellow]{summary.pods_unscored} pod(s) not scored[/]: still running well past "
             "the wall-time cap (train.log names them)",
-            soft_wrap=soft,
         )
     if summary.node_events or summary.quarantined:
-        console.print(
+        statement(
+            console,
             f"{summary.node_events} node(s) lost ({summary.pods_requeued} pod(s) requeued), "
             f"{len(summary.quarantined)} node(s) quarantined (reasons in train.log)",
-            soft_wrap=soft,
         )
-    console.print(f"run directory: [bold]{result.run_dir}[/]", soft_wrap=soft)
+    console.print(f"run directory: [bold]{result.run_dir}[/]", soft_wrap=True)
 
 
 def budget_line(budget: dict[str, Any]) -> str:
@@ -195,11 +201,7 @@ class _EventLines:
         elif kind == "failed":
             # One line per failed pod; its traceback is in the run's log, never here.
             log = f" (full text in {Path(self.run_dir) / LOG_FILE})" if self.run_dir else ""
-            self.console.print(
-                f"[yellow]{escape(str(payload['message']))}{log}[/]",
-                highlight=False,
-                soft_wrap=True,
-            )
+            statement(self.console, f"[yellow]{escape(str(payload['message']))}{log}[/]")
         elif kind == "ensemble_start":
             self.console.print(
                 f"scoring the ensemble of the top {payload['members']} on the validation split",
@@ -307,11 +309,10 @@ class _ProgressLines:
             return
         self._last = now
         text, _ = budget_text(snap, percent=True)
-        self.console.print(
+        statement(
+            self.console,
             f"progress: {text} · {len(snap['running'])} running · "
             f"{snap['candidates']} evaluated · {duration(snap['elapsed_s'])} elapsed",
-            highlight=False,
-            soft_wrap=True,
         )
 
 

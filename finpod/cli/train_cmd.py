@@ -11,9 +11,19 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from finpod.cli import checks
 from finpod.cli.interrupted import note_run_dir
-from finpod.pipeline import train, wants_tournament
-from finpod.runs import RUN_FILE
+from finpod.cli.lines import statement
+from finpod.cli.options import (
+    DATA_HELP,
+    DEVICE_DEFAULT,
+    DEVICE_HELP,
+    OLD,
+    RUNS_HELP,
+    STRATEGY_HELP,
+    renamed,
+)
+from finpod.errors import FinpodError
 
 console = Console()
 
@@ -42,18 +52,13 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train_cmd(
         strategy: Annotated[
-            Path | None,
-            typer.Option("--strategy", "-s", help="Strategy TOML file (see strategies/)."),
+            Path | None, typer.Option("--strategy", "-s", help=STRATEGY_HELP)
         ] = None,
-        data: Annotated[
-            Path | None, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
-        ] = None,
-        out: Annotated[
-            Path, typer.Option("--out", "-o", help="Parent directory of run directories.")
-        ] = Path("runs"),
+        data: Annotated[Path | None, typer.Option("--data", "-d", help=DATA_HELP)] = None,
+        runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
         device: Annotated[
             str | None,
-            typer.Option("--device", help="auto, cpu, cuda or cuda:K (default: the strategy's)."),
+            typer.Option("--device", help=DEVICE_HELP, show_default=DEVICE_DEFAULT),
         ] = None,
         seed: Annotated[
             int | None, typer.Option("--seed", help="Seed (default: the strategy's train.seed).")
@@ -68,7 +73,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--run-id",
-                help="Run directory name under --out (default: time-stamped); an existing "
+                help="Run directory name under --runs (default: time-stamped); an existing "
                 "run of that name is continued, as with --resume.",
             ),
         ] = None,
@@ -96,8 +101,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         resume: Annotated[
             str | None,
-            typer.Option("--resume", help="Continue this run directory (or run id under --out)."),
+            typer.Option("--resume", help="Continue this run directory (or run id under --runs)."),
         ] = None,
+        old_out: Annotated[Path | None, typer.Option("--out", "-o", hidden=True, help=OLD)] = None,
     ) -> None:
         """Train one agent, or a tournament of agents on Ray, and write runs/<run-id>/.
 
@@ -105,14 +111,31 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
-        # lazy: the tournament's live view (and pandas, for its tables) loads only to train
-        from finpod.cli.tournament_cmd import TournamentView
+        out = renamed("--runs", runs, "--out", old_out)
+        from finpod.runs import RUN_FILE  # light: no torch
 
         if resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file():
             # A fixed run id continues its run (e.g. a retried Kubernetes job).
             console.print(f"continuing run {out / run_id}", highlight=False)
             resume = str(out / run_id)
             run_id = None
+        # Everything that needs no data, before torch, pandas or Ray load.
+        checks.positive("--steps", steps, "100000")
+        checks.device(device)
+        checks.budget(budget)
+        checks.pods(pods)
+        if resume is None:
+            if strategy is None or data is None:
+                raise FinpodError(
+                    "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
+                )
+            checks.strategy_file(strategy)
+            checks.dataset_dir(data)
+            checks.writable(out, "--runs", "create the run directory under")
+        # lazy: the tournament's live view (and pandas, for its tables) loads only to train
+        from finpod.cli.tournament_cmd import TournamentView
+        from finpod.pipeline import train, wants_tournament
+
         view = TournamentView()
         parsed = None
         if resume is None and strategy is not None:
@@ -125,7 +148,7 @@ def register(app: typer.Typer) -> None:
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
-                console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
+                statement(console, payload["line"], markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
                 note_run_dir(payload["run_dir"])
                 console.print(run_header(payload), highlight=False, soft_wrap=True)

@@ -14,6 +14,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from finpod.cli import checks
+from finpod.cli.interrupted import note_resume, same_command
+from finpod.cli.lines import statement
+from finpod.cli.options import DATA_HELP, DEVICE_DEFAULT, DEVICE_HELP
+from finpod.cli.stop_signals import reclaim_stop_signals
+
 console = Console()
 
 
@@ -22,9 +28,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("walkforward")
     def walkforward_cmd(
-        data: Annotated[
-            Path, typer.Option("--data", "-d", help="Dataset directory (finpod download).")
-        ],
+        data: Annotated[Path, typer.Option("--data", "-d", help=DATA_HELP)],
         strategy: Annotated[
             Path,
             typer.Option("--strategy", "-s", help="Strategy TOML: the algorithm each fold trains."),
@@ -83,8 +87,9 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--cpus-per-job", help="CPUs (torch threads) per fold × seed job.")
         ] = 1,
         device: Annotated[
-            str, typer.Option("--device", help="cpu or cuda[:K] for the agents.")
-        ] = "cpu",
+            str | None,
+            typer.Option("--device", help=DEVICE_HELP, show_default=DEVICE_DEFAULT),
+        ] = None,
         restart: Annotated[
             bool,
             typer.Option("--restart", help="Discard results in --out made with other settings."),
@@ -96,6 +101,33 @@ def register(app: typer.Typer) -> None:
         backtest window is read only by its own fold's backtest. The stitched agent's
         active return vs equal weight gets a HAC (Newey–West) t-statistic.
         """
+        # Everything that needs no data, before torch, pandas or Ray load.
+        checks.dataset_dir(data)
+        checks.strategy_file(strategy)
+        checks.scheme(scheme)
+        for what, length in (("train", train), ("validation", validation), ("backtest", backtest)):
+            checks.window_length(length, what)
+        checks.at_least("--folds", folds, 1, "6")
+        checks.at_least("--embargo", embargo, 0, "5")
+        checks.seeds(seeds)
+        checks.positive("--steps", steps, "100000")
+        checks.at_least("--cpus-per-job", cpus_per_job, 1, "1")
+        checks.at_least("--num-cpus", num_cpus, 1, "4")
+        checks.device(device)
+        checks.writable(out, "--out")
+        note_resume(same_command())  # the same command resumes at the jobs not done
+
+        def log(line: str) -> None:
+            reclaim_stop_signals()  # Ray, once started, took SIGTERM over
+            statement(bar.console, line, markup=False)
+
+        def progress(done: int, total: int) -> None:
+            # The bar starts once the folds are planned: a refused plan is one line alone.
+            reclaim_stop_signals()
+            if not bar.live.is_started:
+                bar.start()
+            bar.update(task, completed=done, total=total)
+
         # lazy: `finpod --help` and usage errors answer without loading torch and pandas
         from rich.progress import (
             BarColumn,
@@ -118,7 +150,7 @@ def register(app: typer.Typer) -> None:
             folds=folds,
             embargo=embargo,
         )
-        with Progress(
+        bar = Progress(
             TextColumn("[bold]walk-forward"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -126,8 +158,9 @@ def register(app: typer.Typer) -> None:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             console=console,
-        ) as bar:
-            task = bar.add_task("jobs", total=None)
+        )
+        task = bar.add_task("jobs", total=None)
+        try:
             result = run_walkforward(
                 data,
                 strategy,
@@ -142,9 +175,12 @@ def register(app: typer.Typer) -> None:
                 cpus_per_job=cpus_per_job,
                 device=device,
                 restart=restart,
-                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-                log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True),
+                on_progress=progress,
+                log=log,
             )
+        finally:
+            if bar.live.is_started:
+                bar.stop()
         header = [
             "fold",
             "from",
@@ -184,12 +220,11 @@ def register(app: typer.Typer) -> None:
             )
         else:
             verdict = "significant" if h["significant_5pct"] else "not significant"
-            console.print(
+            statement(
+                console,
                 f"[bold]active return vs equal weight:[/] mean {h['annual_mean'] * 100:+.2f} %/yr "
                 f"over {h['n']} bars, [bold]HAC t = {h['t']:.2f}[/] (p = {h['p']:.3f}, "
                 f"{h['maxlags']} Newey–West lags; naive t {h['naive_t']:.2f}): {verdict} at 5 %",
-                highlight=False,
-                soft_wrap=True,
             )
         console.print(f"[bold green]report written to[/] {result.report}")
 

@@ -131,6 +131,24 @@ def default_embargo(bar: str) -> int:
     return DEFAULT_EMBARGO_SESSIONS if bar == "1d" else INTRADAY_EMBARGO_SESSIONS
 
 
+def check_spec(spec: FoldSpec) -> dict[str, Length]:
+    """The settings of ``spec`` that need no data (scheme, folds, embargo, window
+    lengths), each a one-line :class:`FinpodError` when wrong; the parsed lengths."""
+    if spec.scheme not in SCHEMES:
+        raise FinpodError(f"unknown scheme {spec.scheme!r}", "use rolling or expanding")
+    if spec.folds is not None and spec.folds < 1:
+        raise FinpodError(f"--folds must be at least 1, got {spec.folds}", "e.g. --folds 6")
+    if spec.embargo is not None and int(spec.embargo) < 0:
+        raise FinpodError(
+            f"the embargo must be ≥ 0 sessions, got {spec.embargo}", "e.g. --embargo 5"
+        )
+    return {
+        "train": parse_length(spec.train, "train"),
+        "validation": parse_length(spec.validation, "validation"),
+        "backtest": parse_length(spec.backtest, "backtest"),
+    }
+
+
 def plan_folds(
     timestamps: pd.DatetimeIndex,
     spec: FoldSpec,
@@ -142,18 +160,8 @@ def plan_folds(
     Raises :class:`FinpodError` (one line) when the settings are invalid or the data is too
     short for even one fold (or for the number of folds asked for).
     """
-    if spec.scheme not in SCHEMES:
-        raise FinpodError(f"unknown scheme {spec.scheme!r}", "use rolling or expanding")
-    if spec.folds is not None and spec.folds < 1:
-        raise FinpodError(f"--folds must be at least 1, got {spec.folds}", "e.g. --folds 6")
+    lengths = check_spec(spec)
     embargo = default_embargo(bar) if spec.embargo is None else int(spec.embargo)
-    if embargo < 0:
-        raise FinpodError(f"the embargo must be ≥ 0 sessions, got {embargo}", "e.g. --embargo 5")
-    lengths = {
-        "train": parse_length(spec.train, "train"),
-        "validation": parse_length(spec.validation, "validation"),
-        "backtest": parse_length(spec.backtest, "backtest"),
-    }
     sess = session_of(timestamps)
     days, first_row = np.unique(sess, return_index=True)
     stop_row = np.r_[first_row[1:], len(sess)]
@@ -174,8 +182,16 @@ def plan_folds(
             return (start, None) if start >= 0 else (None, None)
         if anchor is None:
             anchor = pd.Timestamp(days[stop]) if stop < n_sess else end_date
-        begin = anchor - length.offset * times
+        try:
+            begin = anchor - length.offset * times
+        except (OverflowError, ValueError):  # out of the range of a date
+            return None, None  # millennia before the data
         if begin < first_day:
+            if begin < cal.first_session:
+                # Earlier than the exchange calendar knows: the exchange had sessions
+                # between the calendar's first and the data's first, which the data lacks
+                # (or the window reaches before the calendar's records).
+                return None, None
             # The window fits only if the exchange had no session the data lacks.
             missing = cal.sessions_in_range(begin, first_day - pd.Timedelta(days=1))
             if len(missing):
@@ -253,6 +269,7 @@ __all__ = [
     "Fold",
     "FoldSpec",
     "Length",
+    "check_spec",
     "default_embargo",
     "folds_frame",
     "parse_length",

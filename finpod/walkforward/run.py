@@ -32,12 +32,13 @@ from typing import Any
 
 from finpod.atomic import atomic_write_text
 from finpod.data import Manifest, load_split
+from finpod.device import pick_device
 from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
 from finpod.pipeline import resolve_strategy
 from finpod.strategy import load_strategy
 from finpod.walkforward import directory
-from finpod.walkforward.folds import Fold, FoldSpec, plan_folds
+from finpod.walkforward.folds import Fold, FoldSpec, check_spec, plan_folds
 from finpod.walkforward.job import SeedJob, SeedResult, market_payload
 from finpod.walkforward.report import plural, render_report, steps_text
 from finpod.walkforward.results import (
@@ -85,7 +86,7 @@ def run_walkforward(
     address: str | None = None,
     num_cpus: int | None = None,
     cpus_per_job: int = 1,
-    device: str = "cpu",
+    device: str | None = None,
     restart: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
@@ -106,7 +107,9 @@ def run_walkforward(
         use_ray: run jobs as Ray tasks (local Ray, or the cluster at ``address``).
         num_cpus: CPUs of a local Ray (default: all).
         cpus_per_job: CPUs each job asks Ray for (and its torch threads).
-        device: ``cpu`` or ``cuda[:K]`` for the agents (a GPU job asks Ray for one GPU).
+        device: ``auto``, ``cpu`` or ``cuda[:K]`` for the agents (a GPU job asks Ray for
+            one GPU); None: the strategy's ``train.device``. ``auto`` is ``cuda`` where
+            this machine has one, else ``cpu``.
         restart: clear an existing walk-forward in ``out`` with other settings.
         on_progress: called with (jobs done, jobs in all) after each job.
         log: echo of each log line (e.g. the console).
@@ -114,16 +117,22 @@ def run_walkforward(
 
     started = time.perf_counter()
     spec = spec or FoldSpec()
+    # The settings that need no data first, then the windows against the data: all of it
+    # before any job is trained or Ray starts.
     seeds = parse_seeds(seeds)
     if cpus_per_job < 1:
         raise FinpodError(f"--cpus-per-job must be ≥ 1, got {cpus_per_job}", "e.g. 1")
+    if steps is not None and steps <= 0:
+        raise FinpodError(f"--steps must be positive, got {steps}", "e.g. --steps 100000")
+    check_spec(spec)
     data, out = Path(data), Path(out)
     manifest = Manifest.load(data)
     strat = load_strategy(resolve_strategy(strategy))
     if steps is not None:
-        if steps <= 0:
-            raise FinpodError(f"--steps must be positive, got {steps}", "e.g. --steps 100000")
         strat = strat.with_train(total_steps=int(steps))
+    device = device or strat.train.device
+    if device == "auto":
+        device = pick_device(device).type
     observed_feature_names(manifest.features, strat.config.user_features)
     market = load_split(data, "all")
     folds = plan_folds(market.timestamps, spec, market.bar, manifest.calendar or "XNYS")
@@ -197,7 +206,10 @@ def run_walkforward(
         else:
             runner.run([job(f, s, None) for f, s in todo], finished)
     except KeyboardInterrupt:
-        say(f"interrupted with {done} of {total} jobs done; run the same command to resume")
+        # In walkforward.log only: the console's one line after a stop is the caller's.
+        directory.Log(out)(
+            f"interrupted with {done} of {total} jobs done; run the same command to resume"
+        )
         raise
     finally:
         runner.close()

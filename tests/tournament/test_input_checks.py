@@ -40,7 +40,7 @@ def test_a_missing_reference_file_is_one_line_and_no_run_directory(
     runs = tmp_path / "runs"
     out = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(tiny_dataset),
-        "--out", str(runs), "--budget", "2 pods",
+        "--runs", str(runs), "--budget", "2 pods",
     )  # fmt: skip
     one_error_line(out, str(missing), "not found")
     assert not runs.exists() or not any(runs.iterdir())

@@ -54,7 +54,7 @@ def test_sigkill_of_the_driver_then_resume_keeps_every_entry_and_continues(
         str(tiny_dataset),
         "--pods",
         "1",
-        "--out",
+        "--runs",
         str(out),
     ]
     proc = subprocess.Popen(
@@ -136,7 +136,7 @@ def test_a_bad_budget_is_one_red_line_and_exit_1_before_anything_starts(
         str(tiny_dataset),
         "--budget",
         "soon",
-        "--out",
+        "--runs",
         str(out),
     ]
     done = subprocess.run(

@@ -9,6 +9,10 @@ The verbs, each usable alone (the CLI commands and the notebooks call them):
 - :func:`backtest_and_report`: a run's agent on the backtest split, and its tearsheet;
 - :func:`run_all`: all of it on the shipped sample data.
 
+The keyword names are the CLI's (``data``, ``runs``, ``reports``); the older ones still
+work for a release (:mod:`finpod.pipeline.keywords`). Where things are and go:
+:mod:`finpod.pipeline.places`.
+
 Nothing here prints. Progress goes to an optional ``on_event(kind, payload)`` hook
 (:data:`Event`); the CLI turns events into rich displays. Kinds sent from here:
 ``"stage"`` (``name``, ``index``, ``total``: a step of :func:`run_all` begins),
@@ -21,7 +25,6 @@ events (``"waiting"``, ``"node_lost"``, ``"quarantine"``, ...).
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,30 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.pipeline.keywords import renamed_keywords
+from finpod.pipeline.places import PROJECT_ROOT as PROJECT_ROOT
+from finpod.pipeline.places import (
+    QUICKSTART_STRATEGY,
+    SAMPLE_DATASET_DIR,
+    check_writable,
+    report_folder,
+    resolve_strategy,
+)
 
 #: A progress hook: ``on_event(kind, payload)``.
 Event = Callable[[str, dict[str, Any]], None]
 #: A strategy file's path, or the :class:`finpod.strategy.Strategy` a command read from it.
 StrategyArg = Any
-
-#: Where ``finpod run`` builds the shipped NASDAQ-100 sample dataset.
-SAMPLE_DATASET_DIR = Path("data/datasets/sample")
-#: The strategy of the end-to-end quick start: a small multi-algorithm tournament.
-QUICKSTART_STRATEGY = Path("strategies/quickstart.toml")
-#: The checkout finpod was installed from (editable installs): where ``strategies/`` lives.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
-
-def resolve_strategy(path: str | Path) -> Path:
-    """``path`` as given if it exists, else the same relative path in finpod's checkout.
-
-    So ``finpod run`` finds ``strategies/quickstart.toml`` from any working directory.
-    """
-    path = Path(path)
-    if path.exists() or path.is_absolute():
-        return path
-    shipped = PROJECT_ROOT / path
-    return shipped if shipped.exists() else path
 
 
 @dataclass
@@ -80,8 +73,9 @@ def _emit(on_event: Event | None, kind: str, **payload: Any) -> None:
         on_event(kind, payload)
 
 
+@renamed_keywords(dataset_dir="data")
 def ensure_dataset(
-    dataset_dir: str | Path = SAMPLE_DATASET_DIR,
+    data: str | Path = SAMPLE_DATASET_DIR,
     source: str = "sample",
     rebuild: bool = False,
     progress: bool = False,
@@ -96,7 +90,7 @@ def ensure_dataset(
     """
     from finpod.data import Manifest, build_dataset  # lazy: the CLI imports pipeline at start-up
 
-    dataset_dir = Path(dataset_dir)
+    dataset_dir = Path(data)
     ready = None
     if not rebuild and (dataset_dir / "manifest.json").is_file():
         try:
@@ -112,44 +106,13 @@ def ensure_dataset(
     return ready
 
 
-def report_folder(reports: str | Path, run_id: str, agent: str = "best") -> Path:
-    """Where a backtest of ``run_id``'s ``agent`` is written: ``reports/<run>/`` for the
-    best agent, ``reports/<run>/<agent>/`` for any other (``top-3``, ``ensemble``…), so the
-    backtests of one run's agents sit side by side and never overwrite each other."""
-    folder = Path(reports) / run_id
-    if agent == "best":
-        return folder
-    if not agent or agent in (".", "..") or "/" in agent or "\\" in agent:
-        raise FinpodError(f"--agent {agent!r} cannot name a report folder", "e.g. --agent top-3")
-    return folder / agent
-
-
-def check_writable(folder: Path, what: str = "write to") -> None:
-    """Raise a :class:`FinpodError` now, before any work, when ``folder`` cannot be
-    created or written (a path under a file, a read-only or virtual file system).
-
-    Nothing is created: a test file is made and removed in the nearest existing folder.
-    """
-    existing = Path(folder).absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(20, "Not a directory", str(existing))
-        with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test."):
-            pass
-    except OSError as err:
-        raise FinpodError(
-            f"cannot {what} {folder}: {err.strerror or err}", "choose a writable --out"
-        ) from err
-
-
+@renamed_keywords(run_dir="run", data_dir="data")
 def backtest_and_report(
-    run_dir: str | Path,
+    run: str | Path,
     agent: str = "selected",
-    data_dir: str | Path | None = None,
+    data: str | Path | None = None,
     reports: str | Path = "reports",
-    device: str = "auto",
+    device: str | None = None,
     *,
     runs: str | Path = "runs",
     on_event: Event | None = None,
@@ -161,7 +124,7 @@ def backtest_and_report(
     ``agent`` ``"selected"`` (the default) is what the run selected on validation: the
     best entry, or the leaderboard ensemble (``ensemble-K``) when it won.
 
-    ``run_dir`` is a run directory or a run id under ``runs``. Events: ``"rollout"``
+    ``run`` is a run directory or a run id under ``runs``; ``device`` None is ``auto``. Events: ``"rollout"``
     after each of the agent's and the benchmarks' rollouts, ``"report"`` when the
     tearsheet is written. Returns the :class:`finpod.backtest.BacktestResult` and the
     tearsheet path. ``use_recorded_inputs`` reads the run's copies of the files it read
@@ -172,13 +135,13 @@ def backtest_and_report(
     from finpod.device import pick_device  # lazy: the CLI imports pipeline at start-up
     from finpod.runs import find_run  # lazy: the CLI imports pipeline at start-up
 
-    run_path = find_run(run_dir, runs)
+    run_path = find_run(run, runs)
     name = resolve_agent(run_path, agent)
     result = run_backtest(
         run_path,
         agent=agent,  # as asked: the report says "selected on validation" when it was
-        data_dir=data_dir,
-        device=pick_device(device),
+        data_dir=data,
+        device=pick_device(device or "auto"),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
         use_recorded_inputs=use_recorded_inputs,
     )
@@ -189,31 +152,37 @@ def backtest_and_report(
     return result, html
 
 
+@renamed_keywords(out="runs")
 def run_tournament(
     strategy: str | Path | None,
     data: str | Path | None,
     *,
+    runs: str | Path | None = None,
     on_event: Event | None = None,
     **options: Any,
 ) -> Any:
-    """Train (or ``resume=``) a tournament; the :class:`finpod.tournament.TournamentRun`.
+    """Train (or ``resume=``) a tournament in ``runs`` (default ``runs``); the
+    :class:`finpod.tournament.TournamentRun`.
 
     ``options`` are those of :func:`finpod.tournament.run_tournament` (``pods``,
-    ``budget``, ``address``, ``resume``, ``out``, ``device``, ``seed``, ``run_id``,
-    ``display``, ``stop``, ...). The orchestrator's events go to ``on_event``, then
-    ``"tournament"`` with the result.
+    ``budget``, ``address``, ``resume``, ``device``, ``seed``, ``run_id``, ``display``,
+    ``stop``, ...; its ``out`` is ``runs`` here, and ``out=`` still works with a warning).
+    The orchestrator's events go to ``on_event``, then ``"tournament"`` with the result.
     """
     from finpod.tournament import run_tournament as _run  # lazy: CLI start-up imports this
 
+    if runs is not None:
+        options["out"] = runs
     result = _run(strategy, data, on_event=on_event, **options)
     _emit(on_event, "tournament", result=result)
     return result
 
 
+@renamed_keywords(out="runs")
 def train_agent(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
-    out: str | Path = "runs",
+    runs: str | Path = "runs",
     *,
     device: str | None = None,
     seed: int | None = None,
@@ -226,7 +195,7 @@ def train_agent(
     """Train the strategy's agent on ``data``'s train split; returns the run directory.
 
     ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values.
-    With ``resume`` (a run directory, or a run id under ``out``) the run's own strategy,
+    With ``resume`` (a run directory, or a run id under ``runs``) the run's own strategy,
     dataset and ``checkpoints/last.safetensors`` are used and training continues where the
     last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
     ``progress`` shows a progress bar; each log line goes to ``on_event("log", line=)``;
@@ -238,7 +207,7 @@ def train_agent(
     return train_single_agent(
         strategy,
         data,
-        out,
+        runs,
         device=device,
         seed=seed,
         total_steps=total_steps,
@@ -252,10 +221,11 @@ def train_agent(
     )
 
 
+@renamed_keywords(out="runs")
 def wants_tournament(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
-    out: str | Path = "runs",
+    runs: str | Path = "runs",
     *,
     pods: str | None = None,
     budget: str | None = None,
@@ -273,7 +243,7 @@ def wants_tournament(
     if any(v is not None for v in (pods, budget, address)):
         return True
     if resume is not None:
-        return read_run_info(find_run(resume, out))["kind"] != "agent"
+        return read_run_info(find_run(resume, runs))["kind"] != "agent"
     if strategy is None or data is None:
         raise FinpodError(
             "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
@@ -283,10 +253,11 @@ def wants_tournament(
     return bool(as_strategy(strategy).tournament)
 
 
+@renamed_keywords(out="runs")
 def train(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
-    out: str | Path = "runs",
+    runs: str | Path = "runs",
     *,
     pods: str | None = None,
     budget: str | None = None,
@@ -304,12 +275,15 @@ def train(
 
     A tournament runs when :func:`wants_tournament` says so (``total_steps`` is then
     ignored; ``display`` is the tournament's live-view hook); otherwise
-    :func:`train_agent`. A new run's ``out`` is checked to be writable before any work.
+    :func:`train_agent`. The arguments that need no data (``total_steps``, ``budget``,
+    ``pods``, the strategy file, ``runs`` writable) are checked before any work.
     """
+    if total_steps is not None and total_steps <= 0:
+        raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
     if resume is None:
-        check_writable(Path(out), "create the run directory under")
+        check_writable(Path(runs), "create the run directory under", flag="--runs")
     if wants_tournament(
-        strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
+        strategy, data, runs, pods=pods, budget=budget, address=address, resume=resume
     ):
         if resume is None and (strategy is None or data is None):
             raise FinpodError(
@@ -322,7 +296,7 @@ def train(
             budget=budget,
             address=address,
             resume=resume,
-            out=out,
+            runs=runs,
             device=device,
             seed=seed,
             run_id=run_id,
@@ -333,7 +307,7 @@ def train(
     return train_agent(
         strategy,
         data,
-        out,
+        runs,
         device=device,
         seed=seed,
         total_steps=total_steps,
@@ -344,9 +318,10 @@ def train(
     )
 
 
+@renamed_keywords(dataset_dir="data")
 def run_all(
     strategy: str | Path = QUICKSTART_STRATEGY,
-    dataset_dir: str | Path = SAMPLE_DATASET_DIR,
+    data: str | Path = SAMPLE_DATASET_DIR,
     budget: str | None = None,
     pods: str | None = None,
     runs: str | Path = "runs",
@@ -356,6 +331,7 @@ def run_all(
     address: str | None = None,
     rebuild: bool = False,
     *,
+    build_sample: bool | None = None,
     progress: bool = False,
     on_event: Event | None = None,
     display: Any = None,
@@ -365,10 +341,27 @@ def run_all(
     Notebooks call this as is; ``finpod run`` passes ``on_event`` (and the tournament's
     live ``display``) to show progress. Selection uses the validation split only; the
     backtest split is read only by the backtest.
+
+    A missing ``data`` folder is built from the shipped sample only where asked:
+    ``build_sample`` True, or None with ``data`` the default :data:`SAMPLE_DATASET_DIR`.
     """
+    from finpod.strategy import load_strategy  # lazy: the CLI imports pipeline at start-up
+    from finpod.tournament.settings import parse_budget, parse_pods  # lazy: as above
+
+    # What needs no data is checked before the dataset stage: the strategy, the budget.
+    load_strategy(resolve_strategy(strategy))
+    parse_pods(pods)
+    if budget is not None:
+        parse_budget(budget)
+    sample = build_sample or (build_sample is None and Path(data) == SAMPLE_DATASET_DIR)
+    if not (Path(data) / "manifest.json").is_file() and not (sample or rebuild):
+        raise FinpodError(
+            f"--data {data} is not a finpod dataset",
+            "check the path, or add --build-sample to build the shipped sample there",
+        )
     t0 = time.perf_counter()
     _emit(on_event, "stage", name="dataset", index=1, total=3)
-    data = ensure_dataset(dataset_dir, rebuild=rebuild, progress=progress, on_event=on_event)
+    data = ensure_dataset(data, rebuild=rebuild, progress=progress, on_event=on_event)
     t1 = time.perf_counter()
     _emit(on_event, "stage", name="tournament", index=2, total=3)
     run = run_tournament(
@@ -377,7 +370,7 @@ def run_all(
         pods=pods,
         budget=budget,
         address=address,
-        out=runs,
+        runs=runs,
         device=device,
         seed=seed,
         on_event=on_event,
@@ -385,9 +378,7 @@ def run_all(
     )
     t2 = time.perf_counter()
     _emit(on_event, "stage", name="backtest", index=3, total=3)
-    result, html = backtest_and_report(
-        run.run_dir, data_dir=data, reports=reports, on_event=on_event
-    )
+    result, html = backtest_and_report(run.run_dir, data=data, reports=reports, on_event=on_event)
     t3 = time.perf_counter()
     return PipelineResult(
         dataset_dir=data,
