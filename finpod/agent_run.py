@@ -11,24 +11,34 @@ split is left for the backtest.
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from finpod.agents import ALGORITHMS, load_checkpoint, make_agent
 from finpod.agents.cross_section import hparams_for_env
 from finpod.agents.train import make_trading_eval, train
+from finpod.backtest.split_hashes import split_hashes
 from finpod.data import Manifest, load_split
 from finpod.device import pick_device
 from finpod.env import VecTradingEnv
 from finpod.env.config import EQUAL_WEIGHT
+from finpod.env.tables import ObsLayout
 from finpod.errors import FinpodError
 from finpod.runs import (
+    CANDIDATES_FILE,
+    CHECKPOINT_DIR,
+    LEADERBOARD_FILE,
     STRATEGY_FILE,
+    TENSORBOARD_DIR,
     Entry,
     Leaderboard,
     RunDir,
@@ -36,6 +46,8 @@ from finpod.runs import (
     find_run,
     read_run_info,
 )
+from finpod.runs.inputs import file_sha256, recorded
+from finpod.runs.lock import LOCK_FILE, FolderLock
 from finpod.strategy import load_strategy
 
 
@@ -58,19 +70,85 @@ def train_single_agent(
     See :func:`finpod.pipeline.train_agent` for the arguments; ``on_run(run_dir)`` is
     called once the run directory is known, before training starts; a resumed run's as
     ``on_run(run_dir, resumed_from=N, total_steps=T)`` (N: the env steps of its last
-    checkpoint, T: the steps it trains to).
-    """
+    checkpoint, T: the steps it trains to), a finished one's with ``finished=True`` (and
+    nothing is written).
 
-    previous: dict[str, Any] | None = None
+    The run directory is locked while written (:class:`~finpod.runs.lock.FolderLock`): a
+    second writer is refused. A finished run (its leaderboard written) is never written
+    again; a run stopped before its first checkpoint starts again from the beginning.
+    """
     if resume is not None:
         run_dir = find_run(resume, out)
-        previous = read_run_info(run_dir)
-        strategy_path = run_dir / STRATEGY_FILE
-        data = Path(data) if data is not None else Path(previous["dataset"]["path"])
-        seed = previous["seed"] if seed is None else seed
+        with FolderLock(run_dir, "run", say=log):
+            return _continue(
+                run_dir, strategy_path, data, device, seed, total_steps, progress, log, on_run
+            )
     if strategy_path is None or data is None:
         raise FinpodError("training needs --strategy and --data", "or --resume RUN")
-    strategy = load_strategy(strategy_path)
+    strategy = _strategy(strategy_path, seed, device, total_steps)
+    spec = strategy.train
+    dev = pick_device(spec.device)
+    manifest = Manifest.load(data)
+    train_market = load_split(data, "train", device=dev)
+    valid_market = load_split(data, "validation", device=dev)
+    env_config = strategy.env_config()
+    check_memory(strategy, train_market, env_config, dev)
+    torch.manual_seed(spec.seed)
+    env = VecTradingEnv(
+        train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
+    )
+    strategy.hparams = hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env)
+    agent = make_agent(
+        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    )
+    splits = split_hashes(data, manifest)
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
+    run_dir = Path(out) / run_id
+    made = not run_dir.exists()
+    with _first_writes(run_dir, made):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = FolderLock(run_dir, "run", say=log).acquire()
+    try:
+        with _first_writes(run_dir, made):
+            if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+                raise FinpodError(
+                    f"run directory {run_dir} already exists", "choose another --run-id or --out"
+                )
+            RunDir.create(
+                run_dir,
+                kind="agent",
+                strategy=strategy.to_dict(),
+                dataset_path=Path(data),
+                dataset_hash=manifest.hash,
+                dataset_splits=splits,
+                seed=spec.seed,
+                extra={"device": str(dev)},
+                inputs={  # files read outside the run directory: the run keeps a copy and a hash
+                    "strategy": strategy_path,
+                    "reference": None
+                    if env_config.reference == EQUAL_WEIGHT
+                    else env_config.reference,
+                    "benchmark": Path(data) / bench
+                    if (bench := manifest.file("benchmark"))
+                    else None,
+                },
+            )
+            if on_run is not None:
+                on_run(run_dir, total_steps=spec.total_steps)
+            return _train_and_record(
+                agent, env, strategy, valid_market, env_config, run_dir, progress, log
+            )
+    finally:
+        lock.release()
+
+
+def _strategy(
+    path: str | Path, seed: int | None, device: str | None, total_steps: int | None
+) -> Any:
+    """The strategy at ``path`` with the command's ``[train]`` overrides."""
+    strategy = load_strategy(path)
     if seed is not None:
         strategy.train.seed = int(seed)
     if device is not None:
@@ -79,28 +157,76 @@ def train_single_agent(
         if total_steps <= 0:
             raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
         strategy.train.total_steps = int(total_steps)
+    return strategy
+
+
+def _continue(
+    run_dir: Path,
+    strategy_path: str | Path | None,
+    data: str | Path | None,
+    device: str | None,
+    seed: int | None,
+    total_steps: int | None,
+    progress: bool,
+    log: Callable[[str], None] | None,
+    on_run: Callable[..., None] | None,
+) -> Path:
+    """Continue run ``run_dir`` (its lock held): from its last checkpoint, from the
+    beginning when it has none yet, or not at all when it is finished."""
+    previous = read_run_info(run_dir)
+    check_same_strategy(run_dir, previous, strategy_path)
+    data = Path(data) if data is not None else Path(previous["dataset"]["path"])
+    seed = previous["seed"] if seed is None else seed
+    strategy = _strategy(run_dir / STRATEGY_FILE, seed, device, total_steps)
     spec = strategy.train
+    run = RunDir(run_dir)
+    last = run.checkpoint("last")
+    if (run_dir / LEADERBOARD_FILE).is_file():
+        reached = _finished_steps(run_dir)
+        if total_steps is not None and total_steps > reached:
+            raise FinpodError(
+                f"run {run_dir.name} is finished at {reached:,} env steps and is never "
+                "trained further",
+                f"train a new run (another --run-id) with --steps {total_steps}",
+            )
+        if on_run is not None:
+            on_run(run_dir, resumed_from=reached, total_steps=reached, finished=True)
+        return run_dir
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
+    if manifest.hash != previous["dataset"]["hash"]:
+        raise FinpodError(
+            f"the dataset at {data} is not the one run {run_dir.name} was trained on",
+            "pass --data with the run's dataset",
+        )
     train_market = load_split(data, "train", device=dev)
     valid_market = load_split(data, "validation", device=dev)
     env_config = strategy.env_config()
+    check_memory(strategy, train_market, env_config, dev)
     torch.manual_seed(spec.seed)
     env = VecTradingEnv(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
     )
-    if previous is not None:
-        if manifest.hash != previous["dataset"]["hash"]:
-            raise FinpodError(
-                f"the dataset at {data} is not the one run {run_dir.name} was trained on",
-                "pass --data with the run's dataset",
-            )
-        last = RunDir(run_dir).checkpoint("last")
-        if not last.is_file():
-            raise FinpodError(
-                f"run {run_dir.name} has no checkpoint to resume from yet",
-                "start it again without --resume",
-            )
+    if not last.is_file():
+        # Stopped before its first checkpoint: nothing was learned, so the run starts
+        # again from the beginning (what it wrote before the stop is cleared).
+        for partial in (CANDIDATES_FILE, TENSORBOARD_DIR, CHECKPOINT_DIR):
+            target = run_dir / partial
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+        (run_dir / CHECKPOINT_DIR).mkdir()
+        run.log("no checkpoint yet: starting the run again from the beginning")
+        if log is not None:
+            log(f"run {run_dir.name} has no checkpoint yet: starting it again from the beginning")
+        strategy.hparams = hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env)
+        agent = make_agent(
+            strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+        )
+        if on_run is not None:
+            on_run(run_dir, total_steps=spec.total_steps)
+    else:
         agent = load_checkpoint(last, dev)
         if agent.algorithm != strategy.algorithm:
             raise FinpodError(
@@ -110,38 +236,118 @@ def train_single_agent(
             )
         if on_run is not None:
             on_run(run_dir, resumed_from=int(agent.env_steps), total_steps=spec.total_steps)
-        return _train_and_record(
-            agent, env, strategy, valid_market, env_config, run_dir, progress, log
-        )
-    strategy.hparams = hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env)
-    agent = make_agent(
-        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+def _finished_steps(run_dir: Path) -> int:
+    """Env steps a finished run trained: its last checkpoint's (else its best entry's)."""
+    last = RunDir(run_dir).checkpoint("last")
+    if last.is_file():
+        return int(load_checkpoint(last, torch.device("cpu")).env_steps)
+    entries = Leaderboard.load(run_dir).entries
+    return max((int(e.env_steps) for e in entries), default=0)
+
+
+def check_same_strategy(
+    run_dir: Path, run_meta: dict[str, Any], strategy_path: str | Path | None
+) -> None:
+    """Refuse ``--strategy`` naming another strategy than run ``run_dir``'s own.
+
+    The run recorded the SHA-256 of the strategy file it was started from
+    (:mod:`finpod.runs.inputs`); the same file, or one with the same bytes, continues the
+    run. A run without that record compares the strategies' settings."""
+    if strategy_path is None:
+        return
+    given = Path(strategy_path)
+    if not given.is_file():
+        raise FinpodError(f"strategy file {given} not found", "check the path")
+    entry = (recorded(run_meta) or {}).get("strategy")
+    if entry is not None:
+        if file_sha256(given) == entry.get("sha256"):
+            return
+    elif load_strategy(given).to_dict() == load_strategy(run_dir / STRATEGY_FILE).to_dict():
+        return
+    raise FinpodError(
+        f"run {run_dir.name} was trained with another strategy than {given}",
+        f"leave out --strategy to continue it with its own ({run_dir / STRATEGY_FILE}), "
+        "or give the new strategy another --run-id",
     )
 
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
-    run_dir = Path(out) / run_id
-    if run_dir.exists() and any(run_dir.iterdir()):
+
+#: Bytes of one float32.
+_FLOAT = 4
+
+
+def memory_needed(strategy: Any, market: Any, env_config: Any) -> int:
+    """Bytes the envs and an on-policy rollout buffer hold, at least: (num_envs, obs_dim)
+    observations and the envs' (num_envs, N) state, and, for PPO and A2C, ``horizon``
+    steps of observations, actions and their scalars. A lower bound: the networks,
+    optimizer and an off-policy replay buffer (which checks itself) come on top."""
+    num_envs = int(strategy.train.num_envs)
+    obs_dim = ObsLayout.for_env(market, env_config).obs_dim
+    n = int(market.num_stocks)
+    per_env = 2 * obs_dim + 4 * n + 8  # obs and next obs; holdings, prices, weights, orders
+    params = ALGORITHMS[strategy.algorithm][0]
+    if any(f.name == "horizon" for f in dataclasses.fields(params)):
+        horizon = int(strategy.hparams.get("horizon", params.horizon))
+        per_env += horizon * (obs_dim + 2 * n + 4)  # obs, action, mean; reward, done, ...
+    return _FLOAT * num_envs * per_env
+
+
+def memory_available(device: torch.device) -> int:
+    """Bytes free on ``device``: the GPU's free memory, or the host's available memory."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil  # lazy: only here
+
+    return int(psutil.virtual_memory().available)
+
+
+def check_memory(strategy: Any, market: Any, env_config: Any, device: torch.device) -> None:
+    """Refuse settings whose envs and rollout buffer cannot fit in ``device``'s memory,
+    before anything is allocated or written (:func:`memory_needed`)."""
+    need = memory_needed(strategy, market, env_config)
+    have = memory_available(device)
+    if need > have:
         raise FinpodError(
-            f"run directory {run_dir} already exists", "choose another --run-id or --out"
+            f"train.num_envs = {strategy.train.num_envs:,} needs at least {need / 2**30:,.1f} "
+            f"GiB for the envs and their rollout buffer, but {have / 2**30:,.1f} GiB is "
+            f"free on {device}",
+            "lower train.num_envs (or agent.hparams.horizon)",
         )
-    RunDir.create(
-        run_dir,
-        kind="agent",
-        strategy=strategy.to_dict(),
-        dataset_path=Path(data),
-        dataset_hash=manifest.hash,
-        seed=spec.seed,
-        extra={"device": str(dev)},
-        inputs={  # files read outside the run directory: the run keeps a copy and a hash
-            "strategy": strategy_path,
-            "reference": None if env_config.reference == EQUAL_WEIGHT else env_config.reference,
-            "benchmark": Path(data) / bench if (bench := manifest.file("benchmark")) else None,
-        },
-    )
-    if on_run is not None:
-        on_run(run_dir, total_steps=spec.total_steps)
-    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+#: Errors of a full or failing disk (and of memory running out) while a run writes.
+_RESOURCE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    SafetensorError,
+    MemoryError,
+    torch.OutOfMemoryError,
+)
+
+
+@contextmanager
+def _first_writes(run_dir: Path, made: bool) -> Iterator[None]:
+    """A disk or memory failure of a new run is one line; a run that has no checkpoint yet
+    is removed (it was made here: nothing to continue from)."""
+    try:
+        yield
+    except _RESOURCE_ERRORS as err:
+        reason = (
+            getattr(err, "strerror", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        )
+        started = RunDir(run_dir).checkpoint("last").is_file()
+        if made and not started:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise FinpodError(
+                f"cannot write the run directory {run_dir}: {reason}",
+                "free disk space (or memory) and start the run again; nothing was kept",
+            ) from err
+        raise FinpodError(
+            f"cannot write the run directory {run_dir}: {reason}",
+            f"free disk space (or memory), then continue with: finpod train --resume {run_dir}",
+        ) from err
 
 
 def _train_and_record(

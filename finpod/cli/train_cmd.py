@@ -26,6 +26,8 @@ def run_header(payload: dict) -> str:
     resumed = payload.get("resumed_from")
     if resumed is None:
         return f"run directory: {run_dir}"
+    if payload.get("finished"):
+        return f"run {run_dir} is finished at {resumed:,} env steps: nothing to do, nothing changed"
     total = payload.get("total_steps")
     if total is not None and resumed >= total:
         return (
@@ -108,21 +110,27 @@ def register(app: typer.Typer) -> None:
         # lazy: the tournament's live view (and pandas, for its tables) loads only to train
         from finpod.cli.tournament_cmd import TournamentView
 
-        if resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file():
-            # A fixed run id continues its run (e.g. a retried Kubernetes job).
-            console.print(f"continuing run {out / run_id}", highlight=False)
+        continuing = resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file()
+        if continuing:
+            # A fixed run id continues its run (e.g. a retried Kubernetes job); said once the
+            # run is opened (a refusal is then its one line).
             resume = str(out / run_id)
-            run_id = None
         view = TournamentView()
+        finished: list[bool] = []
         tournament = wants_tournament(
             strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
         )
+        if continuing and tournament:
+            console.print(f"continuing run {out / run_id}", highlight=False)
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
                 console.print(payload["line"], highlight=False, soft_wrap=True, markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
                 note_run_dir(payload["run_dir"])
+                finished.append(bool(payload.get("finished")))
+                if continuing and not finished[-1]:
+                    console.print(f"continuing run {payload['run_dir']}", highlight=False)
                 console.print(run_header(payload), highlight=False, soft_wrap=True)
             else:
                 view.on_event(kind, payload)
@@ -139,7 +147,7 @@ def register(app: typer.Typer) -> None:
                 device=device,
                 seed=seed,
                 total_steps=steps,
-                run_id=run_id,
+                run_id=None if continuing else run_id,
                 # Without a terminal a progress bar draws nothing: the log lines carry progress.
                 progress=console.is_terminal,
                 on_event=show,
@@ -147,6 +155,8 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             view.close()
+        if any(finished):
+            return
         if read_run_info(run_dir)["kind"] == "agent":
             console.print(f"[bold green]run written to[/] {run_dir}")
         else:
