@@ -184,12 +184,12 @@ def check_settings(out: Path, settings: dict[str, Any], restart: bool = False) -
 
 
 def lock(out: Path, say: Any = None) -> FolderLock:
-    """The lock of walk-forward folder ``out`` (made if missing), held by this process: a
-    second walk-forward into the same folder is refused in one line naming the first
-    (:mod:`finpod.runs.lock`). Release it with ``with`` or :meth:`FolderLock.release`."""
+    """The lock of walk-forward folder ``out`` (made if missing), to hold with ``with``:
+    a second walk-forward into the same folder is refused in one line naming the first
+    (:mod:`finpod.runs.lock`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return FolderLock(out, "walk-forward", say=say).acquire()
+    return FolderLock(out, "walk-forward", say=say)
 
 
 def _canonical(value: Any) -> str:
