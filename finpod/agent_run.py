@@ -12,6 +12,7 @@ split is left for the backtest.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -79,7 +80,7 @@ def train_single_agent(
     """
     if resume is not None:
         run_dir = find_run(resume, out)
-        with FolderLock(run_dir, "run", say=log):
+        with FolderLock(run_dir, "run", say=log), _first_writes(run_dir, made=False):
             return _continue(
                 run_dir, strategy_path, data, device, seed, total_steps, progress, log, on_run
             )
@@ -106,12 +107,13 @@ def train_single_agent(
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
     run_dir = Path(out) / run_id
-    made = not run_dir.exists()
-    with _first_writes(run_dir, made):
+    existed = run_dir.exists()
+    made = not existed or not any(run_dir.iterdir())
+    with _first_writes(run_dir, made, keep_folder=existed):
         run_dir.mkdir(parents=True, exist_ok=True)
         lock = FolderLock(run_dir, "run", say=log).acquire()
     try:
-        with _first_writes(run_dir, made):
+        with _first_writes(run_dir, made, keep_folder=existed):
             if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
                 raise FinpodError(
                     f"run directory {run_dir} already exists", "choose another --run-id or --out"
@@ -318,35 +320,48 @@ def check_memory(strategy: Any, market: Any, env_config: Any, device: torch.devi
         )
 
 
-#: Errors of a full or failing disk (and of memory running out) while a run writes.
-_RESOURCE_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    SafetensorError,
-    MemoryError,
-    torch.OutOfMemoryError,
+#: ``errno`` of an ``OSError`` that says the disk cannot take the run's files.
+_DISK_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM}
 )
 
 
+def _resource_problem(err: BaseException) -> tuple[str, str] | None:
+    """(what failed, what to free) when ``err`` is a full or failing disk or memory running
+    out, else None (any other error is not a resource's)."""
+    first = (str(err).splitlines() or [""])[0] or type(err).__name__
+    if isinstance(err, MemoryError | torch.OutOfMemoryError):
+        return f"ran out of memory ({first})", "lower train.num_envs or free memory"
+    if isinstance(err, SafetensorError) or (isinstance(err, OSError) and err.errno in _DISK_ERRNOS):
+        reason = getattr(err, "strerror", None) or first
+        return f"cannot be written ({reason})", "free disk space"
+    return None
+
+
 @contextmanager
-def _first_writes(run_dir: Path, made: bool) -> Iterator[None]:
-    """A disk or memory failure of a new run is one line; a run that has no checkpoint yet
-    is removed (it was made here: nothing to continue from)."""
+def _first_writes(run_dir: Path, made: bool, keep_folder: bool = False) -> Iterator[None]:
+    """A full disk (or memory running out) while a run writes is one line. A new run
+    (``made``: its folder did not exist or was empty) with no checkpoint yet is removed:
+    there is nothing to continue from (``keep_folder``: an empty folder that was there
+    before stays, empty)."""
     try:
         yield
-    except _RESOURCE_ERRORS as err:
-        reason = (
-            getattr(err, "strerror", None) or (str(err).splitlines() or [type(err).__name__])[0]
-        )
-        started = RunDir(run_dir).checkpoint("last").is_file()
-        if made and not started:
+    except (OSError, SafetensorError, MemoryError, torch.OutOfMemoryError) as err:
+        problem = _resource_problem(err)
+        if problem is None:
+            raise
+        what, free = problem
+        if made and not RunDir(run_dir).checkpoint("last").is_file():
             shutil.rmtree(run_dir, ignore_errors=True)
+            if keep_folder:
+                run_dir.mkdir(exist_ok=True)
             raise FinpodError(
-                f"cannot write the run directory {run_dir}: {reason}",
-                "free disk space (or memory) and start the run again; nothing was kept",
+                f"the run directory {run_dir} {what}",
+                f"{free} and start the run again; nothing of it was kept",
             ) from err
         raise FinpodError(
-            f"cannot write the run directory {run_dir}: {reason}",
-            f"free disk space (or memory), then continue with: finpod train --resume {run_dir}",
+            f"the run directory {run_dir} {what}",
+            f"{free}, then continue with: finpod train --resume {run_dir}",
         ) from err
 
 

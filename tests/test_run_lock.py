@@ -81,6 +81,23 @@ def test_a_lock_held_on_another_host_is_refused_with_the_file_to_delete(tmp_path
     assert f"delete {tmp_path / LOCK_FILE}" in str(err.value)
 
 
+def test_a_new_run_whose_folder_is_locked_is_refused_and_left_alone(tmp_path, finpod_cli):
+    from finpod.data import build_dataset
+
+    data = build_dataset("synthetic", tmp_path / "ds", n_tickers=3, n_bars=400, seed=0)
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(tiny_agent(), encoding="utf-8")
+    run = tmp_path / "runs" / "taken"
+    run.mkdir(parents=True)
+    with FolderLock(run, "run"):  # a writer that has not written run.json yet
+        out = finpod_cli(
+            "train", "--strategy", str(strategy), "--data", str(data),
+            "--out", str(tmp_path / "runs"), "--run-id", "taken",
+        )  # fmt: skip
+        one_error_line(out, f"run folder {run} is in use by process {os.getpid()}")
+        assert [p.name for p in run.iterdir()] == [LOCK_FILE]
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled"}
 

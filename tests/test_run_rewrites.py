@@ -215,7 +215,7 @@ def test_a_full_disk_at_the_first_write_is_one_line_and_leaves_no_run(
         "train", "--strategy", str(strategy), "--data", str(dataset),
         "--out", str(runs), "--run-id", "full",
     )  # fmt: skip
-    one_error_line(out, f"cannot write the run directory {runs / 'full'}", "No space left")
+    one_error_line(out, f"the run directory {runs / 'full'} cannot be written", "No space left")
     assert not (runs / "full").exists()
 
 
@@ -239,7 +239,7 @@ def test_a_full_disk_in_the_checkpoint_writer_is_one_line_and_leaves_no_run(
         "train", "--strategy", str(strategy), "--data", str(dataset),
         "--out", str(tmp_path / "runs"), "--run-id", "full",
     )  # fmt: skip
-    one_error_line(out, "cannot write the run directory", "StorageFull")
+    one_error_line(out, "cannot be written", "StorageFull", "free disk space")
     assert not (tmp_path / "runs" / "full").exists()
 
 
