@@ -21,6 +21,8 @@ from finpod.errors import FinpodError
 from finpod.runs.lock import LOCK_FILE, FolderLock, read_lock
 
 REPO = Path(__file__).resolve().parents[1]
+#: Seconds a refused second writer may take (its start-up included).
+REFUSED_WITHIN_S = 180
 
 
 def _dead_pid() -> int:
@@ -105,9 +107,21 @@ def _env() -> dict[str, str]:
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
-        assert proc.poll() is None, proc.communicate()
+        assert proc.poll() is None, f"the first writer ended early (exit {proc.returncode})"
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.2)
+
+
+def _second(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``finpod ARGS`` as a second process; a writer that is not refused would run for
+    minutes, so one that has not ended in :data:`REFUSED_WITHIN_S` fails the test."""
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "finpod", *args], capture_output=True, text=True, cwd=cwd,
+            env=_env(), timeout=REFUSED_WITHIN_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"finpod {' '.join(args[:1])} was not refused: it ran on as a second writer")
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -121,7 +135,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_two_trainings_of_one_run_id_at_once_the_second_is_refused(tmp_path, finpod_cli):
+def test_two_trainings_of_one_run_id_at_once_the_second_is_refused(tmp_path):
     from finpod.data import build_dataset
 
     data = build_dataset("synthetic", tmp_path / "ds", n_tickers=3, n_bars=400, seed=0)
@@ -134,13 +148,13 @@ def test_two_trainings_of_one_run_id_at_once_the_second_is_refused(tmp_path, fin
     args = ["train", "--strategy", str(strategy), "--data", str(data), "--out", str(runs)]
     first = subprocess.Popen(
         [sys.executable, "-m", "finpod", *args, "--run-id", "dup1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=_env(),
     )  # fmt: skip
     try:
         run = runs / "dup1"
         _wait_for(run / "checkpoints" / "last.safetensors", first)
-        second = finpod_cli(*args, "--run-id", "dup1")
-        resumed = finpod_cli("train", "--resume", str(run))
+        second = _second(*args, "--run-id", "dup1", cwd=tmp_path)
+        resumed = _second("train", "--resume", str(run), cwd=tmp_path)
         assert first.poll() is None  # still training: the refusals met a live writer
     finally:
         _stop(first)
@@ -156,7 +170,7 @@ def test_two_trainings_of_one_run_id_at_once_the_second_is_refused(tmp_path, fin
 
 
 @pytest.mark.timeout(600)
-def test_two_identical_walkforwards_into_one_folder_the_second_is_refused(tmp_path, finpod_cli):
+def test_two_identical_walkforwards_into_one_folder_the_second_is_refused(tmp_path):
     from finpod.data import build_dataset
 
     data = build_dataset(
@@ -172,11 +186,11 @@ def test_two_identical_walkforwards_into_one_folder_the_second_is_refused(tmp_pa
     ]  # fmt: skip
     first = subprocess.Popen(
         [sys.executable, "-m", "finpod", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=_env(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=_env(),
     )  # fmt: skip
     try:
         _wait_for(out / "walkforward.log", first)
-        second = finpod_cli(*args)
+        second = _second(*args, cwd=tmp_path)
         assert first.poll() is None
     finally:
         _stop(first)
