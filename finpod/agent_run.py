@@ -75,8 +75,9 @@ def train_single_agent(
     nothing is written).
 
     The run directory is locked while written (:class:`~finpod.runs.lock.FolderLock`): a
-    second writer is refused. A finished run (its leaderboard written) is never written
-    again; a run stopped before its first checkpoint starts again from the beginning.
+    second writer is refused. A finished run (its leaderboard written) is left as it is,
+    unless ``total_steps`` asks for more steps than it trained; a run stopped before its
+    first checkpoint starts again from the beginning.
     """
     if resume is not None:
         run_dir = find_run(resume, out)
@@ -185,15 +186,11 @@ def _continue(
     last = run.checkpoint("last")
     if (run_dir / LEADERBOARD_FILE).is_file():
         reached = _finished_steps(run_dir)
-        if total_steps is not None and total_steps > reached:
-            raise FinpodError(
-                f"run {run_dir.name} is finished at {reached:,} env steps and is never "
-                "trained further",
-                f"train a new run (another --run-id) with --steps {total_steps}",
-            )
-        if on_run is not None:
-            on_run(run_dir, resumed_from=reached, total_steps=reached, finished=True)
-        return run_dir
+        if total_steps is None or total_steps <= reached:
+            # Finished, and nothing more asked: said once, and nothing is written.
+            if on_run is not None:
+                on_run(run_dir, resumed_from=reached, total_steps=reached, finished=True)
+            return run_dir
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
     if manifest.hash != previous["dataset"]["hash"]:

@@ -1,5 +1,5 @@
-"""A run never rewrites itself: a finished run is left as it is, another strategy for a run
-is refused, a backtest refuses a dataset whose bars changed since the run and a run's own
+"""A run never rewrites itself: a finished run is left as it is (unless asked for more
+steps than it trained), another strategy for a run is refused, a backtest refuses a dataset whose bars changed since the run and a run's own
 copy of an input that changed; settings that cannot fit and a full disk are one line and
 leave no run behind; a run stopped before its first checkpoint starts again."""
 
@@ -55,18 +55,27 @@ def test_resume_of_a_finished_run_says_so_in_one_line_and_changes_nothing(finish
     assert _files(run) == before  # run.json, leaderboard.json, train.log: byte for byte
 
 
-def test_training_a_finished_run_further_is_refused_in_one_line(finished, finpod_cli):
-    run, _ = finished
+def test_a_finished_run_asked_for_no_more_steps_than_it_trained_changes_nothing(
+    finished, dataset, finpod_cli
+):
+    run, strategy = finished
     before = _files(run)
-    out = finpod_cli("train", "--resume", str(run), "--steps", "512")
-    one_error_line(out, "is finished at 256 env steps", "another --run-id")
+    fewer = finpod_cli("train", "--resume", str(run), "--steps", "128")
+    retried = finpod_cli(  # a retried job: the same command, the same run id
+        "train", "--strategy", str(strategy), "--data", str(dataset),
+        "--out", str(run.parent), "--run-id", "done",
+    )  # fmt: skip
+    for out in (fewer, retried):
+        assert out.returncode == 0, out.stderr
+        lines = [line for line in out.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1 and "is finished at 256 env steps" in lines[0], out.stdout
     assert _files(run) == before
 
 
 def test_another_strategy_for_an_existing_run_is_refused_in_one_line(
     finished, dataset, tmp_path, finpod_cli
 ):
-    run, strategy = finished
+    run, _ = finished
     other = tmp_path / "other.toml"
     other.write_text(tiny_agent(hparams={"actor_hidden": [32]}), encoding="utf-8")
     before = _files(run)
@@ -77,13 +86,6 @@ def test_another_strategy_for_an_existing_run_is_refused_in_one_line(
         "--out", str(run.parent), "--run-id", "done",
     )  # fmt: skip
     one_error_line(named, "run done was trained with another strategy", str(other))
-    assert _files(run) == before
-    # The strategy file it was started from (a retried job) is its own: no refusal.
-    same = finpod_cli(
-        "train", "--strategy", str(strategy), "--data", str(dataset),
-        "--out", str(run.parent), "--run-id", "done",
-    )  # fmt: skip
-    assert same.returncode == 0 and "is finished" in same.stdout, same.stderr
     assert _files(run) == before
 
 

@@ -65,13 +65,15 @@ def test_train_writes_run_directory(dataset, tmp_path):
     meta, _ = read_checkpoint(run / entry["checkpoint"])
     assert json.loads(meta["env"])["action_mode"] == "weights"
 
-    # The same --run-id again (a retried job) finds the run finished: it says so and
-    # leaves the run as it was (a finished run is never trained further).
-    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
-    again = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "runs"), "--run-id", "r1"])
+    # The same --run-id again continues that run (a retried job) instead of failing.
+    again = CliRunner().invoke(
+        app,
+        ["train", "--out", str(tmp_path / "runs"), "--run-id", "r1", "--steps", "512"],
+    )
     assert again.exit_code == 0, again.output
-    assert "is finished" in again.output and "nothing changed" in again.output
-    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert "continuing run" in again.output
+    board = json.loads((run / "leaderboard.json").read_text())
+    assert board["candidates_evaluated"] == 4
 
 
 def test_train_reports_bad_strategy_in_one_line(tmp_path, dataset):
