@@ -118,8 +118,7 @@ def make_run_dir(
 
 
 class FakeDataset:
-    """Stands in for ``finpod.data.load_split``/``load_manifest``/``verify_dataset`` (the
-    files it stands for hold its content hash); records what was loaded."""
+    """Stands in for ``finpod.data.load_split``/``load_manifest``; records what was loaded."""
 
     def __init__(
         self,
@@ -147,5 +146,4 @@ class FakeDataset:
 
         patch_everywhere(monkeypatch, finpod.data, "load_split", self.load_split)
         patch_everywhere(monkeypatch, finpod.data, "load_manifest", self.load_manifest)
-        patch_everywhere(monkeypatch, finpod.data, "verify_dataset", lambda _dir: self.hash)
         return self
