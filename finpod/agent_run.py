@@ -11,38 +11,46 @@ split is left for the backtest.
 
 from __future__ import annotations
 
-import contextlib
-import math
-import signal
-import threading
+import errno
+import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from finpod.agents import ALGORITHMS, load_checkpoint, make_agent
 from finpod.agents.cross_section import hparams_for_env
+from finpod.agents.memory import check_memory
 from finpod.agents.train import make_trading_eval, train
+from finpod.backtest.split_hashes import split_hashes
 from finpod.data import Manifest, load_split
 from finpod.device import pick_device
 from finpod.env import VecTradingEnv
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.runs import (
+    CANDIDATES_FILE,
+    CHECKPOINT_DIR,
+    LEADERBOARD_FILE,
     STRATEGY_FILE,
+    TENSORBOARD_DIR,
     Entry,
     Leaderboard,
     RunDir,
     checkpoint_name,
     find_run,
-    load_candidates,
     read_run_info,
 )
-from finpod.strategy import Strategy, as_strategy
+from finpod.runs.inputs import file_sha256, recorded
+from finpod.runs.lock import LOCK_FILE, FolderLock
+from finpod.runs.stopped import write_stopped_board
+from finpod.strategy import Strategy, as_strategy, load_strategy
 
 
 def train_single_agent(
@@ -64,19 +72,90 @@ def train_single_agent(
     See :func:`finpod.pipeline.train_agent` for the arguments; ``on_run(run_dir)`` is
     called once the run directory is known, before training starts; a resumed run's as
     ``on_run(run_dir, resumed_from=N, total_steps=T)`` (N: the env steps of its last
-    checkpoint, T: the steps it trains to).
-    """
+    checkpoint, T: the steps it trains to), a finished one's with ``finished=True`` (and
+    nothing is written).
 
-    previous: dict[str, Any] | None = None
+    The run directory is locked while written (:class:`~finpod.runs.lock.FolderLock`): a
+    second writer is refused. A finished run (its leaderboard written) is left as it is,
+    unless ``total_steps`` asks for more steps than it trained; a run stopped before its
+    first checkpoint starts again from the beginning.
+    """
     if resume is not None:
         run_dir = find_run(resume, out)
-        previous = read_run_info(run_dir)
-        strategy_path = run_dir / STRATEGY_FILE
-        data = Path(data) if data is not None else Path(previous["dataset"]["path"])
-        seed = previous["seed"] if seed is None else seed
+        with FolderLock(run_dir, "run", say=log), _first_writes(run_dir, made=False):
+            return _continue(
+                run_dir, strategy_path, data, device, seed, total_steps, progress, log, on_run
+            )
     if strategy_path is None or data is None:
         raise FinpodError("training needs --strategy and --data", "or --resume RUN")
-    strategy = as_strategy(strategy_path)
+    strategy = _strategy(strategy_path, seed, device, total_steps)
+    spec = strategy.train
+    dev = pick_device(spec.device)
+    manifest = Manifest.load(data)
+    train_market = load_split(data, "train", device=dev)
+    valid_market = load_split(data, "validation", device=dev)
+    env_config = strategy.config
+    check_memory(strategy, train_market, env_config, dev)
+    torch.manual_seed(spec.seed)
+    env = VecTradingEnv(
+        train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
+    )
+    strategy = replace(
+        strategy,
+        hparams=hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env),
+    )
+    agent = make_agent(
+        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    )
+    splits = split_hashes(data, manifest)
+
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
+    run_dir = Path(out) / run_id
+    existed = run_dir.exists()
+    made = not existed or not any(run_dir.iterdir())
+    with _first_writes(run_dir, made, keep_folder=existed):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = FolderLock(run_dir, "run", say=log).acquire()
+    try:
+        with _first_writes(run_dir, made, keep_folder=existed):
+            if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+                raise FinpodError(
+                    f"run directory {run_dir} already exists", "choose another --run-id or --out"
+                )
+            RunDir.create(
+                run_dir,
+                kind="agent",
+                strategy=strategy.to_dict(),
+                dataset_path=Path(data),
+                dataset_hash=manifest.hash,
+                dataset_splits=splits,
+                seed=spec.seed,
+                extra={"device": str(dev)},
+                inputs={  # files read outside the run directory: the run keeps a copy and a hash
+                    "strategy": strategy.path,
+                    "reference": None
+                    if env_config.reference == EQUAL_WEIGHT
+                    else env_config.reference,
+                    "benchmark": Path(data) / bench
+                    if (bench := manifest.file("benchmark"))
+                    else None,
+                },
+            )
+            if on_run is not None:
+                on_run(run_dir, total_steps=spec.total_steps)
+            return _train_and_record(
+                agent, env, strategy, valid_market, env_config, run_dir, progress, log
+            )
+    finally:
+        lock.release()
+
+
+def _strategy(
+    path: Strategy | str | Path, seed: int | None, device: str | None, total_steps: int | None
+) -> Strategy:
+    """The strategy at ``path`` (read once) with the command's ``[train]`` overrides."""
+    strategy = as_strategy(path)
     if seed is not None:
         strategy = strategy.with_train(seed=int(seed))
     if device is not None:
@@ -85,28 +164,76 @@ def train_single_agent(
         if total_steps <= 0:
             raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
         strategy = strategy.with_train(total_steps=int(total_steps))
+    return strategy
+
+
+def _continue(
+    run_dir: Path,
+    strategy_path: str | Path | None,
+    data: str | Path | None,
+    device: str | None,
+    seed: int | None,
+    total_steps: int | None,
+    progress: bool,
+    log: Callable[[str], None] | None,
+    on_run: Callable[..., None] | None,
+) -> Path:
+    """Continue run ``run_dir`` (its lock held): from its last checkpoint, from the
+    beginning when it has none yet, or not at all when it is finished."""
+    previous = read_run_info(run_dir)
+    check_same_strategy(run_dir, previous, strategy_path)
+    data = Path(data) if data is not None else Path(previous["dataset"]["path"])
+    seed = previous["seed"] if seed is None else seed
+    strategy = _strategy(run_dir / STRATEGY_FILE, seed, device, total_steps)
     spec = strategy.train
+    run = RunDir(run_dir)
+    last = run.checkpoint("last")
+    # A board written when the run was stopped (run.json's "stopped") is not a finished run.
+    if (run_dir / LEADERBOARD_FILE).is_file() and "stopped" not in previous:
+        reached = _finished_steps(run_dir)
+        if total_steps is None or total_steps <= reached:
+            # Finished, and nothing more asked: said once, and nothing is written.
+            if on_run is not None:
+                on_run(run_dir, resumed_from=reached, total_steps=reached, finished=True)
+            return run_dir
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
+    if manifest.hash != previous["dataset"]["hash"]:
+        raise FinpodError(
+            f"the dataset at {data} is not the one run {run_dir.name} was trained on",
+            "pass --data with the run's dataset",
+        )
     train_market = load_split(data, "train", device=dev)
     valid_market = load_split(data, "validation", device=dev)
     env_config = strategy.config
+    check_memory(strategy, train_market, env_config, dev)
     torch.manual_seed(spec.seed)
     env = VecTradingEnv(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
     )
-    if previous is not None:
-        if manifest.hash != previous["dataset"]["hash"]:
-            raise FinpodError(
-                f"the dataset at {data} is not the one run {run_dir.name} was trained on",
-                "pass --data with the run's dataset",
-            )
-        last = RunDir(run_dir).checkpoint("last")
-        if not last.is_file():
-            raise FinpodError(
-                f"run {run_dir.name} has no checkpoint to resume from yet",
-                "start it again without --resume",
-            )
+    if not last.is_file():
+        # Stopped before its first checkpoint: nothing was learned, so the run starts
+        # again from the beginning (what it wrote before the stop is cleared).
+        for partial in (CANDIDATES_FILE, TENSORBOARD_DIR, CHECKPOINT_DIR):
+            target = run_dir / partial
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink(missing_ok=True)
+        (run_dir / CHECKPOINT_DIR).mkdir()
+        run.log("no checkpoint yet: starting the run again from the beginning")
+        if log is not None:
+            log(f"run {run_dir.name} has no checkpoint yet: starting it again from the beginning")
+        strategy = replace(
+            strategy,
+            hparams=hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env),
+        )
+        agent = make_agent(
+            strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+        )
+        if on_run is not None:
+            on_run(run_dir, total_steps=spec.total_steps)
+    else:
         agent = load_checkpoint(last, dev)
         if agent.algorithm != strategy.algorithm:
             raise FinpodError(
@@ -116,41 +243,87 @@ def train_single_agent(
             )
         if on_run is not None:
             on_run(run_dir, resumed_from=int(agent.env_steps), total_steps=spec.total_steps)
-        return _train_and_record(
-            agent, env, strategy, valid_market, env_config, run_dir, progress, log
-        )
-    strategy = replace(
-        strategy,
-        hparams=hparams_for_env(ALGORITHMS[strategy.algorithm][0], strategy.hparams, env),
-    )
-    agent = make_agent(
-        strategy.algorithm, strategy.hparams, env.obs_dim, env.action_dim, dev, spec.seed
+    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+def _finished_steps(run_dir: Path) -> int:
+    """Env steps a finished run trained: its last checkpoint's (else its best entry's)."""
+    last = RunDir(run_dir).checkpoint("last")
+    if last.is_file():
+        return int(load_checkpoint(last, torch.device("cpu")).env_steps)
+    entries = Leaderboard.load(run_dir).entries
+    return max((int(e.env_steps) for e in entries), default=0)
+
+
+def check_same_strategy(
+    run_dir: Path, run_meta: dict[str, Any], strategy_path: str | Path | None
+) -> None:
+    """Refuse ``--strategy`` naming another strategy than run ``run_dir``'s own.
+
+    The run recorded the SHA-256 of the strategy file it was started from
+    (:mod:`finpod.runs.inputs`); the same file, or one with the same bytes, continues the
+    run. A run without that record compares the strategies' settings."""
+    if strategy_path is None:
+        return
+    given = Path(strategy_path)
+    if not given.is_file():
+        raise FinpodError(f"strategy file {given} not found", "check the path")
+    entry = (recorded(run_meta) or {}).get("strategy")
+    if entry is not None:
+        if file_sha256(given) == entry.get("sha256"):
+            return
+    elif load_strategy(given).to_dict() == load_strategy(run_dir / STRATEGY_FILE).to_dict():
+        return
+    raise FinpodError(
+        f"run {run_dir.name} was trained with another strategy than {given}",
+        f"leave out --strategy to continue it with its own ({run_dir / STRATEGY_FILE}), "
+        "or give the new strategy another --run-id",
     )
 
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
-    run_dir = Path(out) / run_id
-    if run_dir.exists() and any(run_dir.iterdir()):
+
+#: ``errno`` of an ``OSError`` that says the disk cannot take the run's files.
+_DISK_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM}
+)
+
+
+def _resource_problem(err: BaseException) -> tuple[str, str] | None:
+    """(what failed, what to free) when ``err`` is a full or failing disk or memory running
+    out, else None (any other error is not a resource's)."""
+    first = (str(err).splitlines() or [""])[0] or type(err).__name__
+    if isinstance(err, MemoryError | torch.OutOfMemoryError):
+        return f"ran out of memory ({first})", "lower train.num_envs or free memory"
+    if isinstance(err, SafetensorError) or (isinstance(err, OSError) and err.errno in _DISK_ERRNOS):
+        reason = getattr(err, "strerror", None) or first
+        return f"cannot be written ({reason})", "free disk space"
+    return None
+
+
+@contextmanager
+def _first_writes(run_dir: Path, made: bool, keep_folder: bool = False) -> Iterator[None]:
+    """A full disk (or memory running out) while a run writes is one line. A new run
+    (``made``: its folder did not exist or was empty) with no checkpoint yet is removed:
+    there is nothing to continue from (``keep_folder``: an empty folder that was there
+    before stays, empty)."""
+    try:
+        yield
+    except (OSError, SafetensorError, MemoryError, torch.OutOfMemoryError) as err:
+        problem = _resource_problem(err)
+        if problem is None:
+            raise
+        what, free = problem
+        if made and not RunDir(run_dir).checkpoint("last").is_file():
+            shutil.rmtree(run_dir, ignore_errors=True)
+            if keep_folder:
+                run_dir.mkdir(exist_ok=True)
+            raise FinpodError(
+                f"the run directory {run_dir} {what}",
+                f"{free} and start the run again; nothing of it was kept",
+            ) from err
         raise FinpodError(
-            f"run directory {run_dir} already exists", "choose another --run-id or --out"
-        )
-    RunDir.create(
-        run_dir,
-        kind="agent",
-        strategy=strategy.to_dict(),
-        dataset_path=Path(data),
-        dataset_hash=manifest.hash,
-        seed=spec.seed,
-        extra={"device": str(dev)},
-        inputs={  # files read outside the run directory: the run keeps a copy and a hash
-            "strategy": strategy.path,
-            "reference": None if env_config.reference == EQUAL_WEIGHT else env_config.reference,
-            "benchmark": Path(data) / bench if (bench := manifest.file("benchmark")) else None,
-        },
-    )
-    if on_run is not None:
-        on_run(run_dir, total_steps=spec.total_steps)
-    return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+            f"the run directory {run_dir} {what}",
+            f"{free}, then continue with: finpod train --resume {run_dir}",
+        ) from err
 
 
 def _train_and_record(
@@ -168,38 +341,44 @@ def _train_and_record(
     spec = strategy.train
     pod_id = f"{strategy.algorithm}-0"
     started = time.perf_counter()
+    hparams = strategy.to_dict()["agent"]["hparams"]
     try:
-        with _sigterm_as_interrupt():
-            result = train(
-                agent,
-                env,
-                total_steps=spec.total_steps,
-                eval_fn=make_trading_eval(valid_market, env_config, spec.score),
-                eval_every=spec.eval_every,
-                run_dir=run_dir,
-                progress=progress,
-                pod_id=pod_id,
-                score_name=spec.score,
-                log=log,
-            )
+        result = train(
+            agent,
+            env,
+            total_steps=spec.total_steps,
+            eval_fn=make_trading_eval(valid_market, env_config, spec.score),
+            eval_every=spec.eval_every,
+            run_dir=run_dir,
+            progress=progress,
+            pod_id=pod_id,
+            score_name=spec.score,
+            log=log,
+        )
     except KeyboardInterrupt:
-        # A stopped run is a usable run: its board names the best checkpoint so far.
-        entry = _board_so_far(run_dir, strategy, pod_id)
-        if entry is not None:
-            RunDir(run_dir).record_stopped(int(agent.env_steps), spec.total_steps)
-            if log is not None:
-                log(
-                    f"stopped at {int(agent.env_steps)} of {spec.total_steps} env steps: the "
-                    f"board holds the best checkpoint so far ({entry.env_steps} env steps, "
-                    f"validation {spec.score} {entry.score:.3f}); `finpod backtest "
-                    f"{run_dir}` tests it, `finpod train --resume {run_dir}` continues"
-                )
+        # Ctrl-C or SIGTERM: a stopped run is a usable run, its board names the best
+        # checkpoint so far (finpod.runs.stopped).
+        entry = write_stopped_board(
+            run_dir,
+            pod_id,
+            strategy.algorithm,
+            hparams,
+            spec.score,
+            agent.env_steps,
+            spec.total_steps,
+        )
+        if entry is not None and log is not None:
+            log(
+                f"stopped at {int(agent.env_steps)} of {spec.total_steps} env steps: the board "
+                f"holds the best checkpoint so far ({entry.env_steps} env steps, validation "
+                f"{spec.score} {entry.score:.3f}); `finpod backtest {run_dir}` tests it"
+            )
         raise
     RunDir(run_dir).record_stopped(None)
     entry = Entry(
         pod_id=pod_id,
         algorithm=strategy.algorithm,
-        hparams=strategy.to_dict()["agent"]["hparams"],
+        hparams=hparams,
         score=result.best_score,
         checkpoint=checkpoint_name(pod_id),
         history=result.history,
@@ -214,63 +393,3 @@ def _train_and_record(
             f"{result.best_score:.3f} at {result.best_env_steps} env steps"
         )
     return run_dir
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """Inside the block, SIGTERM (``kill``, a job scheduler, ``timeout``) stops training as
-    Ctrl-C does, so the run's board is written before the process ends (main thread only:
-    elsewhere the signal keeps its handler)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _board_so_far(run_dir: Path, strategy: Any, pod_id: str) -> Entry | None:
-    """Write the board of a run stopped mid-training: its best-on-validation checkpoint so
-    far, with the validation history of ``metrics.csv`` (None, and nothing written, before
-    the first validation point)."""
-    run = RunDir.open(run_dir)
-    best_file = run.checkpoint(pod_id)
-    score_name = strategy.train.score
-    rows = [r for r in run.metrics if r[0] == pod_id]
-    history = [
-        {"env_steps": r[1], "score": r[5]}
-        for r in rows
-        if r[3] == "validation" and r[4] == score_name
-    ]
-    finite = [h for h in history if math.isfinite(h["score"])]
-    if not best_file.is_file() or not finite:
-        return None
-    best = max(finite, key=lambda h: h["score"])
-    ratio = next(
-        (
-            r[5]
-            for r in rows
-            if r[3] == "train" and r[4] == "updates_per_env_step" and r[1] == best["env_steps"]
-        ),
-        math.nan,
-    )
-    entry = Entry(
-        pod_id=pod_id,
-        algorithm=strategy.algorithm,
-        hparams=strategy.to_dict()["agent"]["hparams"],
-        score=float(best["score"]),
-        checkpoint=checkpoint_name(pod_id),
-        history=history,
-        env_steps=int(best["env_steps"]),
-        updates=round(ratio * best["env_steps"]) if math.isfinite(ratio) else 0,
-    )
-    candidates = max(len(load_candidates(run.path)), len(history))
-    Leaderboard.single(run.path, entry, score_name, candidates)
-    run.record_learning(entry)
-    return entry

@@ -62,6 +62,7 @@ from finpod.backtest.run_record import (
     trial_sharpes,
     validation_bars,
 )
+from finpod.backtest.split_hashes import check_dataset_bars
 from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.manifest import feed_label
@@ -258,6 +259,8 @@ def run_backtest(
             "(content hash differs)",
             "rebuild the same dataset or pass --data to backtest on another one",
         )
+    if hash_matches and run_hash is not None:
+        check_dataset_bars(dataset, run_meta, str(run_meta.get("run_id") or run_dir.name))
     inputs = RunInputs.check(run_dir, run_meta, dataset, manifest, use_recorded=use_recorded_inputs)
     config = inputs.env(config)
     market = inputs.market(load_split(dataset, "backtest", device=device))

@@ -36,6 +36,8 @@ def run_header(payload: dict) -> str:
     resumed = payload.get("resumed_from")
     if resumed is None:
         return f"run directory: {run_dir}"
+    if payload.get("finished"):
+        return f"run {run_dir} is finished at {resumed:,} env steps: nothing to do, nothing changed"
     total = payload.get("total_steps")
     if total is not None and resumed >= total:
         return (
@@ -114,11 +116,11 @@ def register(app: typer.Typer) -> None:
         out = renamed("--runs", runs, "--out", old_out)
         from finpod.runs import RUN_FILE  # light: no torch
 
-        if resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file():
-            # A fixed run id continues its run (e.g. a retried Kubernetes job).
-            console.print(f"continuing run {out / run_id}", highlight=False)
+        continuing = resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file()
+        if continuing:
+            # A fixed run id continues its run (e.g. a retried Kubernetes job); said once the
+            # run is opened (a refusal is then its one line).
             resume = str(out / run_id)
-            run_id = None
         # Everything that needs no data, before torch, pandas or Ray load.
         checks.positive("--steps", steps, "100000")
         checks.device(device)
@@ -142,15 +144,21 @@ def register(app: typer.Typer) -> None:
             from finpod.strategy import load_strategy  # lazy: the CLI starts without it
 
             parsed = load_strategy(strategy)  # read once, handed down
+        finished: list[bool] = []
         tournament = wants_tournament(
             parsed or strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
         )
+        if continuing and tournament:
+            console.print(f"continuing run {out / run_id}", highlight=False)
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
                 statement(console, payload["line"], markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first
                 note_run_dir(payload["run_dir"])
+                finished.append(bool(payload.get("finished")))
+                if continuing and not finished[-1]:
+                    console.print(f"continuing run {payload['run_dir']}", highlight=False)
                 console.print(run_header(payload), highlight=False, soft_wrap=True)
             else:
                 view.on_event(kind, payload)
@@ -167,7 +175,7 @@ def register(app: typer.Typer) -> None:
                 device=device,
                 seed=seed,
                 total_steps=steps,
-                run_id=run_id,
+                run_id=None if continuing else run_id,
                 # Without a terminal a progress bar draws nothing: the log lines carry progress.
                 progress=console.is_terminal,
                 on_event=show,
@@ -175,6 +183,8 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             view.close()
+        if any(finished):
+            return
         if not tournament:
             console.print(f"[bold green]run written to[/] {run_dir}")
         else:

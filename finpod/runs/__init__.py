@@ -10,6 +10,7 @@ directories only through it.
 - :mod:`finpod.runs.metrics_file`: ``metrics.csv`` and ``learning_curves.png``.
 - :mod:`finpod.runs.leaderboard`: ``leaderboard.json`` and the checkpoints it names.
 - :mod:`finpod.runs.candidates`: ``candidates.bin``, every candidate selection chose among.
+- :mod:`finpod.runs.lock`: the lock file of a folder in use (one writer per run).
 - :mod:`finpod.runs.tensorboard`: ``tensorboard/<pod_id>/``, ``metrics.csv`` mirrored as
   TensorBoard event files (with each pod's hyperparameters).
 """
@@ -29,6 +30,7 @@ from finpod.runs.leaderboard import (
     Progress,
     checkpoint_name,
 )
+from finpod.runs.lock import LOCK_FILE, FolderLock
 from finpod.runs.metrics_file import (
     CURVES_FILE,
     METRICS_FILE,
@@ -62,6 +64,7 @@ __all__ = [
     "CURVES_FILE",
     "RUN_KINDS",
     "LEADERBOARD_FILE",
+    "LOCK_FILE",
     "LOG_FILE",
     "METRICS_FILE",
     "METRICS_HEADER",
@@ -71,6 +74,7 @@ __all__ = [
     "CandidateSet",
     "Entry",
     "EventMirror",
+    "FolderLock",
     "Leaderboard",
     "MetricRow",
     "Progress",

@@ -16,6 +16,7 @@ One format for a single agent (``kind = "agent"``) and a tournament
       metrics.csv        see :mod:`finpod.runs.metrics_file`
       learning_curves.png
       train.log
+      .finpod.lock       only while a process writes the run (see :mod:`finpod.runs.lock`)
       tensorboard/<pod_id>/events.out.tfevents.*   metrics.csv's rows and each pod's
                          hyperparameters for TensorBoard (see :mod:`finpod.runs.tensorboard`)
 
@@ -43,6 +44,7 @@ from finpod.atomic import atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
 from finpod.runs.inputs import INPUTS_KEY, check_inputs_exist, record_inputs
 from finpod.runs.leaderboard import Entry
+from finpod.runs.lock import LOCK_FILE
 from finpod.runs.metrics_file import (
     CURVES_FILE,
     METRICS_FILE,
@@ -159,6 +161,7 @@ class RunDir:
         kind: str = "tournament",
         extra: dict[str, Any] | None = None,
         inputs: dict[str, str | Path | None] | None = None,
+        dataset_splits: dict[str, str] | None = None,
     ) -> RunDir:
         """Make ``path`` (must not exist) and write ``run.json`` and ``strategy.toml``.
 
@@ -166,12 +169,15 @@ class RunDir:
         (default: written from ``strategy`` by :func:`~finpod.runs.toml_writer.toml_dumps`).
         ``inputs`` (role → file, None: not read) are the files the run reads outside its
         directory: each is copied under ``inputs/`` and hashed in ``run.json``
-        (:func:`~finpod.runs.inputs.record_inputs`).
+        (:func:`~finpod.runs.inputs.record_inputs`). ``dataset_splits``: split → SHA-256
+        of the bars it reads, kept as ``run.json``'s ``dataset.splits`` (a backtest checks
+        its split against it). The folder's lock file (:mod:`finpod.runs.lock`) may be
+        there already.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
         path = Path(path)
-        if path.exists() and any(path.iterdir()):
+        if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
             raise FinpodError(f"run directory {path} already exists", "use --resume to continue it")
         check_inputs_exist(inputs or {})  # before the directory exists: nothing left behind
         path.mkdir(parents=True, exist_ok=True)
@@ -181,7 +187,11 @@ class RunDir:
             "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "kind": kind,
             "strategy": strategy,
-            "dataset": {"path": str(Path(dataset_path).resolve()), "hash": dataset_hash},
+            "dataset": {
+                "path": str(Path(dataset_path).resolve()),
+                "hash": dataset_hash,
+                **({"splits": dict(dataset_splits)} if dataset_splits else {}),
+            },
             "seed": int(seed),
             "versions": package_versions(),
             INPUTS_KEY: record_inputs(path, inputs or {}),

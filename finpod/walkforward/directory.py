@@ -35,6 +35,7 @@ import pandas as pd
 
 from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
 from finpod.errors import FinpodError
+from finpod.runs.lock import LOCK_FILE, FolderLock
 from finpod.walkforward.job import SeedResult
 
 SETTINGS_FILE = "walkforward.json"
@@ -171,7 +172,7 @@ def check_settings(out: Path, settings: dict[str, Any], restart: bool = False) -
                 "use another --out, the same settings to resume, or --restart",
             )
         return True
-    if out.exists() and any(out.iterdir()) and not path.is_file():
+    if out.exists() and any(p.name != LOCK_FILE for p in out.iterdir()) and not path.is_file():
         raise FinpodError(
             f"{out} exists and is not a walk-forward directory", "choose a new or empty --out"
         )
@@ -180,6 +181,15 @@ def check_settings(out: Path, settings: dict[str, Any], restart: bool = False) -
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, settings)
     return False
+
+
+def lock(out: Path, say: Any = None) -> FolderLock:
+    """The lock of walk-forward folder ``out`` (made if missing), to hold with ``with``:
+    a second walk-forward into the same folder is refused in one line naming the first
+    (:mod:`finpod.runs.lock`)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return FolderLock(out, "walk-forward", say=say)
 
 
 def _canonical(value: Any) -> str:
@@ -207,6 +217,7 @@ class Log:
 __all__ = [
     "Log",
     "check_settings",
+    "lock",
     "fold_dir",
     "is_done",
     "json_safe",

@@ -147,80 +147,83 @@ def run_walkforward(
         "equal_weight": EQUAL_WEIGHT,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    resumed = directory.check_settings(out, settings, restart=restart)
-    say = directory.Log(out, echo=log)
-    todo = [(f, s) for f in folds for s in seeds if not directory.is_done(out, f.index, s)]
-    total = len(folds) * len(seeds)
-    say(
-        f"{'resuming' if resumed else 'starting'} walk-forward: {plural(len(folds), 'fold')} × "
-        f"{plural(len(seeds), 'seed')} of {strat.algorithm}, {strat.train.total_steps:,} env "
-        f"steps each, or the next whole rollout ({total - len(todo)} of {total} done) on {data}"
-    )
-    done = total - len(todo)
-    if on_progress is not None:
-        on_progress(done, total)
-
-    def finished(res: SeedResult) -> None:
-        nonlocal done
-        directory.save_seed(out, res)
-        done += 1
+    with directory.lock(out, say=log):  # one walk-forward writes a folder at a time
+        resumed = directory.check_settings(out, settings, restart=restart)
+        say = directory.Log(out, echo=log)
+        todo = [(f, s) for f in folds for s in seeds if not directory.is_done(out, f.index, s)]
+        total = len(folds) * len(seeds)
         say(
-            f"fold {res.fold} seed {res.seed}: validation {res.score_name} "
-            f"{res.best_score:.3f} at {res.best_env_steps:,} steps, backtest Sharpe "
-            f"{res.metrics[AGENT]['sharpe']:.3f} (trained {res.env_steps:,} env steps in "
-            f"{res.train_seconds:.0f} s)"
+            f"{'resuming' if resumed else 'starting'} walk-forward: {plural(len(folds), 'fold')} × "
+            f"{plural(len(seeds), 'seed')} of {strat.algorithm}, {strat.train.total_steps:,} env "
+            f"steps each, or the next whole rollout ({total - len(todo)} of {total} done) on {data}"
         )
+        done = total - len(todo)
         if on_progress is not None:
             on_progress(done, total)
 
-    def job(f: Fold, seed: int, warm: tuple[bytes, str] | None) -> SeedJob:
-        return SeedJob(
-            fold=f.index,
-            seed=seed,
-            rows={name: f.rows(name) for name in ("train", "validation", "backtest")},
-            strategy=strat.to_dict(),
-            total_steps=strat.train.total_steps,
-            warm_start=None if warm is None else warm[0],
-            warm_start_from=None if warm is None else warm[1],
-            threads=cpus_per_job,
-            device=device,
-        )
+        def finished(res: SeedResult) -> None:
+            nonlocal done
+            directory.save_seed(out, res)
+            done += 1
+            say(
+                f"fold {res.fold} seed {res.seed}: validation {res.score_name} "
+                f"{res.best_score:.3f} at {res.best_env_steps:,} steps, backtest Sharpe "
+                f"{res.metrics[AGENT]['sharpe']:.3f} (trained {res.env_steps:,} env steps in "
+                f"{res.train_seconds:.0f} s)"
+            )
+            if on_progress is not None:
+                on_progress(done, total)
 
-    payload = market_payload(market)
-    runner = (
-        RayRunner(payload, address, num_cpus, cpus_per_job, device, say)
-        if use_ray and todo
-        else LocalRunner(payload)
-    )
-    try:
-        if warm_start:
-            warm = None
-            for f in folds:
-                pending = [job(f, s, warm) for s in seeds if not directory.is_done(out, f.index, s)]
-                runner.run(pending, finished)
-                winner = aggregate_fold(out, f, seeds, market.annualization)["winner_seed"]
-                warm = (
-                    directory.read_checkpoint_bytes(out, f.index, winner),
-                    f"fold {f.index} seed {winner}",
-                )
-        else:
-            runner.run([job(f, s, None) for f, s in todo], finished)
-    except KeyboardInterrupt:
-        # In walkforward.log only: the console's one line after a stop is the caller's.
-        directory.Log(out)(
-            f"interrupted with {done} of {total} jobs done; run the same command to resume"
+        def job(f: Fold, seed: int, warm: tuple[bytes, str] | None) -> SeedJob:
+            return SeedJob(
+                fold=f.index,
+                seed=seed,
+                rows={name: f.rows(name) for name in ("train", "validation", "backtest")},
+                strategy=strat.to_dict(),
+                total_steps=strat.train.total_steps,
+                warm_start=None if warm is None else warm[0],
+                warm_start_from=None if warm is None else warm[1],
+                threads=cpus_per_job,
+                device=device,
+            )
+
+        payload = market_payload(market)
+        runner = (
+            RayRunner(payload, address, num_cpus, cpus_per_job, device, say)
+            if use_ray and todo
+            else LocalRunner(payload)
         )
-        raise
-    finally:
-        runner.close()
-    result = summarize(out, folds, seeds, market.annualization, settings, manifest.to_dict())
-    atomic_write_text(result.report, render_report(result, folds))
-    steps = steps_text(result.summary.get("env_steps") or {}, strat.to_dict())
-    say(
-        f"done in {time.perf_counter() - started:.0f} s ({steps}): active return vs equal "
-        f"weight {_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"
-    )
-    return result
+        try:
+            if warm_start:
+                warm = None
+                for f in folds:
+                    pending = [
+                        job(f, s, warm) for s in seeds if not directory.is_done(out, f.index, s)
+                    ]
+                    runner.run(pending, finished)
+                    winner = aggregate_fold(out, f, seeds, market.annualization)["winner_seed"]
+                    warm = (
+                        directory.read_checkpoint_bytes(out, f.index, winner),
+                        f"fold {f.index} seed {winner}",
+                    )
+            else:
+                runner.run([job(f, s, None) for f, s in todo], finished)
+        except KeyboardInterrupt:
+            # In walkforward.log only: the console's one line after a stop is the caller's.
+            directory.Log(out)(
+                f"interrupted with {done} of {total} jobs done; run the same command to resume"
+            )
+            raise
+        finally:
+            runner.close()
+        result = summarize(out, folds, seeds, market.annualization, settings, manifest.to_dict())
+        atomic_write_text(result.report, render_report(result, folds))
+        steps = steps_text(result.summary.get("env_steps") or {}, strat.to_dict())
+        say(
+            f"done in {time.perf_counter() - started:.0f} s ({steps}): active return vs equal "
+            f"weight {_fmt_hac(result.hac['vs_equal_weight'])}; report {result.report}"
+        )
+        return result
 
 
 def _check_episode_length(folds: list[Fold], strat: Any) -> None:
