@@ -94,7 +94,7 @@ def test_a_new_run_whose_folder_is_locked_is_refused_and_left_alone(tmp_path, fi
     with FolderLock(run, "run"):  # a writer that has not written run.json yet
         out = finpod_cli(
             "train", "--strategy", str(strategy), "--data", str(data),
-            "--out", str(tmp_path / "runs"), "--run-id", "taken",
+            "--runs", str(tmp_path / "runs"), "--run-id", "taken",
         )  # fmt: skip
         one_error_line(out, f"run folder {run} is in use by process {os.getpid()}")
         assert [p.name for p in run.iterdir()] == [LOCK_FILE]
@@ -145,7 +145,7 @@ def test_two_trainings_of_one_run_id_at_once_the_second_is_refused(tmp_path):
         tiny_agent(train={"total_steps": 10_000_000, "eval_every": 128}), encoding="utf-8"
     )
     runs = tmp_path / "runs"
-    args = ["train", "--strategy", str(strategy), "--data", str(data), "--out", str(runs)]
+    args = ["train", "--strategy", str(strategy), "--data", str(data), "--runs", str(runs)]
     first = subprocess.Popen(
         [sys.executable, "-m", "finpod", *args, "--run-id", "dup1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path, env=_env(),

@@ -63,7 +63,7 @@ def test_a_finished_run_asked_for_no_more_steps_than_it_trained_changes_nothing(
     fewer = finpod_cli("train", "--resume", str(run), "--steps", "128")
     retried = finpod_cli(  # a retried job: the same command, the same run id
         "train", "--strategy", str(strategy), "--data", str(dataset),
-        "--out", str(run.parent), "--run-id", "done",
+        "--runs", str(run.parent), "--run-id", "done",
     )  # fmt: skip
     for out in (fewer, retried):
         assert out.returncode == 0, out.stderr
@@ -83,7 +83,7 @@ def test_another_strategy_for_an_existing_run_is_refused_in_one_line(
     one_error_line(resumed, "run done was trained with another strategy", str(other))
     named = finpod_cli(
         "train", "--strategy", str(other), "--data", str(dataset),
-        "--out", str(run.parent), "--run-id", "done",
+        "--runs", str(run.parent), "--run-id", "done",
     )  # fmt: skip
     one_error_line(named, "run done was trained with another strategy", str(other))
     assert _files(run) == before
@@ -103,7 +103,7 @@ def _rewrite_one_close(dataset: Path, split: str, factor: float) -> None:
     close = table.column("close").to_numpy().copy()
     close[row] *= factor
     index = table.schema.get_field_index("close")
-    table = table.set_column(index, table.schema.field(index), pa.array(close, pa.float32()))
+    table = table.set_column(index, table.schema.field(index), pa.array(close, table.schema.field(index).type))
     pq.write_table(
         table, path, row_group_size=meta.row_group(0).num_rows, compression="zstd",
         use_dictionary=["tic"], write_statistics=["timestamp"],
@@ -180,7 +180,7 @@ def test_settings_that_cannot_fit_in_memory_are_refused_before_anything_is_creat
     strategy.write_text(tiny_agent(train={"num_envs": 100_000_000}), encoding="utf-8")
     out = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(dataset),
-        "--out", str(tmp_path / "runs"), "--run-id", "huge",
+        "--runs", str(tmp_path / "runs"), "--run-id", "huge",
     )  # fmt: skip
     one_error_line(out, "train.num_envs = 100,000,000 needs at least", "GiB", "lower")
     assert not (tmp_path / "runs" / "huge").exists()
@@ -209,7 +209,7 @@ def test_a_full_disk_at_the_first_write_is_one_line_and_leaves_no_run(
     _full_disk(monkeypatch, runs, fails)
     out = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(dataset),
-        "--out", str(runs), "--run-id", "full",
+        "--runs", str(runs), "--run-id", "full",
     )  # fmt: skip
     one_error_line(out, f"the run directory {runs / 'full'} cannot be written", "No space left")
     assert not (runs / "full").exists()
@@ -233,7 +233,7 @@ def test_a_full_disk_in_the_checkpoint_writer_is_one_line_and_leaves_no_run(
     strategy.write_text(tiny_agent(), encoding="utf-8")
     out = finpod_cli(
         "train", "--strategy", str(strategy), "--data", str(dataset),
-        "--out", str(tmp_path / "runs"), "--run-id", "full",
+        "--runs", str(tmp_path / "runs"), "--run-id", "full",
     )  # fmt: skip
     one_error_line(out, "cannot be written", "StorageFull", "free disk space")
     assert not (tmp_path / "runs" / "full").exists()
@@ -253,7 +253,7 @@ def test_a_named_run_stopped_before_its_first_checkpoint_starts_again(
     strategy = tmp_path / "s.toml"
     strategy.write_text(tiny_agent(), encoding="utf-8")
     runs = tmp_path / "runs"
-    args = ["train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(runs)]
+    args = ["train", "--strategy", str(strategy), "--data", str(dataset), "--runs", str(runs)]
 
     def stopped(*_args, **_kwargs):
         raise KeyboardInterrupt

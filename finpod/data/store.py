@@ -261,7 +261,9 @@ def _split_liquidity(table: pa.Table, rows: int, n: int, skip: int, bar: str) ->
     ``table`` (``rows`` bars × ``n`` tickers), computed over all ``rows``."""
     grid = _grid_reader(table, rows, n)
     close = torch.from_numpy(np.nan_to_num(grid("close", np.float64), nan=0.0))
-    sigma, adv = daily_liquidity(close, torch.from_numpy(grid("volume", np.float64)), str(bar))
+    # A float64 column read as float64 is Arrow's own read-only buffer: copied for torch.
+    volume = torch.from_numpy(np.array(grid("volume", np.float64)))
+    sigma, adv = daily_liquidity(close, volume, str(bar))
     return torch.stack([sigma[skip:], adv[skip:]], dim=2).float()
 
 
