@@ -23,7 +23,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 #: CI sets FINPOD_REQUIRE_BROWSER=1: there a missing Chromium fails the check, never skips it.
 REQUIRED = os.environ.get("FINPOD_REQUIRE_BROWSER") == "1"
 pytestmark = pytest.mark.skipif(
-    find_chromium() is None and not REQUIRED, reason="chromium is not installed"
+    find_chromium() is None and not REQUIRED,
+    reason="headless-browser check skipped: chromium is not installed (install it, e.g. apt-get install chromium; CI installs it and sets FINPOD_REQUIRE_BROWSER=1)",
 )
 
 
