@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from finpod.agents import load_checkpoint, read_checkpoint
 from finpod.agents.checkpoint import checkpoint_env
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
@@ -53,9 +54,6 @@ def ensemble_policy(agents: Sequence[Any]) -> Policy:
 
 def load_agents(run_dir: Path, entries: Sequence[Entry], device: torch.device) -> list:
     """The agents of leaderboard ``entries``, from their checkpoints, on ``device``."""
-    # lazy: importing finpod.backtest (reports, `finpod report`) does not load the agents
-    from finpod.agents import load_checkpoint
-
     agents = []
     for entry in entries:
         path = Path(run_dir) / entry.checkpoint
@@ -81,9 +79,6 @@ def recorded_env_config(
         return EnvConfig.from_dict({**base, **entry.env}), "leaderboard entry"
     path = Path(run_dir) / entry.checkpoint
     if path.is_file():
-        # lazy: importing finpod.backtest does not load the agents
-        from finpod.agents import read_checkpoint
-
         meta, _ = read_checkpoint(path)
         config = checkpoint_env(meta, path)
         if config is not None:

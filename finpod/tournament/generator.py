@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from finpod.agents import ALGORITHMS
 from finpod.agents.hparams import build_hparams
 from finpod.agents.registry import population_class
 from finpod.runs.leaderboard import Entry, Leaderboard
@@ -136,9 +137,6 @@ class Generator:
         engine for ``algorithm``, every field but its per-member ones
         (``Population.member_fields``); otherwise those that fix network or storage
         shapes (the algorithm's frozen fields)."""
-        # lazy: importing finpod.tournament does not load the agents
-        from finpod.agents import ALGORITHMS
-
         engine = population_class(algorithm)
         if engine is None or algorithm not in ALGORITHMS:
             space = self.space.algorithms.get(algorithm)
@@ -230,8 +228,6 @@ class Generator:
         space = self.space.algorithms.get(algorithm)
         if space is not None:
             return space.off_policy
-        from finpod.agents import ALGORITHMS  # lazy: finpod.tournament loads without the agents
-
         return algorithm in ALGORITHMS and is_off_policy(ALGORITHMS[algorithm][1])
 
     def _spec(

@@ -46,6 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import ray
+
 from finpod.runs import Leaderboard, RunDir
 from finpod.tournament.actor_pool import ActorPool
 from finpod.tournament.budget import BudgetClock, eta_seconds
@@ -93,9 +95,6 @@ class Orchestrator:
         display: Callable[[dict[str, Any]], None] | None = None,
         stop: Callable[[], bool] | None = None,
     ) -> None:
-        # lazy: Ray loads only where it is used
-        import ray
-
         self.ray = ray
         self.setup = setup
         self.config = setup.config

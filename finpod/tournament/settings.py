@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from finpod.errors import FinpodError
 from finpod.scores import DEFAULT_SCORE, SCORES
 from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
@@ -370,9 +372,6 @@ def inherit_buffer_fits(
     if isinstance(setting, bool):
         return setting
     if memory_bytes is None:
-        # lazy: psutil loads only where it is used
-        import psutil
-
         memory_bytes = int(psutil.virtual_memory().total)
     return top_k * int(buffer_bytes) <= INHERIT_BUFFER_MEMORY_SHARE * memory_bytes
 
