@@ -83,8 +83,11 @@ def test_cli_prints_one_red_line_for_a_text_number(tmp_path, capsys):
 
     strategy = tmp_path / "s.toml"
     strategy.write_text('[env]\ncost_rate = "0.002"\n')
+    data = tmp_path / "ds"  # looks like a dataset to the checks made before any data is read
+    data.mkdir()
+    (data / "manifest.json").write_text("{}")
     with pytest.raises(SystemExit) as exit_:
-        main(["train", "--strategy", str(strategy), "--data", str(tmp_path / "none")])
+        main(["train", "--strategy", str(strategy), "--data", str(data)])
     assert exit_.value.code == 1
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1, lines

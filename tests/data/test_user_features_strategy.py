@@ -91,7 +91,7 @@ def test_a_column_the_dataset_lacks_stops_training_in_one_line(two_columns, tmp_
     runs = tmp_path / "runs"
     argv = ["train", "--strategy", str(tmp_path / "s.toml"), "--data", str(data)]
     try:
-        main([*argv, "--out", str(runs)])
+        main([*argv, "--runs", str(runs)])
         code = 0
     except SystemExit as exc:
         code = int(exc.code or 0)
