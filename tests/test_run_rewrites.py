@@ -103,7 +103,9 @@ def _rewrite_one_close(dataset: Path, split: str, factor: float) -> None:
     close = table.column("close").to_numpy().copy()
     close[row] *= factor
     index = table.schema.get_field_index("close")
-    table = table.set_column(index, table.schema.field(index), pa.array(close, table.schema.field(index).type))
+    table = table.set_column(
+        index, table.schema.field(index), pa.array(close, table.schema.field(index).type)
+    )
     pq.write_table(
         table, path, row_group_size=meta.row_group(0).num_rows, compression="zstd",
         use_dictionary=["tic"], write_statistics=["timestamp"],
