@@ -121,11 +121,12 @@ class Allocation:
             self.promoted.append(pod)
 
     # ----- deciding ---------------------------------------------------------------------
-    def rung_cut(self, rung: int) -> float:
+    def rung_cut(self, rung: int, pods: list[PodRecord] | None = None) -> float:
         """The lowest score that is in the top ``ceil(n / eta)`` of ``rung`` (+inf when no
-        finite score reached it)."""
+        finite score reached it); ``pods``: :meth:`pods`, when the caller has them."""
+        pods = self.pods() if pods is None else pods
         scores = sorted(
-            (p.score for p in self.pods() if p.rung == rung and math.isfinite(p.score)),
+            (p.score for p in pods if p.rung == rung and math.isfinite(p.score)),
             reverse=True,
         )
         if not scores:
@@ -160,21 +161,23 @@ class Allocation:
             if p.pod in self.promoted or p.pod not in available or not p.improving(self.patience):
                 continue
             if p.rung not in cuts:
-                cuts[p.rung] = self.rung_cut(p.rung)
+                cuts[p.rung] = self.rung_cut(p.rung, pods)
             if p.score >= cuts[p.rung] and self.leads_lines(p, pods):
                 out.append(p)
         out.sort(key=lambda p: (-p.rung, -p.score))
         return out
 
-    def stop_reason(self, p: PodRecord) -> str | None:
-        """Why a scored pod was not continued (``None``: it was, or could still be)."""
+    def stop_reason(self, p: PodRecord, pods: list[PodRecord] | None = None) -> str | None:
+        """Why a scored pod was not continued (``None``: it was, or could still be);
+        ``pods``: :meth:`pods`, when the caller has them."""
+        pods = self.pods() if pods is None else pods
         if p.pod in self.promoted:
             return None
         if p.epochs and p.epochs_done < p.epochs:
             return TIME_CAP
         if not p.improving(self.patience):
             return STALLED
-        if p.score < self.rung_cut(p.rung) or not self.leads_lines(p):
+        if p.score < self.rung_cut(p.rung, pods) or not self.leads_lines(p, pods):
             return TRAILED
         return RUNNING_OUT
 
@@ -208,7 +211,7 @@ class Allocation:
                 r["best_score"], r["best_pod"] = p.score, p.pod
         stops: dict[str, int] = {}
         for p in pods:
-            why = self.stop_reason(p)
+            why = self.stop_reason(p, pods)
             if why is not None:
                 stops[why] = stops.get(why, 0) + 1
         total = int(total_env_steps) or sum(p.steps for p in pods)
@@ -230,7 +233,7 @@ class Allocation:
                     "rung": p.rung,
                     "env_steps": p.steps,
                     "score": p.score if math.isfinite(p.score) else None,
-                    "stop": self.stop_reason(p),
+                    "stop": self.stop_reason(p, pods),
                 }
                 for p in pods
             ],
