@@ -154,9 +154,9 @@ def build_market(name: str, work: Path, log: Path) -> Path:
     return out
 
 
-def momentum_csv(path: Path) -> None:
-    """A daily market whose alpha lives only in past prices (see :data:`MOMENTUM`), as one
-    long CSV table (date, ticker, open, high, low, close, volume)."""
+def momentum_arrays() -> dict[str, Any]:
+    """The momentum market's sessions, returns ``r``, planted state ``z`` and prices (see
+    :data:`MOMENTUM`); the same arrays on every call."""
     import numpy as np
     import pandas as pd
 
@@ -184,6 +184,27 @@ def momentum_csv(path: Path) -> None:
     high = np.maximum(open_, close) * np.exp(0.5 * sigma * np.abs(rng.standard_normal((t, n))))
     low = np.minimum(open_, close) * np.exp(-0.5 * sigma * np.abs(rng.standard_normal((t, n))))
     vol = np.round(1e6 * np.exp(0.3 * rng.standard_normal((t, n))))
+    return {
+        "days": days,
+        "r": r,
+        "z": z,
+        "open": open_,
+        "high": high,
+        "low": low,
+        "close": close,
+        "volume": vol,
+    }
+
+
+def momentum_csv(path: Path) -> None:
+    """A daily market whose alpha lives only in past prices (see :data:`MOMENTUM`), as one
+    long CSV table (date, ticker, open, high, low, close, volume)."""
+    import pandas as pd
+
+    a = momentum_arrays()
+    days, n = a["days"], a["r"].shape[1]
+    open_, high, low = a["open"], a["high"], a["low"]
+    close, vol = a["close"], a["volume"]
     frames = [
         pd.DataFrame(
             {
@@ -200,6 +221,62 @@ def momentum_csv(path: Path) -> None:
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.concat(frames).to_csv(path, index=False)
+
+
+def momentum_rules(data: Path, strategy: Path) -> dict[str, Any]:
+    """The momentum market's ceilings, estimated in numpy beside the agents (an estimate:
+    daily close-to-close returns, no price drift of the tilts, costs on the tilts' turnover
+    only), with the strategy's own tilt bound, decision interval, no-trade band, partial
+    adjustment and cost rate, on the validation and backtest splits:
+
+    - ``oracle``: tilts toward the planted state ``z`` itself (what no agent can see);
+    - ``price_rule``: tilts toward an EWMA (φ) of each name's past residual returns, the
+      rule a researcher who knew the process would script from prices alone.
+    """
+    import numpy as np
+    import pandas as pd
+
+    env = tomllib.loads(strategy.read_text(encoding="utf-8")).get("env", {})
+    cap = float(env.get("max_active_weight", 0.01))
+    every = int(env.get("decision_interval", 1))
+    band = float(env.get("no_trade_band", 0.0))
+    partial = float(env.get("partial_adjustment", 1.0))
+    cost = float(env.get("cost_rate", 0.002))
+    a = momentum_arrays()
+    r, phi = a["r"], MOMENTUM["phi"]
+    res = r - r.mean(axis=1, keepdims=True)
+    ewma = np.zeros_like(r)
+    for t in range(1, len(r)):
+        ewma[t] = phi * ewma[t - 1] + (1 - phi) * res[t]
+    signals = {"oracle": a["z"], "price_rule": ewma}
+    dates = pd.DatetimeIndex(a["days"]).strftime("%Y-%m-%d")
+    splits = json.loads((data / "manifest.json").read_text())["splits"]
+    out: dict[str, Any] = {}
+    for split in ("validation", "backtest"):
+        lo = int(np.searchsorted(dates, str(splits[split]["start"])[:10]))
+        hi = int(np.searchsorted(dates, str(splits[split]["end"])[:10], side="right"))
+        for name, sig in signals.items():
+            w = np.zeros(r.shape[1])
+            daily = []
+            for t in range(lo, hi):
+                paid = 0.0
+                if (t - lo) % every == 0:
+                    x = sig[t - 1] / (sig[t - 1].std() or 1.0)
+                    target = cap * np.clip(x, -1.0, 1.0)
+                    target -= target.mean()
+                    move = np.where(np.abs(target - w) > band, partial * (target - w), 0.0)
+                    paid = cost * np.abs(move).sum()
+                    w = w + move
+                daily.append(float(w @ res[t]) - paid)
+            d = np.asarray(daily)
+            ir = d.mean() / d.std() * math.sqrt(252) if d.std() > 0 else math.nan
+            out.setdefault(name, {})[split] = {
+                "information_ratio": round(ir, 4),
+                "ir_t_stat": round(ir * math.sqrt(len(d) / 252), 4),
+                "active_return": round(d.mean() * 252, 6),
+                "tracking_error": round(d.std() * math.sqrt(252), 6),
+            }
+    return out
 
 
 # ----------------------------------------------------------------------------- systems
@@ -517,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     all_rows = []
     for market in args.markets.split(","):
         data = build_market(market, work, work / "logs" / "build.log")
+        if market == "momentum":
+            rules = momentum_rules(data, Path(args.strategy))
+            print(json.dumps({"market": market, "system": "rules_estimate", **rules}), flush=True)
         rows = []
         for seed in (int(s) for s in args.seeds.split(",")):
             rows += run_seed(args, market, data, seed)

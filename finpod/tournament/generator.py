@@ -101,13 +101,24 @@ class Generator:
     def rng(self, index: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, index])
 
-    def next(self, board: Leaderboard, index: int, steps: int | None = None) -> PodSpec:
+    def next(
+        self,
+        board: Leaderboard,
+        index: int,
+        steps: int | None = None,
+        parents: list[Entry] | None = None,
+    ) -> PodSpec:
         """Pod ``index``: from scratch early or with probability ε, else a child of an entry
-        drawn by rank-weighted sampling."""
+        drawn by rank-weighted sampling: from ``parents`` (best first) when given and not
+        empty, else from the whole board."""
         rng = self.rng(index)
         warm = len(board) >= max(1, self.config.fresh_pods)
         if not warm or rng.random() < self.config.epsilon:
             return self.fresh(index, rng, steps)
+        if parents:
+            weights = np.arange(len(parents), 0, -1, dtype=float)
+            parent = parents[int(rng.choice(len(parents), p=weights / weights.sum()))]
+            return self.child(parent, index, rng, steps)
         return self.child(board.sample_parent(rng), index, rng, steps)
 
     def next_group(self, board: Leaderboard, index: int, size: int) -> list[PodSpec]:

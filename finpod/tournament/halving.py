@@ -9,9 +9,9 @@ that rung. A promoted pod is continued as a new pod id with its weights, optimiz
 and hyperparameters unchanged (:meth:`Generator.child` with ``perturb=False``), so an agent
 that keeps winning keeps training; one that trails its rung, or whose last segment did not
 raise its best validation score (it *stalls*), is not continued. When nothing can be
-promoted the slot *explores*: a fresh pod, or a perturbed copy of a leaderboard entry
-(PBT's exploit-and-explore, Jaderberg et al. 2017), drawn by the generator as soon as the
-first scores are in.
+promoted the slot *explores*: a fresh pod, or a perturbed copy of the best pod of one of
+the leading lines (PBT's exploit-and-explore with truncation selection, Jaderberg et al.
+2017), drawn by the generator as soon as the first scores are in.
 
 Where it departs from the paper:
 
@@ -166,6 +166,25 @@ class Allocation:
                 out.append(p)
         out.sort(key=lambda p: (-p.rung, -p.score))
         return out
+
+    def exploit_parents(self, available: set[str]) -> list[str]:
+        """Who an explorer copies (PBT's *exploit*, truncation selection over lines): the
+        best scored pod of each line whose checkpoint is ``available``, for the top
+        ``ceil(m / eta)`` of the ``m`` lines by that score, best first. Drawing parents
+        from the whole leaderboard instead lets one line's many checkpoints crowd it and
+        sends most copies to lines that already trail."""
+        pods = self.pods()
+        root = _roots(pods)
+        best: dict[str, PodRecord] = {}
+        for p in pods:
+            if p.pod not in available or not math.isfinite(p.score):
+                continue
+            cur = best.get(root[p.pod])
+            if cur is None or p.score > cur.score:
+                best[root[p.pod]] = p
+        ranked = sorted(best.values(), key=lambda p: -p.score)
+        keep = max(1, math.ceil(len(ranked) / self.eta)) if ranked else 0
+        return [p.pod for p in ranked[:keep]]
 
     def stop_reason(self, p: PodRecord, pods: list[PodRecord] | None = None) -> str | None:
         """Why a scored pod was not continued (``None``: it was, or could still be);

@@ -184,7 +184,8 @@ class HalvingScheduler(AsyncScheduler):
     deepest rung first, then best score), continued unchanged — up to ``size`` of them
     that can share a population, else one alone; or, when none can be promoted, the
     generator's next pod or population (from scratch, or perturbed copies of leaderboard
-    entries), as the asynchronous scheduler draws them."""
+    entries), as the asynchronous scheduler draws them. With one pod per slot an explorer
+    copies the best pod of a leading line (:meth:`Allocation.exploit_parents`)."""
 
     def __init__(
         self,
@@ -202,6 +203,10 @@ class HalvingScheduler(AsyncScheduler):
     def next_specs(self, size: int, busy: bool) -> list[PodSpec]:
         available = {e.pod_id for e in self.board.entries}
         ready = self.allocation.promotable(available)
+        if not ready and self.config.population == 1:
+            ids = self.allocation.exploit_parents(available)
+            parents = [e for e in map(self.board.get, ids) if e is not None]
+            return [self.generator.next(self.board, self._take_ids(1), parents=parents)]
         if not ready:
             return super().next_specs(size, busy)
         lead = self.board.get(ready[0].pod)

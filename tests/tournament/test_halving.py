@@ -143,7 +143,8 @@ def test_a_resumed_run_promotes_the_same_pods(tmp_path):
     resumed, _ = _scheduler(tmp_path, board=Leaderboard.load(tmp_path))
     # The promotion already dispatched is not repeated after a resume.
     assert resumed.allocation.promoted == [cont.parent]
-    assert resumed.next_specs(1, busy=False)[0].parent != cont.parent
+    nxt = resumed.next_specs(1, busy=False)[0]
+    assert not (nxt.continued and nxt.parent == cont.parent)
 
 
 def test_the_budget_report_gives_the_selected_lineage_and_its_share(tmp_path):
@@ -217,3 +218,24 @@ def test_a_line_that_trails_another_line_with_fewer_steps_stops():
     assert ready == ["b2"]
     a3 = next(p for p in alloc.pods() if p.pod == "a3")
     assert alloc.stop_reason(a3) == TRAILED
+
+
+def test_an_explorer_copies_the_best_pod_of_a_leading_line_not_a_trailing_line(tmp_path):
+    sched, board = _scheduler(tmp_path, patience=1)
+    weak, strong = _start(sched, board, [1.0, 3.0])
+    # The weak line piles up checkpoints on the board (a perturbed copy and its own
+    # continuation), the strong one stalls: nothing is promotable, so the slot explores.
+    cont = sched.next_specs(1, busy=False)[0]
+    assert cont.parent == strong.pod_id
+    _report(sched, board, cont, 2.0)  # the strong line stalls below its 3.0
+    for score in (1.2, 1.4, 1.6):
+        spec = dataclasses.replace(
+            sched.generator.child(board.get(weak.pod_id), sched._take_ids(1), perturb=False),
+        )
+        _report(sched, board, spec, score)
+        sched.allocation.promote(spec.pod_id)  # never continued: only its board entry counts
+    parents = [sched.next_specs(1, busy=False)[0] for _ in range(20)]
+    assert all(not p.continued for p in parents)
+    # Every explorer copies the strong line's best pod (3.0), never the weak line, though
+    # the weak line holds four of the board's six entries.
+    assert {p.parent for p in parents} == {strong.pod_id}
