@@ -23,6 +23,9 @@ Where it departs from the paper:
   grouped by the fresh pod they descend from) by their best score at its rung or below:
   with few slots, a line that always reaches the next rung first would otherwise never be
   compared with a better line one rung behind it.
+- **Grace, then lines.** As Ray Tune's ASHA (``grace_period``), a pod below rung
+  ``grace`` is continued whatever its rank: first scores are the noisiest, and an agent
+  that starts slowly (PPO beside A2C, say) is often the one that ends highest.
 - **Still improving.** ASHA promotes on rank alone; here a promoted pod must also have
   raised its lineage's best validation score within its last ``patience`` segments (a
   stalled agent stops, even at the top of its rung; its perturbed copies may still carry
@@ -94,6 +97,9 @@ class Allocation:
     """:class:`PodRecord` of every scored pod, as dicts (JSON-ready)."""
     promoted: list[str] = field(default_factory=list)
     """Pods whose continuation was dispatched (each is promoted once)."""
+    grace: int = 1
+    """Segments every line trains before it can be stopped: a pod below this rung is
+    continued whatever its rank or curve (Ray Tune's ``grace_period``)."""
 
     # ----- recording --------------------------------------------------------------------
     def record(self, rec: PodRecord) -> None:
@@ -158,7 +164,12 @@ class Allocation:
         pods = self.pods()
         out = []
         for p in pods:
-            if p.pod in self.promoted or p.pod not in available or not p.improving(self.patience):
+            if p.pod in self.promoted or p.pod not in available:
+                continue
+            if p.rung < self.grace and math.isfinite(p.score):
+                out.append(p)  # still in its grace period
+                continue
+            if not p.improving(self.patience):
                 continue
             if p.rung not in cuts:
                 cuts[p.rung] = self.rung_cut(p.rung, pods)
@@ -194,6 +205,8 @@ class Allocation:
             return None
         if p.epochs and p.epochs_done < p.epochs:
             return TIME_CAP
+        if p.rung < self.grace and math.isfinite(p.score):
+            return RUNNING_OUT
         if not p.improving(self.patience):
             return STALLED
         if p.score < self.rung_cut(p.rung, pods) or not self.leads_lines(p, pods):

@@ -198,6 +198,7 @@ class HalvingScheduler(AsyncScheduler):
         saved = dict(board.progress.allocation or {})
         saved.setdefault("eta", config.eta)
         saved.setdefault("patience", config.patience)
+        saved.setdefault("grace", config.grace)
         self.allocation = Allocation(**saved)
 
     def next_specs(self, size: int, busy: bool) -> list[PodSpec]:

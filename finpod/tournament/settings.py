@@ -131,6 +131,10 @@ class TournamentConfig:
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""
+    grace: int = 1
+    """``"asha"``: segments every line trains before it can be stopped (Ray Tune's
+    ``grace_period``): a pod below this rung is continued whatever its rank or curve, so
+    an agent that starts slowly is not cut by its first, noisiest scores (1: none)."""
     top_k: int = 10
     """Leaderboard size."""
     ensemble: int = 3
@@ -207,6 +211,7 @@ class TournamentConfig:
             "fresh_pods",
             "max_failures",
             "patience",
+            "grace",
         ):
             value = getattr(self, name)
             if (

@@ -22,10 +22,17 @@ from tests.tournament.test_search import REGISTRY
 SEARCH = {"algorithms": ["slow"], "slow": {"tau": {"low": 0.001, "high": 0.02}, "lr": 1e-3}}
 
 
-def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1):
+def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1, grace=1):
     space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
     cfg = TournamentConfig(
-        mode="asha", eta=eta, patience=patience, fresh_pods=2, epsilon=0.0, pod_steps=100, epochs=1
+        mode="asha",
+        eta=eta,
+        patience=patience,
+        grace=grace,
+        fresh_pods=2,
+        epsilon=0.0,
+        pod_steps=100,
+        epochs=1,
     )
     board = board if board is not None else Leaderboard(tmp_path, 10, "sharpe")
     gen = Generator(space, cfg, seed=seed, num_envs=4)
@@ -239,3 +246,24 @@ def test_an_explorer_copies_the_best_pod_of_a_leading_line_not_a_trailing_line(t
     # Every explorer copies the strong line's best pod (3.0), never the weak line, though
     # the weak line holds four of the board's six entries.
     assert {p.parent for p in parents} == {strong.pod_id}
+
+
+@pytest.mark.parametrize("grace", [1, 3])
+def test_a_line_in_its_grace_period_is_continued_though_it_trails(tmp_path, grace):
+    sched, board = _scheduler(tmp_path, grace=grace)
+    slow, fast = _start(sched, board, [-0.5, 2.0])
+    # Both lines go on while below rung `grace`: the slow starter too, though it trails the
+    # other line by 2.5 and fell (its first score is its best so far).
+    cont = [sched.next_specs(1, busy=False)[0] for _ in range(2)]
+    continued = {c.parent for c in cont if c.continued}
+    if grace == 1:
+        assert continued == {fast.pod_id}
+        record = next(p for p in sched.allocation.pods() if p.pod == slow.pod_id)
+        assert sched.allocation.stop_reason(record) == TRAILED
+    else:
+        assert continued == {fast.pod_id, slow.pod_id}
+        for c, score in zip(cont, [2.1, -0.6], strict=True):
+            _report(sched, board, c, score)
+        # At rung 2 < 3 the slow line is continued again, though it fell: still in grace.
+        again = {s.parent for s in (sched.next_specs(1, busy=False)[0] for _ in range(2))}
+        assert cont[1].pod_id in again
