@@ -69,3 +69,55 @@ def test_a_run_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, finpod_cl
     assert res.returncode == 0, res.stderr
     text = " ".join(res.stdout.split())
     assert "stopped early" in text and "best checkpoint on validation so far" in text
+
+
+def test_a_tournament_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, finpod_cli):
+    import secrets
+    import shutil
+    import time
+
+    from tiny_strategy import tiny_tournament
+    from tournament.conftest import kill_processes_under
+
+    ray_dir = Path(f"/tmp/rst_{secrets.token_hex(3)}")
+    ray_dir.mkdir()
+    strategy = tmp_path / "t.toml"
+    strategy.write_text(tiny_tournament(tournament={"pod_steps": 2048, "epochs": 1}))
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAY_TMPDIR": str(ray_dir)}
+    env |= {"RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
+    args = ["train", "-s", str(strategy), "-d", str(dataset), "--runs", str(tmp_path / "runs")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "finpod", *args, "--budget", "1e9 steps", "--pods", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        first = proc.stderr.readline()  # a tournament's lines go to stderr when piped
+        run = re.fullmatch(r"run directory: (\S+)\n", first)
+        assert run, first
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # a pod scored: the board has an entry
+            line = proc.stderr.readline()
+            if not line or re.match(r"finish p\d+", line):
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        kill_processes_under(ray_dir)
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    run_dir = Path(run.group(1))
+    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert f"continue with: finpod train --resume {run_dir}" in " ".join(err.split())
+    board = Leaderboard.load(run_dir)
+    assert len(board) >= 1 and (run_dir / board.best().checkpoint).is_file()
+    stopped = json.loads((run_dir / "run.json").read_text())["stopped"]
+    assert stopped["target_steps"] == 1_000_000_000
+    assert stopped["env_steps"] == board.progress.env_steps >= 2048
+    res = finpod_cli("backtest", str(run_dir), "--reports", str(tmp_path / "reports"))
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "stopped early" in text and "best checkpoint on validation so far" in text

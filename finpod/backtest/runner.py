@@ -352,10 +352,11 @@ def run_backtest(
         disclosures["inputs"] = inputs.note
     stopped = run_meta.get("stopped")
     if isinstance(stopped, dict):
+        done, target = int(stopped.get("env_steps") or 0), stopped.get("target_steps")
+        at = f"{done:,} of {int(target):,} env steps" if target else f"{done:,} env steps"
         disclosures["stopped"] = (
-            f"Training was stopped early, at {int(stopped.get('env_steps') or 0):,} of "
-            f"{int(stopped.get('target_steps') or 0):,} env steps: this is the best "
-            "checkpoint on validation so far (finpod train --resume RUN continues it)."
+            f"Training was stopped early, at {at}: this is the best checkpoint on "
+            "validation so far (finpod train --resume RUN continues it)."
         )
     selection = {
         "candidates": candidates,

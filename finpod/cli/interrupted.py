@@ -49,15 +49,26 @@ def noted_resume() -> str | None:
     return None if value is None else str(value)
 
 
+def _resumable(run_dir: Path) -> bool:
+    """Has the run something to continue from: one agent's last checkpoint, or a
+    tournament's leaderboard with an entry?"""
+    from finpod.runs import Leaderboard, RunDir  # lazy: the CLI's start-up stays light
+
+    if RunDir(run_dir).checkpoint("last").is_file():
+        return True
+    try:
+        return len(Leaderboard.load(run_dir)) > 0
+    except Exception:  # noqa: BLE001 - no board (or none readable yet): nothing to resume
+        return False
+
+
 def interrupted_line(run_dir: object, resume: str | None = None, signal: str | None = None) -> str:
     """What a stop says, in one line: the ``--resume`` that continues the run once it has
     a checkpoint to continue from (or that nothing can be resumed yet), else ``resume``,
     the command that continues the work. ``signal`` names a stop signal (``SIGTERM``)."""
-    from finpod.runs import RunDir  # lazy: the CLI's start-up stays light
-
     head = f"[bold red]stopped by {signal}[/]" if signal else "[bold red]interrupted[/]"
     if run_dir:
-        if RunDir(Path(str(run_dir))).checkpoint("last").is_file():
+        if _resumable(Path(str(run_dir))):
             return f"{head}; continue with: finpod train --resume {run_dir}"
         return (
             f"{head} before the first checkpoint of {run_dir}: nothing can be resumed yet "

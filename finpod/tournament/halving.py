@@ -26,6 +26,10 @@ Where it departs from the paper:
 - **Grace, then lines.** As Ray Tune's ASHA (``grace_period``), a pod below rung
   ``grace`` is continued whatever its rank: first scores are the noisiest, and an agent
   that starts slowly (PPO beside A2C, say) is often the one that ends highest.
+- **Behind by more than the noise.** A pod trails its rung, or its line trails another,
+  only when it is behind by more than the validation score's own noise from one segment
+  to the next (:meth:`Allocation.noise`, estimated from the run's continuations): two
+  agents 0.01 apart are a tie, not a ranking.
 - **Still improving.** ASHA promotes on rank alone; here a promoted pod must also have
   raised its lineage's best validation score within its last ``patience`` segments (a
   stalled agent stops, even at the top of its rung; its perturbed copies may still carry
@@ -45,6 +49,7 @@ children, and the selected agent's share of the run's env steps.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -127,6 +132,26 @@ class Allocation:
             self.promoted.append(pod)
 
     # ----- deciding ---------------------------------------------------------------------
+    def noise(self, pods: list[PodRecord] | None = None) -> float:
+        """How much a validation score moves from one segment to the next by chance: a
+        robust standard deviation (1.4826 · MAD / √2) of the changes between a pod and its
+        unchanged continuation, over every such pair scored so far (0 before 3 pairs).
+        A pod *trails* only when it is behind by more than this."""
+        pods = self.pods() if pods is None else pods
+        by_id = {p.pod: p for p in pods}
+        diffs = [
+            p.score - by_id[p.parent].score
+            for p in pods
+            if p.kind == "continued"
+            and p.parent in by_id
+            and math.isfinite(p.score)
+            and math.isfinite(by_id[p.parent].score)
+        ]
+        if len(diffs) < 3:
+            return 0.0
+        med = statistics.median(diffs)
+        return 1.4826 * statistics.median(abs(d - med) for d in diffs) / math.sqrt(2)
+
     def rung_cut(self, rung: int, pods: list[PodRecord] | None = None) -> float:
         """The lowest score that is in the top ``ceil(n / eta)`` of ``rung`` (+inf when no
         finite score reached it); ``pods``: :meth:`pods`, when the caller has them."""
@@ -140,19 +165,22 @@ class Allocation:
         keep = max(1, math.ceil(len(scores) / self.eta))
         return scores[keep - 1]
 
-    def leads_lines(self, p: PodRecord, pods: list[PodRecord] | None = None) -> bool:
+    def leads_lines(
+        self, p: PodRecord, pods: list[PodRecord] | None = None, margin: float = 0.0
+    ) -> bool:
         """Is ``p`` in the top ``ceil(m / eta)`` of the ``m`` lines (pods grouped by the
         fresh pod they descend from) by their best score at rung ≤ ``p.rung``? A line that
         keeps reaching new rungs first is never compared at its own rung; this compares it
         with what the other lines scored with as many env steps or fewer, so a line that
-        trails them stops and its slot explores (a perturbed copy of a leader)."""
+        trails them stops and its slot explores (a perturbed copy of a leader). A line
+        counts as ahead only when its best is above ``p``'s score by more than ``margin``."""
         pods = self.pods() if pods is None else pods
         root = _roots(pods)
         best: dict[str, float] = {}
         for q in pods:
             if q.rung <= p.rung and math.isfinite(q.score) and root[q.pod] != root[p.pod]:
                 best[root[q.pod]] = max(best.get(root[q.pod], -math.inf), q.score)
-        ahead = sum(v > p.score for v in best.values())
+        ahead = sum(v > p.score + margin for v in best.values())
         return ahead < max(1, math.ceil((len(best) + 1) / self.eta))
 
     def promotable(self, available: set[str]) -> list[PodRecord]:
@@ -162,6 +190,7 @@ class Allocation:
         for promotions from the top rung down), then higher scores."""
         cuts: dict[int, float] = {}
         pods = self.pods()
+        margin = self.noise(pods)
         out = []
         for p in pods:
             if p.pod in self.promoted or p.pod not in available:
@@ -173,7 +202,7 @@ class Allocation:
                 continue
             if p.rung not in cuts:
                 cuts[p.rung] = self.rung_cut(p.rung, pods)
-            if p.score >= cuts[p.rung] and self.leads_lines(p, pods):
+            if p.score >= cuts[p.rung] - margin and self.leads_lines(p, pods, margin):
                 out.append(p)
         out.sort(key=lambda p: (-p.rung, -p.score))
         return out
@@ -209,7 +238,8 @@ class Allocation:
             return RUNNING_OUT
         if not p.improving(self.patience):
             return STALLED
-        if p.score < self.rung_cut(p.rung, pods) or not self.leads_lines(p, pods):
+        margin = self.noise(pods)
+        if p.score < self.rung_cut(p.rung, pods) - margin or not self.leads_lines(p, pods, margin):
             return TRAILED
         return RUNNING_OUT
 

@@ -181,7 +181,12 @@ def run_tournament(
         orchestrator = Orchestrator(
             setup, board, run, on_event=on_event, display=display, stop=stop
         )
-        summary = orchestrator.run()
+        try:
+            summary = orchestrator.run()
+        except KeyboardInterrupt:  # Ctrl-C or a stop signal: the board so far is the run
+            _record_stop(run, board, config)
+            raise
+        run.record_stopped(None)  # trained to its budget (a resumed stopped run included)
         if config.ensemble >= 2 and len(board) >= 2:
             if on_event is not None:
                 on_event("ensemble_start", {"members": min(config.ensemble, len(board))})
@@ -196,6 +201,17 @@ def run_tournament(
             ray.shutdown()
         close_logger(run)
     return TournamentRun(run_path, board, summary, config)
+
+
+def _record_stop(run: RunDir, board: Leaderboard, config: TournamentConfig) -> None:
+    """Mark a tournament stopped before its budget ended in ``run.json``, so a backtest of
+    its board says it tests the best checkpoint *so far* (nothing to mark before the first
+    pod is scored: there is nothing to backtest yet)."""
+    if not len(board):
+        return
+    budget = config.budget
+    target = int(budget.amount) if budget.kind == "steps" else None
+    run.record_stopped(board.progress.env_steps, target)
 
 
 def _verify_checkpoint(path: Path) -> None:

@@ -267,3 +267,27 @@ def test_a_line_in_its_grace_period_is_continued_though_it_trails(tmp_path, grac
         # At rung 2 < 3 the slow line is continued again, though it fell: still in grace.
         again = {s.parent for s in (sched.next_specs(1, busy=False)[0] for _ in range(2))}
         assert cont[1].pod_id in again
+
+
+def test_a_line_behind_by_less_than_the_noise_goes_on_and_one_further_behind_stops():
+    def alloc_with(b_score: float) -> tuple[Allocation, PodRecord]:
+        alloc = Allocation(eta=2.0, patience=3)
+
+        def add(pod, parent, rung, score):
+            kind = "fresh" if parent is None else "continued"
+            alloc.record(PodRecord(pod, parent, kind, rung, 100, score, -math.inf, 0, 1, 1))
+
+        # Line A's segment-to-segment changes +0.5, −0.3, +0.1, +0.3: noise 0.21.
+        for i, score in enumerate([1.0, 1.5, 1.2, 1.3, 1.6]):
+            add(f"a{i + 1}", f"a{i}" if i else None, i + 1, score)
+        add("b1", None, 5, b_score)  # line B (a perturbed copy's line would do the same)
+        b = next(p for p in alloc.pods() if p.pod == "b1")
+        return alloc, b
+
+    alloc, b = alloc_with(1.5)
+    assert round(alloc.noise(), 2) == 0.21
+    assert alloc.stop_reason(b) is not TRAILED  # behind a5 (1.6) by 0.1 < 0.21
+    assert "b1" in {p.pod for p in alloc.promotable({"a5", "b1"})}
+    alloc, b = alloc_with(1.3)  # behind by 0.3 > 0.21
+    assert alloc.stop_reason(b) == TRAILED
+    assert "b1" not in {p.pod for p in alloc.promotable({"a5", "b1"})}
