@@ -186,8 +186,11 @@ class Allocation:
     def promotable(self, available: set[str]) -> list[PodRecord]:
         """Pods that may be continued now, best first: not promoted yet, their checkpoint
         ``available``, still improving, in the top ``1/eta`` of their rung and of the lines
-        at their rung or below (:meth:`leads_lines`). Deeper rungs come first (ASHA looks
-        for promotions from the top rung down), then higher scores."""
+        at their rung or below (:meth:`leads_lines`). Pods in their grace period come
+        first, then pods of lines with fewer continuations running, then deeper rungs
+        (ASHA looks for promotions from the top rung down), then higher scores: without a
+        maximum rung, deepest-first alone lets one line's forks take every slot while a
+        pod of another line waits for ever."""
         cuts: dict[int, float] = {}
         pods = self.pods()
         margin = self.noise(pods)
@@ -204,7 +207,17 @@ class Allocation:
                 cuts[p.rung] = self.rung_cut(p.rung, pods)
             if p.score >= cuts[p.rung] - margin and self.leads_lines(p, pods, margin):
                 out.append(p)
-        out.sort(key=lambda p: (-p.rung, -p.score))
+        # A line's pods whose continuation is running (promoted, not scored yet): with few
+        # slots, deepest-first alone would give every slot to one line's forks for ever.
+        root = _roots(pods)
+        scored_from = {p.parent for p in pods if p.kind == "continued"}
+        running: dict[str, int] = {}
+        for pod in self.promoted:
+            if pod in root and pod not in scored_from:
+                running[root[pod]] = running.get(root[pod], 0) + 1
+        out.sort(
+            key=lambda p: (p.rung >= self.grace, running.get(root[p.pod], 0), -p.rung, -p.score)
+        )
         return out
 
     def exploit_parents(self, available: set[str]) -> list[str]:

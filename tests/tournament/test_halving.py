@@ -291,3 +291,35 @@ def test_a_line_behind_by_less_than_the_noise_goes_on_and_one_further_behind_sto
     alloc, b = alloc_with(1.3)  # behind by 0.3 > 0.21
     assert alloc.stop_reason(b) == TRAILED
     assert "b1" not in {p.pod for p in alloc.promotable({"a5", "b1"})}
+
+
+def test_a_line_waiting_for_a_slot_goes_before_a_second_fork_of_a_running_line():
+    def alloc_with(grace: int, line_b: list[float]) -> Allocation:
+        alloc = Allocation(eta=2.0, patience=3, grace=grace)
+
+        def add(pod, parent, rung, score, kind="continued"):
+            kind = "fresh" if parent is None else kind
+            alloc.record(PodRecord(pod, parent, kind, rung, 100, score, -math.inf, 0, 1, 1))
+
+        # Line A is deep and forked: a continuation a5 (itself continued, running) and a
+        # perturbed copy c5, both scoring well.
+        for i, score in enumerate([1.0, 1.8, 3.0, 3.9]):
+            add(f"a{i + 1}", f"a{i}" if i else None, i + 1, score)
+        add("c5", "a4", 5, 4.3, kind="child")
+        add("a5", "a4", 5, 4.2)
+        for i, score in enumerate(line_b):
+            add(f"b{i + 1}", f"b{i}" if i else None, i + 1, score)
+        for pod in ("a1", "a2", "a3", "a4", "a5", *[f"b{i}" for i in range(1, len(line_b))]):
+            alloc.promote(pod)
+        return alloc
+
+    # Line B in its grace period (rung 2 < 3), far behind: its pod goes first.
+    ready = [p.pod for p in alloc_with(3, [0.5, 0.9]).promotable({"a5", "c5", "b2"})]
+    assert ready == ["b2", "c5"]
+    # Out of grace, line B level with line A at rung 5 (within the noise, 0.26): its pod
+    # goes before line A's second fork, though c5 scored higher (deepest-first, then
+    # best-first, would pick c5).
+    alloc = alloc_with(1, [1.1, 2.0, 3.3, 4.0, 4.25])
+    assert round(alloc.noise(), 2) == 0.26
+    ready = [p.pod for p in alloc.promotable({"c5", "b5"})]
+    assert ready == ["b5", "c5"]
