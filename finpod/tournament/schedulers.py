@@ -181,7 +181,8 @@ class HalvingScheduler(AsyncScheduler):
     """Asynchronous successive halving with continuation (``mode = "asha"``).
 
     A free slot gets, in this order: the promotable pods (:meth:`Allocation.promotable`:
-    deepest rung first, then best score), continued unchanged — up to ``size`` of them
+    pods in their grace period, then lines with fewer continuations running, then the
+    deepest rung, then the best score), continued unchanged — up to ``size`` of them
     that can share a population, else one alone; or, when none can be promoted, the
     generator's next pod or population (from scratch, or perturbed copies of leaderboard
     entries), as the asynchronous scheduler draws them. With one pod per slot an explorer
