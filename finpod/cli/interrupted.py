@@ -52,13 +52,14 @@ def noted_resume() -> str | None:
 def _resumable(run_dir: Path) -> bool:
     """Has the run something to continue from: one agent's last checkpoint, or a
     tournament's leaderboard with an entry?"""
-    from finpod.runs import Leaderboard, RunDir  # lazy: the CLI's start-up stays light
+    from finpod.errors import FinpodError  # lazy: the CLI's start-up stays light
+    from finpod.runs import Leaderboard, RunDir
 
     if RunDir(run_dir).checkpoint("last").is_file():
         return True
     try:
         return len(Leaderboard.load(run_dir)) > 0
-    except Exception:  # noqa: BLE001 - no board (or none readable yet): nothing to resume
+    except FinpodError:  # no board, or none readable yet: nothing to resume
         return False
 
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -175,12 +176,9 @@ class Allocation:
         trails them stops and its slot explores (a perturbed copy of a leader). A line
         counts as ahead only when its best is above ``p``'s score by more than ``margin``."""
         pods = self.pods() if pods is None else pods
-        root = _roots(pods)
-        best: dict[str, float] = {}
-        for q in pods:
-            if q.rung <= p.rung and math.isfinite(q.score) and root[q.pod] != root[p.pod]:
-                best[root[q.pod]] = max(best.get(root[q.pod], -math.inf), q.score)
-        ahead = sum(v > p.score + margin for v in best.values())
+        best = _best_of_lines(pods, lambda q: q.rung <= p.rung)
+        best.pop(_roots(pods)[p.pod], None)
+        ahead = sum(q.score > p.score + margin for q in best.values())
         return ahead < max(1, math.ceil((len(best) + 1) / self.eta))
 
     def promotable(self, available: set[str]) -> list[PodRecord]:
@@ -226,22 +224,16 @@ class Allocation:
         ``ceil(m / eta)`` of the ``m`` lines by that score, best first. Drawing parents
         from the whole leaderboard instead lets one line's many checkpoints crowd it and
         sends most copies to lines that already trail."""
-        pods = self.pods()
-        root = _roots(pods)
-        best: dict[str, PodRecord] = {}
-        for p in pods:
-            if p.pod not in available or not math.isfinite(p.score):
-                continue
-            cur = best.get(root[p.pod])
-            if cur is None or p.score > cur.score:
-                best[root[p.pod]] = p
+        best = _best_of_lines(self.pods(), lambda p: p.pod in available)
         ranked = sorted(best.values(), key=lambda p: -p.score)
         keep = max(1, math.ceil(len(ranked) / self.eta)) if ranked else 0
         return [p.pod for p in ranked[:keep]]
 
-    def stop_reason(self, p: PodRecord, pods: list[PodRecord] | None = None) -> str | None:
+    def stop_reason(
+        self, p: PodRecord, pods: list[PodRecord] | None = None, margin: float | None = None
+    ) -> str | None:
         """Why a scored pod was not continued (``None``: it was, or could still be);
-        ``pods``: :meth:`pods`, when the caller has them."""
+        ``pods``: :meth:`pods` and ``margin``: :meth:`noise`, when the caller has them."""
         pods = self.pods() if pods is None else pods
         if p.pod in self.promoted:
             return None
@@ -251,7 +243,7 @@ class Allocation:
             return RUNNING_OUT
         if not p.improving(self.patience):
             return STALLED
-        margin = self.noise(pods)
+        margin = self.noise(pods) if margin is None else margin
         if p.score < self.rung_cut(p.rung, pods) - margin or not self.leads_lines(p, pods, margin):
             return TRAILED
         return RUNNING_OUT
@@ -284,9 +276,10 @@ class Allocation:
             best = r.get("best_score")
             if math.isfinite(p.score) and (best is None or p.score > best):
                 r["best_score"], r["best_pod"] = p.score, p.pod
+        margin = self.noise(pods)
         stops: dict[str, int] = {}
         for p in pods:
-            why = self.stop_reason(p, pods)
+            why = self.stop_reason(p, pods, margin)
             if why is not None:
                 stops[why] = stops.get(why, 0) + 1
         total = int(total_env_steps) or sum(p.steps for p in pods)
@@ -308,7 +301,7 @@ class Allocation:
                     "rung": p.rung,
                     "env_steps": p.steps,
                     "score": p.score if math.isfinite(p.score) else None,
-                    "stop": self.stop_reason(p, pods),
+                    "stop": self.stop_reason(p, pods, margin),
                 }
                 for p in pods
             ],
@@ -325,6 +318,21 @@ class Allocation:
                 "share": round(steps / total, 4) if total else None,
             }
         return out
+
+
+def _best_of_lines(
+    pods: list[PodRecord], keep: Callable[[PodRecord], bool]
+) -> dict[str, PodRecord]:
+    """Line (the id of the fresh pod it descends from) → its best-scoring pod among the
+    finite-scored pods that ``keep`` accepts."""
+    root = _roots(pods)
+    best: dict[str, PodRecord] = {}
+    for p in pods:
+        if math.isfinite(p.score) and keep(p):
+            cur = best.get(root[p.pod])
+            if cur is None or p.score > cur.score:
+                best[root[p.pod]] = p
+    return best
 
 
 def _roots(pods: list[PodRecord]) -> dict[str, str]:
