@@ -15,7 +15,7 @@ instead of one share below (which would trade a share every bar).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -166,32 +166,17 @@ def benchmark_policies(market: MarketData) -> dict[str, Callable[[torch.Tensor],
     }
 
 
-#: Execution controls of the agent that the rule-based benchmarks do not take on: a
-#: benchmark is its own rule (buy and hold holds; "daily" rebalances daily), traded with the
-#: agent's capital, costs, slippage and fills.
-AGENT_ONLY_CONTROLS = {
-    "decision_interval": 1,
-    "decision_times": [],
-    "no_trade_band": 0.0,
-    "partial_adjustment": 1.0,
-    "turnover_penalty": 0.0,
-    "flat_at_close": False,
-}
-
-
 def benchmark_config(config: EnvConfig) -> EnvConfig:
     """The agent's env settings (capital, costs, fills, and how the account starts: in cash
     or invested at the reference, ``EnvConfig.start``) in target-weights mode, long only,
-    without the agent's execution controls (:data:`AGENT_ONLY_CONTROLS`)."""
-    names = {f.name for f in fields(config)}
-    plain = {k: v for k, v in AGENT_ONLY_CONTROLS.items() if k in names}
+    without the agent's execution controls (:meth:`EnvConfig.without_controls`): a
+    benchmark is its own rule (buy and hold holds; "daily" rebalances daily)."""
     return replace(
-        config,
+        config.without_controls(),
         action_mode="weights",
         allow_short=False,
         allow_negative_cash=False,
         reward="log_return",  # rewards do not trade; skip the reference account
-        **plain,
     )
 
 

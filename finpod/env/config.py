@@ -34,6 +34,20 @@ BAND_TARGETS = ("edge", "target")
 COST_MODELS = ("linear", "sqrt")
 #: Regular session of NYSE/NASDAQ in minutes after midnight (New York): 09:30 and 16:00.
 SESSION_OPEN_MIN, SESSION_CLOSE_MIN = 9 * 60 + 30, 16 * 60
+#: The execution controls (how an agent's actions become orders, the same in training,
+#: validation and backtest), each with its neutral value: the control off, which is also
+#: its default. The one list read by :meth:`EnvConfig.without_controls`, the backtest's
+#: rule-based benchmarks (which trade without them) and the tournament's ``[search.env]``
+#: (which searches only them).
+EXECUTION_CONTROLS: tuple[tuple[str, Any], ...] = (
+    ("decision_interval", 1),
+    ("decision_times", ()),
+    ("no_trade_band", 0.0),
+    ("band_target", "edge"),
+    ("partial_adjustment", 1.0),
+    ("turnover_penalty", 0.0),
+    ("flat_at_close", False),
+)
 #: Example values for the hint of a field whose default is no example (``None``, 1).
 EXAMPLES = {"episode_length": 252, "calendar_features": "true", "decision_interval": 5}
 
@@ -298,16 +312,9 @@ class EnvConfig:
 
     def without_controls(self) -> EnvConfig:
         """The same market settings (capital, costs, fills) with every execution control
-        off, e.g. for rule-based benchmarks that must trade as written."""
-        return replace(
-            self,
-            decision_interval=1,
-            decision_times=[],
-            no_trade_band=0.0,
-            partial_adjustment=1.0,
-            turnover_penalty=0.0,
-            flat_at_close=False,
-        )
+        (:data:`EXECUTION_CONTROLS`) at its neutral value, e.g. for rule-based benchmarks
+        that must trade as written."""
+        return replace(self, **dict(EXECUTION_CONTROLS))
 
     @property
     def uses_reference(self) -> bool:

@@ -16,12 +16,14 @@ A fresh pod draws its algorithm uniformly from ``algorithms`` and each ranged or
 hyperparameter from its declaration; a child pod keeps its parent's algorithm and
 perturbs only the numeric ranged hyperparameters that may change on a live agent.
 
-``[search.env]`` ranges over fields of :class:`finpod.env.EnvConfig` (the execution
-controls: decision interval, no-trade band, partial adjustment, turnover penalty, …) with
-the same syntax, on top of the strategy's ``[env]`` table. A fresh pod draws them; a child
-inherits its parent's and perturbs them (:meth:`SearchSpace.perturb_env`). The cost model
-(:data:`FIXED_ENV_FIELDS`: cost rate, slippage, fill price, capital) and fields that change
-the observation's size cannot be searched: every pod is scored under the same costs.
+``[search.env]`` ranges over the execution controls
+(:data:`finpod.env.config.EXECUTION_CONTROLS`: decision interval, no-trade band, partial
+adjustment, turnover penalty, …) with the same syntax, on top of the strategy's ``[env]``
+table. A fresh pod draws them; a child inherits its parent's and perturbs them
+(:meth:`SearchSpace.perturb_env`). Other env fields are set once in ``[env]``: the cost model
+(:data:`FIXED_ENV_FIELDS`: cost rate, slippage, fill price, capital) so that every pod is
+scored under the same costs, and fields that change the observation's size so that a child
+can load its parent's networks.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,11 +40,9 @@ from finpod.agents.base import OffPolicyAgent
 from finpod.agents.hparams import build_hparams
 from finpod.agents.registry import ALGORITHMS
 from finpod.env import EnvConfig
+from finpod.env.config import EXECUTION_CONTROLS
 from finpod.errors import FinpodError
 from finpod.tournament.params import ParamSpec, integer_fields, parse_param, sequence_fields
-
-if TYPE_CHECKING:
-    from finpod.env import EnvConfig
 
 #: Env fields ``[search.env]`` refuses: the cost model and capital every pod must share, so
 #: that scores are comparable, and fields that change the observation's size (a child must
@@ -282,10 +282,10 @@ def _check_cost_model(base: Mapping[str, Any], controls: dict[str, Any]) -> None
 def parse_search_env(
     raw: Any, env_base: EnvConfig | Mapping[str, Any] | None = None
 ) -> tuple[ParamSpec, ...]:
-    """Validate ``[search.env]``: each key a field of ``EnvConfig`` (read from the class,
-    so new execution controls are searchable as soon as they exist), none of
-    :data:`FIXED_ENV_FIELDS`, each value a ``{low, high, log}`` range, a list of choices or
-    a fixed value that gives a valid ``EnvConfig`` when applied to ``env_base``."""
+    """Validate ``[search.env]``: each key an execution control (read from
+    :data:`~finpod.env.config.EXECUTION_CONTROLS`, so a new control is searchable as soon as
+    it is listed there), each value a ``{low, high, log}`` range, a list of choices or a
+    fixed value that gives a valid ``EnvConfig`` when applied to ``env_base``."""
     if raw is None:
         return ()
     if not isinstance(raw, dict):
@@ -295,11 +295,18 @@ def parse_search_env(
         )
 
     fields = {f.name for f in dataclasses.fields(EnvConfig)}
+    controls = {name for name, _ in EXECUTION_CONTROLS}
     for key in raw:
         if key in FIXED_ENV_FIELDS:
             raise FinpodError(
                 f"search.env.{key} cannot be searched: {FIXED_ENV_FIELDS[key]}",
                 f"set {key} once in the strategy's [env] table",
+            )
+        if key in fields and key not in controls:
+            raise FinpodError(
+                f"search.env.{key} cannot be searched: it is not an execution control",
+                f"set {key} once in the strategy's [env] table; [search.env] searches "
+                f"{', '.join(sorted(controls))}",
             )
     sequences = sequence_fields(EnvConfig)
     # Drawn in name order, so the draws do not depend on how a TOML writer ordered the
@@ -309,7 +316,7 @@ def parse_search_env(
             "env",
             key,
             value,
-            fields - set(FIXED_ENV_FIELDS),
+            controls,
             key in sequences,
             integer_fields(EnvConfig),
         )

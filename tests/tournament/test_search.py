@@ -327,20 +327,9 @@ def test_bad_env_search_values_fail_when_the_strategy_is_read(raw_env, match):
         _env_space(raw_env)
 
 
-def test_every_env_field_but_the_cost_model_is_searchable():
-    """The searchable keys come from EnvConfig itself: a new control is searchable at once."""
-    import dataclasses
-
-    from finpod.env import EnvConfig
-    from finpod.tournament.search import FIXED_ENV_FIELDS
-
-    defaults = EnvConfig().to_dict()
-    for f in dataclasses.fields(EnvConfig):
-        if f.name in FIXED_ENV_FIELDS:
-            continue
-        value = defaults[f.name]
-        raw = {f.name: [[]] if isinstance(value, list) else value}
-        assert [s.name for s in _env_space(raw).env] == [f.name]
+def test_an_env_field_that_is_no_execution_control_cannot_be_searched():
+    with pytest.raises(FinpodError, match="search.env.reward_scale cannot be searched: it is not"):
+        _env_space({"reward_scale": [1.0, 2.0]})
 
 
 def test_generator_gives_fresh_pods_drawn_controls_and_children_their_parents_perturbed(tmp_path):
