@@ -4,6 +4,7 @@ that is gone is taken over with a line."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -73,6 +74,27 @@ def test_a_lock_whose_pid_now_belongs_to_a_later_process_is_stale(tmp_path):
     with FolderLock(tmp_path, "run", say=said.append):
         pass
     assert len(said) == 1 and "no longer running" in said[0]
+
+
+def test_a_lock_of_another_users_live_process_is_not_taken_over(tmp_path, monkeypatch):
+    # Signal 0 to another user's process fails with EPERM: it exists, so its lock holds.
+    # (Tests run as root, which may signal anyone: the refusal is simulated.)
+    owner = os.getppid()  # alive, and started before the lock below
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        if pid == owner and sig == 0:
+            raise PermissionError(1, "Operation not permitted")
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    _write_lock(tmp_path, pid=owner, host=socket.gethostname(), started=started)
+    said: list[str] = []
+    with pytest.raises(FinpodError) as err:
+        FolderLock(tmp_path, "run", say=said.append).acquire()
+    assert f"is in use by process {owner} on {socket.gethostname()}" in str(err.value)
+    assert not said and read_lock(tmp_path)["pid"] == owner  # the lock was left alone
 
 
 def test_a_lock_held_on_another_host_is_refused_with_the_file_to_delete(tmp_path):
