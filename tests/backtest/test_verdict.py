@@ -17,10 +17,13 @@ from matplotlib.figure import Figure
 from finpod.backtest import backtest_market, run_backtest
 from finpod.backtest.learning_plot import learning_panel
 from finpod.backtest.run_record import run_spend
+from finpod.backtest.selection import probability_of_backtest_overfitting
 from finpod.backtest.tearsheet import render_tearsheet
 from finpod.backtest.verdict import (
+    PBO_THRESHOLD,
     backtest_verdict,
     edge_sentence,
+    folds_luck_sentence,
     luck_sentence,
     spend_lines,
 )
@@ -78,6 +81,26 @@ def test_selection_line_reads_dsr_and_pbo_against_their_thresholds():
     assert "PBO 0.709 ≥ 0.5: the selection is noise" in luck
     sound = luck_sentence(0.97, 0.1, 37)
     assert "DSR 0.970 ≥ 0.95" in sound and "PBO 0.100 < 0.5" in sound
+
+
+def _pbo_of_one_half() -> float:
+    """A PBO of exactly 0.5 from real CSCV: 4 candidates, 4 blocks, 3 of the 6 splits
+    rank the in-sample winner below the out-of-sample median."""
+    returns = np.random.default_rng(2).standard_normal((40, 4)) * 0.01
+    pbo = probability_of_backtest_overfitting(returns, num_partitions=4)
+    assert len(pbo.logits) == 6 and int((pbo.logits <= 0).sum()) == 3
+    return pbo.pbo
+
+
+def test_a_pbo_of_exactly_one_half_reads_as_noise():
+    pbo = _pbo_of_one_half()
+    assert pbo == PBO_THRESHOLD == 0.5
+    assert "PBO 0.500 ≥ 0.5: the selection is noise" in luck_sentence(0.97, pbo, 4)
+
+
+def test_a_fold_with_a_pbo_of_exactly_one_half_counts_as_noise():
+    line = folds_luck_sentence([0.97, 0.98], [_pbo_of_one_half(), 0.1])
+    assert "PBO ≥ 0.5 (selection is noise) in 1 of 2 folds" in line
 
 
 def test_null_market_has_its_own_headline(result):
