@@ -49,9 +49,10 @@ def test_resume_of_a_finished_run_says_so_in_one_line_and_changes_nothing(finish
     before = _files(run)
     out = finpod_cli("train", "--resume", str(run))
     assert out.returncode == 0, out.stderr
-    lines = [line for line in out.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and "is finished at 256 env steps" in lines[0], out.stdout
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "is finished at 256 env steps" in lines[0], out.stderr
     assert "nothing changed" in lines[0]
+    assert out.stdout == f"{run}\n"  # the run directory alone, as after training
     assert _files(run) == before  # run.json, leaderboard.json, train.log: byte for byte
 
 
@@ -67,9 +68,21 @@ def test_a_finished_run_asked_for_no_more_steps_than_it_trained_changes_nothing(
     )  # fmt: skip
     for out in (fewer, retried):
         assert out.returncode == 0, out.stderr
-        lines = [line for line in out.stdout.splitlines() if line.strip()]
-        assert len(lines) == 1 and "is finished at 256 env steps" in lines[0], out.stdout
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "is finished at 256 env steps" in lines[0], out.stderr
     assert _files(run) == before
+
+
+def test_a_finished_run_asked_for_exactly_the_steps_it_trained_changes_nothing(
+    finished, finpod_cli
+):
+    run, _ = finished
+    before = _files(run)
+    same = finpod_cli("train", "--resume", str(run), "--steps", "256")
+    assert same.returncode == 0, same.stderr
+    assert _files(run) == before  # run.json, leaderboard.json, train.log: byte for byte
+    said = same.stdout + same.stderr
+    assert "is finished at 256 env steps" in said and "nothing changed" in said, said
 
 
 def test_another_strategy_for_an_existing_run_is_refused_in_one_line(
@@ -213,7 +226,10 @@ def test_a_full_disk_at_the_first_write_is_one_line_and_leaves_no_run(
         "train", "--strategy", str(strategy), "--data", str(dataset),
         "--runs", str(runs), "--run-id", "full",
     )  # fmt: skip
-    one_error_line(out, f"the run directory {runs / 'full'} cannot be written", "No space left")
+    # after the training's own lines (on stderr: stdout holds only a run directory)
+    one_error_line(
+        out, f"the run directory {runs / 'full'} cannot be written", "No space left", alone=False
+    )
     assert not (runs / "full").exists()
 
 
@@ -237,7 +253,7 @@ def test_a_full_disk_in_the_checkpoint_writer_is_one_line_and_leaves_no_run(
         "train", "--strategy", str(strategy), "--data", str(dataset),
         "--runs", str(tmp_path / "runs"), "--run-id", "full",
     )  # fmt: skip
-    one_error_line(out, "cannot be written", "StorageFull", "free disk space")
+    one_error_line(out, "cannot be written", "StorageFull", "free disk space", alone=False)
     assert not (tmp_path / "runs" / "full").exists()
 
 
@@ -269,7 +285,7 @@ def test_a_named_run_stopped_before_its_first_checkpoint_starts_again(
 
     again = finpod_cli(*args, "--run-id", "ctrlc")
     assert again.returncode == 0, again.stderr
-    assert "no checkpoint yet: starting it again from the beginning" in again.stdout
+    assert "no checkpoint yet: starting it again from the beginning" in again.stderr
     assert (runs / "ctrlc" / "leaderboard.json").is_file()
     # Started from the beginning: the curve of a run trained in one go.
     assert _validation(runs / "ctrlc") == _validation(whole)
