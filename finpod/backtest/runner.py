@@ -19,6 +19,7 @@ from finpod.backtest import metrics as m
 from finpod.backtest.agents import (
     Policy,
     agent_description,
+    agent_entries,
     ensemble_policy,
     is_ensemble,
     load_agents,
@@ -206,7 +207,7 @@ def backtest_market(
 def run_backtest(
     run_dir: str | Path,
     agent: str = "selected",
-    data_dir: str | Path | None = None,
+    data: str | Path | None = None,
     device: torch.device | str = "cpu",
     on_rollout: Callable[[str], None] | None = None,
     use_recorded_inputs: bool = False,
@@ -223,7 +224,7 @@ def run_backtest(
             ``"ensemble-N"``: the leaderboard ensemble, the mean of the top entries' target
             weights, each member with its own recorded env settings for what shapes its
             target and the best entry's for the orders (:mod:`finpod.env.ensemble`).
-        data_dir: dataset directory; default the one recorded in run.json (its content hash
+        data: dataset directory; default the one recorded in run.json (its content hash
             must match the run's).
         device: where the rollout runs.
         on_rollout: called with a name after each of the ``len(ROLLOUTS)`` rollouts
@@ -246,14 +247,14 @@ def run_backtest(
     if not board.entries:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
     check_agent_entries(run_dir.name, agent, k, len(board.entries))
-    chosen = board.entries[:k]
+    chosen = agent_entries(board, agent, k)
     config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
 
-    dataset = dataset_dir(run_dir, run_meta, data_dir)
+    dataset = dataset_dir(run_dir, run_meta, data)
     manifest = load_manifest(dataset)
     run_hash = (run_meta.get("dataset") or {}).get("hash")
     hash_matches = run_hash is None or manifest.get("hash") == run_hash
-    if not hash_matches and data_dir is None:
+    if not hash_matches and data is None:
         raise FinpodError(
             f"the dataset at {dataset} changed since run {run_dir.name} was trained "
             "(content hash differs)",
@@ -315,8 +316,10 @@ def run_backtest(
         label = agent_description(agent, len(chosen))
     if was_selected:
         label = f"selected on validation: {label}"
+    decision = (board.selection or {}).get("decision")
     info = {
         "agent": f"{label}: " + ", ".join(e.pod_id for e in chosen),
+        "selection_decision": decision,
         "agent_name": agent,
         "pod_ids": [e.pod_id for e in chosen],
         "algorithms": [e.algorithm for e in chosen],

@@ -269,8 +269,10 @@ def render_tearsheet(result: BacktestResult) -> str:
         f"backtest split: {span} ({len(levels)} bars of {html.escape(result.bar)}, "
         f"{len(idx)} returns)",
         f"initial capital: ${result.initial_capital:,.0f}",
-        f"candidates selection chose among: {result.num_trials}",
+        f"candidates selection chose among: N = {result.num_trials}",
     ]
+    if info.get("selection_decision"):
+        meta.append(f"selection: {html.escape(str(info['selection_decision']))}")
     if info.get("dataset_hash"):
         meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
     if info.get("env"):

@@ -343,6 +343,9 @@ def backtest_verdict(result: Any) -> Verdict:
             f"Planted signal: the signal rule under the agent's bounds reaches IR {rule_ir:.2f}"
             + (f"; the agent {share * 100:.0f} % of it." if share is not None else ".")
         )
+    if info.get("selection_decision"):
+        # The tournament's final choice, as its paired test decided it.
+        extra.append(f"Selection on validation: {info['selection_decision']}.")
     luck = luck_sentence(
         stats.get("dsr"),
         stats.get("pbo"),

@@ -15,15 +15,24 @@ DEFAULT_TOP_K = 3
 
 #: The agents ``finpod backtest``, ``finpod report`` and :func:`run_backtest` accept, in
 #: the words every help text and error uses (one vocabulary).
-AGENT_CHOICES = "selected, best, top-k, top-N, ensemble, ensemble-N"
+AGENT_CHOICES = "selected, best, top-k, top-N, ensemble, ensemble-N, or a pod id (p00012)"
+
+#: A pod id: one leaderboard entry by name (what a tournament's selection hands over).
+POD_ID = re.compile(r"p\d{5,}")
 
 #: What each agent name means, for ``--help``.
 AGENT_HELP = (
     "selected (what the run selected on validation: best, or ensemble-K when the ensemble "
     f"won), best (the top leaderboard entry), top-k / top-N (mean action of the top "
     f"{DEFAULT_TOP_K} / N entries), ensemble / ensemble-N (mean target weights of the top "
-    f"{DEFAULT_TOP_K} / N entries, each with its own settings)."
+    f"{DEFAULT_TOP_K} / N entries, each with its own settings), or a pod id such as p00012 "
+    "(that leaderboard entry)."
 )
+
+
+def is_pod_id(agent: str) -> bool:
+    """Whether ``agent`` names one leaderboard entry by its pod id (``"p00012"``)."""
+    return POD_ID.fullmatch(agent.strip().lower()) is not None
 
 
 def _unknown_agent(agent: str) -> FinpodError:
@@ -35,7 +44,7 @@ def parse_agent(agent: str) -> int:
     ``ensemble`` → 3, ``ensemble-5`` → 5 (see :func:`is_ensemble`). ``selected`` is not a
     count: resolve it first (:func:`resolve_agent`)."""
     agent = agent.strip().lower()
-    if agent == "best":
+    if agent == "best" or is_pod_id(agent):
         return 1
     if agent in ("top-k", "ensemble"):
         return DEFAULT_TOP_K
@@ -51,7 +60,7 @@ def canonical_agent(agent: str) -> str:
     folder and the report's agent label, so ``--agent ensemble`` and ``--agent
     ensemble-3`` are one backtest. ``selected`` is returned as is."""
     name = agent.strip().lower()
-    if name == "selected":
+    if name == "selected" or is_pod_id(name):
         return name
     k = parse_agent(name)
     if name == "best":
@@ -65,6 +74,8 @@ def agent_description(agent: str, members: int | None = None) -> str:
     (mean target weights of the top 3 entries)"``. ``members``: entries actually averaged
     (a leaderboard shorter than asked)."""
     name = canonical_agent(agent)
+    if is_pod_id(name):
+        return f"{name} (one leaderboard entry)"
     if name == "best":
         return "best (the top leaderboard entry)"
     k = members if members is not None else parse_agent(name)

@@ -66,6 +66,13 @@ class Entry:
     env as is). The backtest replays them; children inherit and perturb them."""
     updates: int = 0
     """Gradient steps the agent's weights have taken, ancestors included (0: not recorded)."""
+    champion: bool = False
+    """A checkpoint of the run's champion line (``base_pod = true``): the strategy's own
+    settings, trained without being cut. The board keeps the line's best and newest
+    checkpoints whatever their rank."""
+    partial: bool = False
+    """Its segment was cut short (the budget's end or the wall-time cap stopped it before
+    its env steps or validation points were done): never selected on one score."""
 
     @property
     def updates_per_env_step(self) -> float | None:
@@ -109,11 +116,9 @@ class Progress:
     """Wall seconds the run has been training, summed over sessions."""
     pods_failed: int = 0
     """Pods that crashed or raised (not counted as candidates)."""
-    generation: int = 0
-    """Generational mode: generations completed."""
-    allocation: dict[str, Any] = field(default_factory=dict)
-    """``asha`` mode: every scored pod and the pods promoted
-    (:class:`finpod.tournament.halving.Allocation`), so a resumed run promotes the same."""
+    legacy: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Scheduler state an older run kept here (``allocation``, ``generation``), read once
+    by its scheduler; never written back (schedulers save ``scheduler.json``)."""
 
 
 class Leaderboard:
@@ -130,6 +135,10 @@ class Leaderboard:
         """The leaderboard ensemble scored on validation at the end of a tournament
         (``{"id", "members", "score", "best_single", "best_single_score", "selected",
         "turnover"}``), or None."""
+        self.selection: dict[str, Any] | None = None
+        """The final selection of a tournament (:mod:`finpod.tournament.champion`): the
+        champion, every challenger's paired test and the decision; its ``"selected"`` is
+        the agent name the backtest trades (a pod id, or ``"ensemble-K"``)."""
 
     # ----- reading ----------------------------------------------------------------------
     @property
@@ -145,6 +154,8 @@ class Leaderboard:
     def selected(self) -> str:
         """What the run selected on validation: ``"ensemble-K"`` when the leaderboard
         ensemble of K members beat the best entry, else ``"best"``."""
+        if self.selection and self.selection.get("selected"):
+            return str(self.selection["selected"])
         if self.ensemble and self.ensemble.get("selected"):
             return f"ensemble-{len(self.ensemble.get('members') or [])}"
         return "best"
@@ -178,7 +189,7 @@ class Leaderboard:
         Returns whether it did. The JSON is rewritten either way.
         """
         self.candidates_evaluated += 1
-        inserted = self.qualifies(entry.score)
+        inserted = self.qualifies(entry.score) or self.qualifies_entry(entry)
         evicted: list[Entry] = []
         if inserted:
             target = self.run_dir / entry.checkpoint
@@ -190,12 +201,31 @@ class Leaderboard:
             self.entries.append(entry)
             # Stable sort: among equal scores the earlier pod keeps its rank.
             self.entries.sort(key=lambda e: -e.score)
-            evicted = self.entries[self.top_k :]
-            self.entries = self.entries[: self.top_k]
+            keep = self._kept(self.entries)
+            evicted = [e for e in self.entries if e.pod_id not in keep]
+            self.entries = [e for e in self.entries if e.pod_id in keep]
         self.save()
         for gone in evicted:
             (self.run_dir / gone.checkpoint).unlink(missing_ok=True)
         return inserted and entry in self.entries
+
+    def qualifies_entry(self, entry: Entry) -> bool:
+        """Would ``entry`` stay on the board (:meth:`qualifies`, or it is the champion
+        line's newest or best checkpoint)?"""
+        if not math.isfinite(entry.score):
+            return False
+        return entry.pod_id in self._kept([*self.entries, entry])
+
+    def _kept(self, entries: list[Entry]) -> set[str]:
+        """Ids the board keeps of ``entries`` (best first): the top ``top_k``, plus the
+        champion line's best and newest checkpoints (its next segment continues the
+        newest; the final selection starts from the best)."""
+        keep = {e.pod_id for e in entries[: self.top_k]}
+        champions = [e for e in entries if e.champion]
+        if champions:
+            keep.add(champions[0].pod_id)
+            keep.add(max(champions, key=lambda e: (e.env_steps, e.pod_id)).pod_id)
+        return keep
 
     def save(self) -> None:
         """Write ``leaderboard.json`` atomically."""
@@ -207,10 +237,13 @@ class Leaderboard:
             "top_k": self.top_k,
             "candidates_evaluated": self.candidates_evaluated,
             "entries": [e.to_json() for e in self.entries],
-            "progress": asdict(self.progress),
+            "progress": {k: v for k, v in asdict(self.progress).items() if k != "legacy"},
         }
         if self.ensemble is not None:
             out["ensemble"] = dict(self.ensemble)
+        if self.selection is not None:
+            out["selection"] = dict(self.selection)
+        if self.ensemble is not None or self.selection is not None:
             out["selected"] = self.selected()
         return out
 
@@ -239,9 +272,13 @@ class Leaderboard:
             board = cls(Path(run_dir), top_k, str(obj["score_name"]))
             board.candidates_evaluated = int(obj.get("candidates_evaluated", len(entries)))
             board.entries = entries
-            board.progress = Progress(**obj.get("progress", {}))
+            saved = dict(obj.get("progress", {}))
+            legacy = {k: saved.pop(k) for k in ("allocation", "generation") if k in saved}
+            board.progress = Progress(**saved, legacy=legacy)
             ensemble = obj.get("ensemble")
             board.ensemble = dict(ensemble) if isinstance(ensemble, dict) else None
+            selection = obj.get("selection")
+            board.selection = dict(selection) if isinstance(selection, dict) else None
         except FileNotFoundError as err:
             raise FinpodError(
                 f"{path} does not exist", "is this a finpod tournament run directory?"

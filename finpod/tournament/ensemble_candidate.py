@@ -52,7 +52,8 @@ def score_leaderboard_ensemble(
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    chosen = board.entries[: max(0, int(size))]
+    # Members are complete segments only: one cut short is never chosen on one score.
+    chosen = [e for e in board.entries if not e.partial][: max(0, int(size))]
     if int(size) < 2 or len(chosen) < 2:
         board.ensemble = None
         return None

@@ -20,6 +20,7 @@ import numpy as np
 from finpod.agents import ALGORITHMS
 from finpod.agents.hparams import build_hparams
 from finpod.agents.registry import population_class
+from finpod.errors import FinpodError
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.scores import DEFAULT_SCORE
 from finpod.tournament.search import SearchSpace, is_off_policy
@@ -60,6 +61,9 @@ class PodSpec:
     """Env settings of this pod over the run's ``[env]`` table: its searched execution
     controls (``[search.env]``), used for training *and* validation scoring (and recorded
     for the backtest). ``{}`` = the run's env as is. Never holds cost-model fields."""
+    champion: bool = False
+    """A segment of the run's champion line (``base_pod = true``: the strategy's own
+    settings, continued unchanged, never cut; :mod:`finpod.tournament.schedulers.base`)."""
     continued: bool = False
     """A promotion (``mode = "asha"``): the parent continued with its hyperparameters and
     execution controls unchanged."""
@@ -194,12 +198,22 @@ class Generator:
         if forced is not None and forced != algorithm:
             algorithm, hparams = forced, self.space.algorithms[forced].sample(rng)
         env = self.space.sample_env(rng)
-        base = self.space.base_pod() if self.config.base_pod and index == 0 else None
-        if base is not None and forced in (None, base[0]):
-            # The run's first pod is the strategy's own agent: the tournament starts from
-            # what one learner would train, and searches around it.
-            algorithm, hparams, env = base[0], base[1], {**env, **base[2]}
         return self._spec(index, algorithm, hparams, rng, steps, env)
+
+    def base(self, index: int) -> PodSpec:
+        """Pod ``index`` training the strategy's own ``[agent]`` hyperparameters and
+        ``[env]`` execution controls, unperturbed: what one learner of the strategy
+        would train (the champion line's first segment)."""
+        base = self.space.base_pod()
+        if base is None:
+            raise FinpodError(
+                f"the [agent] algorithm {self.space.base_algorithm!r} is not searched",
+                "add it to [search] algorithms or set base_pod = false",
+            )
+        rng = self.rng(index)
+        algorithm, hparams, controls = base
+        env = {**self.space.sample_env(rng), **controls}
+        return self._spec(index, algorithm, hparams, rng, None, env)
 
     def child(
         self,

@@ -57,7 +57,7 @@ from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.outcomes import Books, Breeding, Cluster, Outcomes
 from finpod.tournament.placement import inherit_buffers
 from finpod.tournament.progress import ProgressPoller
-from finpod.tournament.schedulers import group_key, make_scheduler
+from finpod.tournament.schedulers import SCHEDULER_FILE, Context, group_key, make_scheduler
 from finpod.tournament.setup import Event, Setup
 from finpod.tournament.slots import Inflight, Slot
 from finpod.tournament.updater import Summary, Updater
@@ -106,12 +106,19 @@ class Orchestrator:
         self.generator = Generator(setup.space, setup.config, setup.seed, setup.num_envs)
         self.policy = FailurePolicy(self.config.max_failures)
         self.summary = Summary()
-        self.updater = Updater(board, run, self.summary)
+        self.updater = Updater(board, run, self.summary, self.config.pod_steps)
         self.data: DataPlane | None = None
         self.actors = ActorPool(ray, setup, self.policy, self.summary, run, self._emit)
         self.clock = BudgetClock(self.config.budget, board, stop, self.config.time_cap)
         self.scheduler = make_scheduler(
-            self.config, self.generator, board, run.log, lambda: self.actors.target
+            Context(
+                self.config,
+                self.generator,
+                board,
+                run.log,
+                lambda: self.actors.target,
+                run.path / SCHEDULER_FILE,
+            )
         )
         self.progress = ProgressPoller(ray)
         self.outcomes = Outcomes(

@@ -207,6 +207,7 @@ class Outcomes:
             self.books.summary.pods_non_finite += 1
             self.cluster.policy.non_finite()
             self.count_failed(f"pod {result.pod_id} failed: {result.failure}")
+            self.breeding.scheduler.failed([spec], retry=False)
             return
         self.cluster.policy.succeeded()
         node = result.node_id or slot.node_id

@@ -28,12 +28,12 @@ import psutil
 
 from finpod.errors import FinpodError
 from finpod.scores import DEFAULT_SCORE, SCORES
+from finpod.tournament.modes import MODES
 from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
     SearchSpace,
     pod_env,
 )
 
-MODES = ("async", "generational", "asha")
 INHERIT_BUFFER = (True, False, "auto")
 #: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
 #: leaderboard's, kept in the object store for children) may take.
@@ -120,14 +120,21 @@ class TournamentConfig:
     generations, the top ``keep_fraction`` continues and the rest are perturbed copies;
     ``"asha"``: asynchronous successive halving with continuation: ``pod_steps`` is a
     segment, pods that lead their rung and still improve are continued, the others stop
-    (:mod:`finpod.tournament.halving`)."""
+    (:mod:`finpod.tournament.schedulers.asha`)."""
     eta: float = 3.0
     """``"asha"``: reduction factor; the top ``ceil(n / eta)`` of the pods that reached a
     rung may be continued."""
     base_pod: bool = False
     """The run's first pod trains the strategy's own ``[agent]`` hyperparameters and
     ``[env]`` execution controls unperturbed (the rest are drawn from ``[search]``), so the
-    search starts from what one learner of the strategy would train."""
+    search starts from what one learner of the strategy would train. That line is the
+    run's *champion*: it trains without being cut, holding one slot, and the final agent
+    is its best checkpoint unless a challenger beats it on a paired test
+    (:mod:`finpod.tournament.champion`)."""
+    challenge_alpha: float = 0.05
+    """Significance level a challenger (a fork, other controls, the ensemble) must reach
+    on the paired test over the validation sessions to replace the champion (Holm's
+    correction over the challengers tested)."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""
@@ -277,6 +284,12 @@ class TournamentConfig:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise bad(name, f"must be in [0, 1], got {value}", "e.g. 0.2")
+        if not 0.0 < self.challenge_alpha < 1.0:
+            raise bad(
+                "challenge_alpha",
+                f"must be in (0, 1), got {self.challenge_alpha}",
+                "e.g. challenge_alpha = 0.05",
+            )
         if not self.eta >= 1.0:
             raise bad("eta", f"must be ≥ 1, got {self.eta}", "e.g. eta = 3")
         if not 0.0 <= self.perturb <= 10.0:
@@ -324,6 +337,7 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             "keep_fraction",
             "pod_seconds",
             "eta",
+            "challenge_alpha",
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise FinpodError(

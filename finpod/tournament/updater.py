@@ -64,9 +64,12 @@ class Summary:
     """Leaderboard's best entry at the end."""
     ensemble: dict[str, Any] | None = None
     """The leaderboard ensemble's record (``Leaderboard.ensemble``), if one was scored."""
+    selection: dict[str, Any] | None = None
+    """The final selection (:mod:`finpod.tournament.champion`): champion, challengers'
+    paired tests, decision and the selected agent's name."""
     budget: dict[str, Any] | None = None
     """``run.json``'s ``budget``: how the run spent its env steps (``mode = "asha"``; see
-    :meth:`finpod.tournament.halving.Allocation.report`)."""
+    :meth:`finpod.tournament.schedulers.asha.Allocation.report`)."""
     throughput: dict[str, float] = field(default_factory=dict)
     """``run.json``'s ``throughput``: env steps, wall seconds and env steps per second of
     the whole run."""
@@ -86,7 +89,11 @@ class Summary:
 class Updater:
     """Records pod reports in the leaderboard, candidates record, metrics and log."""
 
-    def __init__(self, board: Leaderboard, run: RunDir, summary: Summary) -> None:
+    def __init__(
+        self, board: Leaderboard, run: RunDir, summary: Summary, segment_steps: int | None = None
+    ) -> None:
+        self.segment_steps = segment_steps
+        """Env steps of a full segment: a pod that trained fewer is marked partial."""
         self.board = board
         self.run_dir = run
         self.summary = summary
@@ -138,7 +145,8 @@ class Updater:
             record_candidate(
                 self.run_dir.path, result.pod_id, result.returns, score=float(result.score)
             )
-        inserted = self.board.record(entry_of(result, spec), result.checkpoint)
+        entry = entry_of(result, spec, self.segment_steps)
+        inserted = self.board.record(entry, result.checkpoint)
         if inserted and buffer_ref is not None:
             self.buffers[result.pod_id] = buffer_ref
         on_board = {e.pod_id for e in self.board.entries}
@@ -165,8 +173,13 @@ class Updater:
         return rank
 
 
-def entry_of(result: PodResult, spec: PodSpec | None = None) -> Entry:
-    """The leaderboard entry of a scored pod."""
+def entry_of(
+    result: PodResult, spec: PodSpec | None = None, segment_steps: int | None = None
+) -> Entry:
+    """The leaderboard entry of a scored pod; ``segment_steps``: the env steps of a full
+    segment (``tournament.pod_steps``), to mark a pod cut short as :attr:`Entry.partial`."""
+    short_steps = segment_steps is not None and result.steps_done < 0.95 * segment_steps
+    short_epochs = spec is not None and 0 < result.epochs_done < spec.epochs
     return Entry(
         pod_id=result.pod_id,
         algorithm=result.algorithm,
@@ -179,4 +192,6 @@ def entry_of(result: PodResult, spec: PodSpec | None = None) -> Entry:
         updates=int(getattr(result, "updates", 0)),
         parent=spec.parent if spec else None,
         env=dict(getattr(result, "env", None) or (spec.env if spec else {})),
+        champion=bool(spec.champion) if spec else False,
+        partial=bool(short_steps or short_epochs),
     )

@@ -11,9 +11,15 @@ import pytest
 
 from finpod.runs.leaderboard import Leaderboard
 from finpod.tournament.generator import Generator, PodSpec
-from finpod.tournament.halving import STALLED, TRAILED, Allocation, PodRecord
 from finpod.tournament.pod_results import PodResult
-from finpod.tournament.schedulers import HalvingScheduler
+from finpod.tournament.schedulers.asha import (
+    STALLED,
+    TRAILED,
+    Allocation,
+    HalvingScheduler,
+    PodRecord,
+)
+from finpod.tournament.schedulers.base import Context
 from finpod.tournament.search import parse_search
 from finpod.tournament.settings import TournamentConfig
 from finpod.tournament.updater import entry_of
@@ -36,7 +42,8 @@ def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1, grace=1):
     )
     board = board if board is not None else Leaderboard(tmp_path, 10, "sharpe")
     gen = Generator(space, cfg, seed=seed, num_envs=4)
-    return HalvingScheduler(cfg, gen, board, log=lambda _: None), board
+    context = Context(cfg, gen, board, log=lambda _: None, state_path=tmp_path / "scheduler.json")
+    return HalvingScheduler(context), board
 
 
 def _report(sched, board, spec: PodSpec, score: float, epochs_done: int = 1) -> None:
@@ -191,20 +198,14 @@ def _quickstart(base_pod: bool):
 
 def test_the_base_pod_trains_the_strategys_own_agent_and_controls(tmp_path):
     strategy, gen = _quickstart(base_pod=True)
-    board = Leaderboard(tmp_path, 10, "sharpe")
-    first = gen.next_group(board, 0, 4)
     env = strategy.config
-    lead = first[0]
+    lead = gen.base(0)
     assert lead.algorithm == strategy.algorithm and lead.parent is None
     assert {k: lead.hparams[k] for k in strategy.hparams} == strategy.hparams
     assert lead.env and all(getattr(env, k) == v for k, v in lead.env.items())
-    # Its population mates share its controls and draw their own hyperparameters.
-    assert all(m.env == lead.env for m in first[1:])
-    assert any(m.hparams["learning_rate"] != lead.hparams["learning_rate"] for m in first[1:])
-    # Without base_pod the first pod is drawn like any other.
-    _, drawn = _quickstart(base_pod=False)
-    other = drawn.next_group(Leaderboard(tmp_path / "b", 10, "sharpe"), 0, 4)[0]
-    assert other.hparams["learning_rate"] != strategy.hparams["learning_rate"]
+    # Fresh pods draw their own hyperparameters and controls.
+    drawn = gen.next_group(Leaderboard(tmp_path / "b", 10, "sharpe"), 1, 4)
+    assert all(m.hparams["learning_rate"] != strategy.hparams["learning_rate"] for m in drawn)
 
 
 def test_a_line_that_trails_another_line_with_fewer_steps_stops():
@@ -237,7 +238,7 @@ def test_an_explorer_copies_the_best_pod_of_a_leading_line_not_a_trailing_line(t
     _report(sched, board, cont, 2.0)  # the strong line stalls below its 3.0
     for score in (1.2, 1.4, 1.6):
         spec = dataclasses.replace(
-            sched.generator.child(board.get(weak.pod_id), sched._take_ids(1), perturb=False),
+            sched.generator.child(board.get(weak.pod_id), sched.take_ids(1), perturb=False),
         )
         _report(sched, board, spec, score)
         sched.allocation.promote(spec.pod_id)  # never continued: only its board entry counts

@@ -39,6 +39,11 @@ Where it departs from the paper:
 - **Promotion resumes.** A promoted pod continues from its checkpoint, as Ray Tune's ASHA
   does with checkpointing, rather than training from scratch to the next rung.
 
+**The champion.** With ``base_pod = true`` the champion line (:mod:`.base`) trains
+beside the rungs, never cut; its pods are recorded like any other, so every challenger is
+ranked against it at its rung and the noise margin is measured on its continuations too,
+but only the champion's own slot continues it.
+
 Rungs count segments: a pod whose lineage holds ``d`` ancestors has trained ``d + 1``
 segments and sits at rung ``d + 1``. Every scored pod is recorded in :class:`Allocation`
 (persisted with the leaderboard, so a resumed run promotes the same pods), which also
@@ -53,6 +58,11 @@ import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from finpod.tournament.generator import PodSpec
+from finpod.tournament.pod_results import PodResult
+from finpod.tournament.schedulers.asynchronous import AsyncScheduler
+from finpod.tournament.schedulers.base import Context, group_key
 
 #: Why a scored pod was not continued (see :meth:`Allocation.stop_reason`).
 STALLED, TRAILED, TIME_CAP, RUNNING_OUT = "stalled", "trailed", "time_cap", "budget_end"
@@ -249,9 +259,13 @@ class Allocation:
         return RUNNING_OUT
 
     # ----- reporting --------------------------------------------------------------------
-    def report(self, selected: str | None, total_env_steps: int) -> dict[str, Any]:
+    def report(
+        self, selected: str | None, total_env_steps: int, champion: set[str] | None = None
+    ) -> dict[str, Any]:
         """The run's budget report: how its env steps were spent (``run.json``'s
-        ``budget``)."""
+        ``budget``); ``champion``: the champion line's pod ids (never stopped: its
+        stop reason is ``"champion"``)."""
+        champion = champion or set()
         pods = self.pods()
         by_id = {p.pod: p for p in pods}
 
@@ -279,7 +293,7 @@ class Allocation:
         margin = self.noise(pods)
         stops: dict[str, int] = {}
         for p in pods:
-            why = self.stop_reason(p, pods, margin)
+            why = None if p.pod in champion else self.stop_reason(p, pods, margin)
             if why is not None:
                 stops[why] = stops.get(why, 0) + 1
         total = int(total_env_steps) or sum(p.steps for p in pods)
@@ -293,6 +307,10 @@ class Allocation:
             "children": sum(p.kind == "child" for p in pods),
             "stops": stops,
             "max_rung": max((p.rung for p in pods), default=0),
+            "champion": {
+                "pods": sum(p.pod in champion for p in pods),
+                "env_steps": sum(p.steps for p in pods if p.pod in champion),
+            },
             "per_pod": [
                 {
                     "pod": p.pod,
@@ -301,7 +319,7 @@ class Allocation:
                     "rung": p.rung,
                     "env_steps": p.steps,
                     "score": p.score if math.isfinite(p.score) else None,
-                    "stop": self.stop_reason(p, pods, margin),
+                    "stop": "champion" if p.pod in champion else self.stop_reason(p, pods, margin),
                 }
                 for p in pods
             ],
@@ -345,3 +363,106 @@ def _roots(pods: list[PodRecord]) -> dict[str, str]:
             cur = parent[cur]  # type: ignore[assignment]
         out[p.pod] = cur
     return out
+
+
+class HalvingScheduler(AsyncScheduler):
+    """Asynchronous successive halving with continuation (``mode = "asha"``).
+
+    A free slot gets, in this order: the champion's next segment (:mod:`.base`); the
+    promotable pods (:meth:`Allocation.promotable`: pods in their grace period, then lines
+    with fewer continuations running, then the deepest rung, then the best score),
+    continued unchanged — up to ``size`` of them that can share a population, else one
+    alone; or, when none can be promoted, the generator's next pod or population (from
+    scratch, or perturbed copies of leaderboard entries), as the asynchronous scheduler
+    draws them. With one pod per slot an explorer copies the best pod of a leading line
+    (:meth:`Allocation.exploit_parents`); the champion's line is one of them."""
+
+    name = "asha"
+
+    def __init__(self, context: Context) -> None:
+        self.allocation = Allocation(
+            eta=context.config.eta, patience=context.config.patience, grace=context.config.grace
+        )
+        super().__init__(context)
+
+    def choose(self, size: int, busy: bool) -> list[PodSpec]:
+        available = {e.pod_id for e in self.board.entries}
+        ready = self.allocation.promotable(available - self.champion_ids())
+        if not ready and self.config.population == 1:
+            ids = self.allocation.exploit_parents(available)
+            parents = [e for e in map(self.board.get, ids) if e is not None]
+            return [self.generator.next(self.board, self.take_ids(1), parents=parents)]
+        if not ready:
+            return super().choose(size, busy)
+        lead = self.board.get(ready[0].pod)
+        assert lead is not None
+        specs = [self.generator.child(lead, self.take_ids(1), perturb=False)]
+        key = group_key(self.generator, specs[0])
+        for rec in ready[1:]:
+            if len(specs) >= size:
+                break
+            entry = self.board.get(rec.pod)
+            assert entry is not None
+            spec = self.generator.child(entry, self.board.progress.next_pod, perturb=False)
+            if group_key(self.generator, spec) == key:
+                self.take_ids(1)
+                specs.append(spec)
+        for spec in specs:
+            assert spec.parent is not None
+            self.allocation.promote(spec.parent)
+            self.log(f"promote {spec.parent} → {spec.pod_id} (rung {len(spec.lineage) + 1})")
+        return specs
+
+    def on_scored(self, result: PodResult, spec: PodSpec) -> None:
+        prior = [h["score"] for h in spec.base_history if math.isfinite(h["score"])]
+        scores = [h["score"] for h in result.history]
+        finite = [(v, i) for i, v in enumerate(scores) if math.isfinite(v)]
+        best_at = max(finite)[1] if finite else -1
+        kind = "fresh" if spec.parent is None else ("continued" if spec.continued else "child")
+        if spec.champion and spec.parent is not None:
+            self.allocation.promote(spec.parent)  # the champion's own slot continued it
+        self.allocation.record(
+            PodRecord(
+                pod=result.pod_id,
+                parent=spec.parent,
+                kind=kind,
+                rung=len(spec.lineage) + 1,
+                steps=int(result.steps_done),
+                score=float(result.score),
+                prev_best=max(prior, default=-math.inf),
+                since_best=len(scores) - 1 - best_at if finite else len(scores),
+                epochs_done=int(result.epochs_done),
+                epochs=int(spec.epochs),
+            )
+        )
+
+    def on_failed(self, specs: list[PodSpec]) -> None:
+        # A promotion that failed may be tried again from the same parent.
+        for spec in specs:
+            if spec.continued and spec.parent in self.allocation.promoted:
+                self.allocation.promoted.remove(spec.parent)
+
+    def own_state(self) -> dict[str, Any]:
+        return {"allocation": asdict(self.allocation)}
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        saved = dict(state.get("allocation") or {})
+        saved.setdefault("eta", self.config.eta)
+        saved.setdefault("patience", self.config.patience)
+        saved.setdefault("grace", self.config.grace)
+        self.allocation = Allocation(**saved)
+
+    def legacy_state(self) -> dict[str, Any]:
+        saved = self.board.progress.legacy.get("allocation")
+        return {"allocation": saved} if isinstance(saved, dict) else {}
+
+    def report(self) -> dict[str, Any]:
+        """The budget report (:meth:`Allocation.report`) for the run's selected agent
+        (the board's best entry until the final selection)."""
+        chosen = str((self.board.selection or {}).get("selected") or "")
+        if self.board.get(chosen) is None:
+            best = self.board.best()
+            chosen = best.pod_id if best else ""
+        return self.allocation.report(
+            chosen or None, self.board.progress.env_steps, self.champion_ids()
+        )

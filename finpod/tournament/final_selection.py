@@ -1,0 +1,57 @@
+"""The end of a tournament: score the ensemble on validation, then choose the agent the
+run hands over (:mod:`finpod.tournament.champion`) and record the decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from finpod.data import load_split
+from finpod.runs import Leaderboard, RunDir, load_candidates
+from finpod.tournament.champion import select
+from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
+from finpod.tournament.settings import TournamentConfig
+from finpod.tournament.setup import Event
+
+
+def select_final(
+    run: RunDir,
+    board: Leaderboard,
+    config: TournamentConfig,
+    dataset_dir: Path,
+    on_event: Event | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Score the ensemble of the top complete entries (``tournament.ensemble`` ≥ 2), then
+    run the champion's paired tests; returns (ensemble record, selection record). Both go
+    to ``leaderboard.json``; the selection also to ``run.json``."""
+    ensemble = None
+    complete = [e for e in board.entries if not e.partial]
+    if config.ensemble >= 2 and len(complete) >= 2:
+        if on_event is not None:
+            on_event("ensemble_start", {"members": min(config.ensemble, len(complete))})
+        ensemble = score_leaderboard_ensemble(run, board, config.ensemble, dataset_dir, "cpu")
+        if on_event is not None and ensemble is not None:
+            on_event("ensemble", {"record": ensemble})
+    if not len(board):
+        return ensemble, None
+    bars_per_year = load_split(dataset_dir, "validation", device="cpu").annualization
+    record = select(
+        board,
+        load_candidates(run.path),
+        alpha=config.challenge_alpha,
+        bars_per_year=float(bars_per_year),
+        ensemble_id=None if ensemble is None else ensemble["id"],
+        ensemble_name=None if ensemble is None else f"ensemble-{len(ensemble['members'])}",
+    )
+    if record is None:
+        return ensemble, None
+    if ensemble is not None:
+        ensemble["selected"] = bool((record.get("ensemble") or {}).get("selected"))
+        board.ensemble = ensemble
+    board.selection = record
+    board.save()
+    run.record_selection(record)
+    run.log(f"selection: {record['decision']} → {record['selected']}")
+    if on_event is not None:
+        on_event("selection", {"record": record})
+    return ensemble, record

@@ -1,0 +1,252 @@
+"""What every scheduler answers, and the champion line every mode keeps.
+
+A scheduler is one class (one module per mode, named in :mod:`finpod.tournament.modes`)
+that owns its state, as a Ray Tune scheduler does. The orchestrator drives any of them
+with the same calls, without knowing the mode's name:
+
+- :meth:`Scheduler.next_specs`: what runs next in a free slot (Tune's
+  ``choose_trial_to_run``);
+- :meth:`Scheduler.scored` / :meth:`Scheduler.failed`: a pod was scored, or failed
+  (Tune's ``on_trial_result`` / ``on_trial_error``);
+- :meth:`Scheduler.state` / :meth:`Scheduler.restore`: the scheduler's whole state as
+  JSON, saved atomically to the run's ``scheduler.json`` after every change, so a
+  resumed run schedules as the stopped one would have;
+- :meth:`Scheduler.report`: how the run's budget was spent (``run.json``'s ``budget``).
+
+**The champion.** With ``base_pod = true`` the strategy's own ``[agent]`` and ``[env]``
+settings train as the run's *champion line*: pod after pod, each continuing the last one's
+weights and optimizer state unchanged, never cut, in one slot of the pool. At any wall
+time the tournament has therefore trained one learner of the strategy file as far as that
+learner would have got on its share of the machine; the other slots explore, and a
+challenger replaces the champion at the end only on evidence
+(:mod:`finpod.tournament.champion`). The champion is served before anything else whenever
+its last segment has reported, and never more than one segment at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from finpod.atomic import atomic_write_json
+from finpod.errors import FinpodError
+from finpod.runs.leaderboard import Leaderboard
+from finpod.tournament.generator import Generator, PodSpec
+from finpod.tournament.pod_results import PodResult
+from finpod.tournament.settings import TournamentConfig
+
+#: The file a scheduler saves its state to, in the run directory.
+SCHEDULER_FILE = "scheduler.json"
+
+#: Consecutive failures of the champion's segments after which the line stops (a line
+#: whose numbers went non-finite would fail for ever).
+CHAMPION_MAX_FAILURES = 2
+
+
+def group_key(generator: Generator, spec: PodSpec) -> str:
+    """Pods with equal keys can train in one population."""
+    frozen = generator.frozen_of(spec.algorithm, spec.hparams)
+    return repr(
+        (spec.algorithm, sorted(frozen.items()), sorted(spec.env.items()), spec.num_envs)
+        + (spec.epochs, spec.score_name, spec.num_learners)
+    )
+
+
+@dataclass
+class Context:
+    """What a scheduler is built with."""
+
+    config: TournamentConfig
+    generator: Generator
+    board: Leaderboard
+    log: Callable[[str], None]
+    pool_size: Callable[[], int] = lambda: 1
+    """Pod slots the pool has now (generational mode sizes its generations with it)."""
+    state_path: Path | None = None
+    """Where :meth:`Scheduler.save` writes (``None``: kept in memory only)."""
+
+
+@dataclass
+class ChampionLine:
+    """The champion line's state (see the module docstring)."""
+
+    pods: list[str] = field(default_factory=list)
+    """Its pods, oldest first (each continues the one before)."""
+    running: bool = False
+    """A segment of the line is dispatched and has not reported."""
+    failures: int = 0
+    """Consecutive failed segments."""
+    stopped: str = ""
+    """Why the line stopped ("": it goes on until the budget ends)."""
+
+
+class Scheduler:
+    """Base of every mode: the champion line, ids, parents' bytes and saving.
+
+    Subclasses answer :meth:`choose` (what the exploring slots run next) and may extend
+    :meth:`on_scored`, :meth:`on_failed`, :meth:`own_state`, :meth:`restore_own` and
+    :meth:`report`."""
+
+    name = "base"
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.config = context.config
+        self.generator = context.generator
+        self.board = context.board
+        self.log = context.log
+        self.champion = ChampionLine()
+        if self.config.base_pod and self.generator.space.base_pod() is None:
+            raise FinpodError(
+                f"tournament.base_pod = true, but the [agent] algorithm "
+                f"{self.generator.space.base_algorithm!r} is not searched",
+                f"add it to [search] algorithms ({', '.join(self.generator.space.algorithms)})"
+                " or set base_pod = false",
+            )
+        path = context.state_path
+        if path is not None and path.is_file():
+            self.restore(_read_state(path))
+        else:
+            self.restore(self.legacy_state())
+
+    # ----- the questions every mode answers ------------------------------------------------
+    def next_specs(self, size: int, busy: bool) -> list[PodSpec]:
+        """Up to ``size`` pods for one free slot (``[]``: nothing to start now); ``busy``:
+        pods are still running or waiting to be retried. The champion's next segment comes
+        first; then the mode's :meth:`choose`."""
+        spec = self._champion_next()
+        if spec is not None:
+            self.save()
+            return [spec]
+        specs = self.choose(size, busy)
+        self.save()
+        return specs
+
+    def scored(self, result: PodResult, spec: PodSpec) -> None:
+        """A pod reported a finite score (already recorded on the board)."""
+        if spec.champion:
+            self.champion.running = False
+            self.champion.failures = 0
+        self.on_scored(result, spec)
+        self.save()
+
+    def failed(self, specs: list[PodSpec], retry: bool = True) -> None:
+        """Pods failed and will not report a score: crashed or raised (``retry``: the
+        mode may run them again), or went non-finite (``retry=False``: never again)."""
+        for spec in specs:
+            if spec.champion:
+                self.champion.running = False
+                self.champion.failures += 1
+                if spec.pod_id in self.champion.pods:
+                    self.champion.pods.remove(spec.pod_id)
+                if self.champion.failures >= CHAMPION_MAX_FAILURES:
+                    self.champion.stopped = f"{self.champion.failures} segments failed in a row"
+                    self.log(f"champion line stopped: {self.champion.stopped}")
+        if retry:
+            self.on_failed(specs)
+        self.save()
+
+    def parent_bytes(self, parent_id: str | None) -> bytes | None:
+        """The checkpoint file bytes of ``parent_id`` (``None``: gone, or no parent)."""
+        if not parent_id:
+            return None
+        entry = self.board.get(parent_id)
+        return None if entry is None else self.board.checkpoint_path(entry).read_bytes()
+
+    def report(self) -> dict[str, Any] | None:
+        """How the run's budget was spent (``run.json``'s ``budget``; None: not tracked)."""
+        return None
+
+    # ----- state -----------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The scheduler's whole state, JSON-ready."""
+        return {"mode": self.name, "champion": asdict(self.champion), **self.own_state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state` (a resumed run)."""
+        champion = state.get("champion") or {}
+        self.champion = ChampionLine(**{k: champion[k] for k in champion if k != "running"})
+        # A segment running when the run stopped never reported: it runs again.
+        self.restore_own(state)
+
+    def save(self) -> None:
+        """Write :meth:`state` to the run's ``scheduler.json`` (atomically)."""
+        if self.context.state_path is not None:
+            atomic_write_json(self.context.state_path, self.state())
+
+    # ----- hooks -------------------------------------------------------------------------------
+    def choose(self, size: int, busy: bool) -> list[PodSpec]:
+        """What an exploring slot runs next (``[]``: nothing now)."""
+        raise NotImplementedError
+
+    def on_scored(self, result: PodResult, spec: PodSpec) -> None:
+        """The mode's own bookkeeping of a scored pod."""
+
+    def on_failed(self, specs: list[PodSpec]) -> None:
+        """The mode's own bookkeeping of failed pods."""
+
+    def own_state(self) -> dict[str, Any]:
+        """The mode's own part of :meth:`state`."""
+        return {}
+
+    def restore_own(self, state: dict[str, Any]) -> None:
+        """Continue the mode's own part of :meth:`state`."""
+
+    def legacy_state(self) -> dict[str, Any]:
+        """The state of a run saved before ``scheduler.json`` existed (its leaderboard's
+        ``progress``), or ``{}``."""
+        return {}
+
+    # ----- helpers -----------------------------------------------------------------------------
+    def take_ids(self, count: int) -> int:
+        """Reserve ``count`` pod ids; returns the first index."""
+        index = self.board.progress.next_pod
+        self.board.progress.next_pod = index + count
+        return index
+
+    def champion_ids(self) -> set[str]:
+        """Pod ids of the champion line."""
+        return set(self.champion.pods)
+
+    def _champion_next(self) -> PodSpec | None:
+        """The champion's next segment, when it is due (module docstring)."""
+        line = self.champion
+        if not self.config.base_pod or line.running or line.stopped:
+            return None
+        latest = next((e for e in map(self.board.get, reversed(line.pods)) if e is not None), None)
+        if line.pods and latest is None:
+            line.stopped = "its checkpoints are gone"
+            self.log(f"champion line stopped: {line.stopped}")
+            return None
+        index = self.take_ids(1)
+        if latest is None:
+            spec = self.generator.base(index)
+        else:
+            spec = self.generator.child(latest, index, perturb=False)
+        spec.champion = True
+        line.pods.append(spec.pod_id)
+        line.running = True
+        origin = f"continues {latest.pod_id}" if latest else "starts"
+        self.log(f"champion line {origin}: {spec.pod_id} (segment {len(line.pods)})")
+        return spec
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise FinpodError(f"{path} is unreadable: {err}", "restore it or start a new run") from err
+    if not isinstance(state, dict):
+        raise FinpodError(
+            f"{path} does not hold a scheduler state", "restore it or start a new run"
+        )
+    return state
+
+
+def score_key(score: float) -> float:
+    """A score for sorting: NaN ranks last."""
+    return score if math.isfinite(score) else -math.inf

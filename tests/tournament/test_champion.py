@@ -1,0 +1,225 @@
+"""The champion line and its challengers (finpod.tournament.champion, schedulers.base)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from finpod.runs.candidates import candidate_set
+from finpod.runs.leaderboard import Entry, Leaderboard
+from finpod.tournament.champion import holm_passes, paired_test, select
+from finpod.tournament.generator import Generator
+from finpod.tournament.modes import MODES
+from finpod.tournament.schedulers import make_scheduler
+from finpod.tournament.schedulers.base import Context
+from finpod.tournament.search import parse_search
+from finpod.tournament.settings import TournamentConfig
+from tests.tournament.test_halving import SEARCH, _report
+from tests.tournament.test_search import REGISTRY
+
+# ----------------------------------------------------------------------------- scheduler
+
+
+def _scheduler(tmp_path, mode="asha", **over):
+    space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
+    cfg = TournamentConfig(
+        mode=mode,
+        eta=2.0,
+        patience=1,
+        grace=1,
+        fresh_pods=1,
+        epsilon=0.0,
+        pod_steps=100,
+        epochs=1,
+        base_pod=True,
+        **over,
+    )
+    board = Leaderboard(tmp_path, 3, "sharpe")
+    gen = Generator(space, cfg, seed=0, num_envs=4)
+    context = Context(cfg, gen, board, log=lambda _: None, state_path=tmp_path / "scheduler.json")
+    return make_scheduler(context), board
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_the_champion_line_is_never_cut(tmp_path, mode):
+    """The champion scores worst and stalls segment after segment: ASHA would stop it at
+    once, yet its next segment is the first thing every free slot gets once it reported,
+    and never two of its segments run at once."""
+    sched, board = _scheduler(tmp_path, mode=mode)
+    champ = sched.next_specs(1, busy=False)[0]
+    assert champ.champion and champ.parent is None
+    others = [sched.next_specs(1, busy=True) for _ in range(3)]
+    assert not any(s.champion for group in others for s in group)  # one segment at a time
+    for group in others:
+        for spec in group:
+            _report(sched, board, spec, 5.0)
+    score = 1.0
+    for _ in range(4):
+        _report(sched, board, champ, score)
+        score -= 0.5  # worse every segment: stalled and trailing
+        nxt = sched.next_specs(1, busy=True)[0]
+        assert nxt.champion and nxt.parent == champ.pod_id and nxt.continued
+        assert nxt.hparams == champ.hparams and nxt.env == champ.env
+        champ = nxt
+    # The board keeps the line's checkpoints it needs though they rank last (top_k = 3).
+    assert board.get(champ.lineage[-1]) is not None
+
+
+def test_a_resumed_run_continues_the_champion_line(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    champ = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, champ, 1.0)
+    resumed, _ = _scheduler(tmp_path)
+    resumed.board = Leaderboard.load(tmp_path)
+    nxt = resumed.next_specs(1, busy=False)[0]
+    assert nxt.champion and nxt.parent == champ.pod_id
+
+
+def test_a_champion_segment_that_failed_runs_again(tmp_path):
+    sched, board = _scheduler(tmp_path)
+    champ = sched.next_specs(1, busy=False)[0]
+    _report(sched, board, champ, 1.0)
+    lost = sched.next_specs(1, busy=False)[0]
+    sched.failed([lost])
+    again = sched.next_specs(1, busy=False)[0]
+    assert again.champion and again.parent == champ.pod_id and again.pod_id != lost.pod_id
+
+
+# ----------------------------------------------------------------------------- selection
+
+
+def _entry(pod, score, champion=False, partial=False, steps=100):
+    return Entry(
+        pod_id=pod,
+        algorithm="ppo",
+        hparams={},
+        score=score,
+        checkpoint=f"checkpoints/{pod}.safetensors",
+        champion=champion,
+        partial=partial,
+        env_steps=steps,
+    )
+
+
+def _board(tmp_path, entries):
+    board = Leaderboard(tmp_path, 10, "information_ratio")
+    board.entries = sorted(entries, key=lambda e: -e.score)
+    return board
+
+
+def _series(rng, mean, n=252, noise=None):
+    common = rng.normal(0.0, 0.003, n) if noise is None else noise
+    return common + rng.normal(mean, 0.002, n)
+
+
+def _candidates(series):
+    return candidate_set((cid, 0.0, "pod", r) for cid, r in series.items())
+
+
+def test_a_challenger_ahead_by_less_than_the_noise_does_not_replace_the_champion(tmp_path):
+    rng = np.random.default_rng(3)
+    champion = rng.normal(0.0004, 0.003, 252)
+    # The same agent with extra noise: +0.55 IR on validation, by luck alone.
+    challenger = champion + rng.normal(0.0, 0.002, 252)
+    board = _board(tmp_path, [_entry("p00000", 1.9, champion=True), _entry("p00001", 2.1)])
+    record = select(
+        board,
+        _candidates({"p00000": champion, "p00001": challenger}),
+        alpha=0.05,
+        bars_per_year=252,
+    )
+    assert record["selected"] == "p00000"
+    assert record["decision"].startswith("champion kept")
+    test = record["challengers"][0]
+    assert test["challenger"] == "p00001" and test["p_value"] > 0.05 and test["delta"] > 0
+
+
+def test_a_challenger_far_ahead_replaces_the_champion(tmp_path):
+    rng = np.random.default_rng(4)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0.0, 0.001, 252)
+    challenger = market + rng.normal(0.0006, 0.001, 252)
+    board = _board(tmp_path, [_entry("p00000", 0.1, champion=True), _entry("p00007", 9.0)])
+    record = select(
+        board,
+        _candidates({"p00000": champion, "p00007": challenger}),
+        alpha=0.05,
+        bars_per_year=252,
+    )
+    assert record["selected"] == "p00007"
+    assert record["decision"].startswith("challenger p00007 replaced the champion")
+    assert record["best_challenger"]["p_value"] <= 0.05
+
+
+def test_a_partial_segment_is_never_selected_on_one_score(tmp_path):
+    rng = np.random.default_rng(5)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0.0, 0.001, 252)
+    cut = market + rng.normal(0.001, 0.001, 252)  # far ahead, but its segment was cut short
+    board = _board(
+        tmp_path,
+        [_entry("p00000", 0.1, champion=True), _entry("p00009", 12.0, partial=True)],
+    )
+    record = select(
+        board, _candidates({"p00000": champion, "p00009": cut}), alpha=0.05, bars_per_year=252
+    )
+    assert record["selected"] == "p00000"
+    assert record["skipped"] == {"p00009": "segment cut short"}
+    # The champion's own best checkpoint is its best complete one.
+    line = [
+        _entry("p00000", 1.0, champion=True),
+        _entry("p00004", 3.0, champion=True, partial=True, steps=300),
+        _entry("p00002", 2.0, champion=True, steps=200),
+    ]
+    series = {e.pod_id: champion for e in line}
+    record = select(_board(tmp_path, line), _candidates(series), alpha=0.05, bars_per_year=252)
+    assert record["incumbent"] == "p00002"
+
+
+def test_the_ensemble_goes_through_the_same_test(tmp_path):
+    rng = np.random.default_rng(6)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0.0003, 0.001, 252)
+    blend_close = champion + rng.normal(0.00003, 0.0003, 252)  # higher score, same agent
+    blend_far = market + rng.normal(0.0012, 0.001, 252)
+    board = _board(tmp_path, [_entry("p00000", 3.0, champion=True), _entry("p00001", 1.0)])
+    other = market + rng.normal(0.0, 0.001, 252)
+    for blend, won in ((blend_close, False), (blend_far, True)):
+        record = select(
+            board,
+            _candidates({"p00000": champion, "p00001": other, "ensemble[x]": blend}),
+            alpha=0.05,
+            bars_per_year=252,
+            ensemble_id="ensemble[x]",
+            ensemble_name="ensemble-2",
+        )
+        assert record["ensemble"]["selected"] is won
+        assert record["selected"] == ("ensemble-2" if won else "p00000")
+        # Its tracking error is reported beside the single agent's.
+        assert set(record["tracking_error"]) == {"p00000", "ensemble[x]"}
+
+
+def test_holm_keeps_the_chance_of_any_false_replacement_at_alpha():
+    rng = np.random.default_rng(7)
+    false = 0
+    for trial in range(60):
+        base = rng.normal(0.0003, 0.003, 252)
+        tests = [
+            paired_test(base, base + rng.normal(0, 0.002, 252), bars_per_year=252, seed=trial)
+            for _ in range(8)
+        ]
+        false += bool(holm_passes(tests, 0.05))
+    assert false <= 9  # 5 % of 60 is 3; binomial 99.9 % bound
+
+
+def test_the_paired_test_refuses_non_finite_returns():
+    with pytest.raises(ValueError, match="finite"):
+        paired_test(np.array([0.1, np.nan, 0.2, 0.1]), np.zeros(4), bars_per_year=252)
+
+
+def test_without_a_champion_the_incumbent_is_the_best_complete_entry(tmp_path):
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(0, 0.003, 252), rng.normal(0, 0.003, 252)
+    board = _board(tmp_path, [_entry("p00003", 5.0, partial=True), _entry("p00001", 1.0)])
+    record = select(board, _candidates({"p00003": a, "p00001": b}), alpha=0.05, bars_per_year=252)
+    assert record["selected"] == "p00001" and record["incumbent_role"] == "best complete entry"
