@@ -98,6 +98,26 @@ def test_intraday_index_file_aligns_bar_by_bar(tmp_path):
     np.testing.assert_allclose(src.benchmark.to_numpy(), ref.close[:, 0], rtol=1e-6)
 
 
+def _as_naive_utc(src, dst) -> None:
+    """A copy of a minute file of ``src`` (naive New York stamps) with naive UTC stamps."""
+    raw = pd.read_csv(src)
+    utc = pd.to_datetime(raw["datetime"]).dt.tz_localize(NY).dt.tz_convert("UTC")
+    raw.assign(datetime=utc.dt.strftime("%Y-%m-%d %H:%M:%S")).to_csv(dst, index=False)
+
+
+def test_an_intraday_benchmark_with_naive_utc_stamps_aligns_bar_by_bar(tmp_path):
+    """Bars and benchmark both written in naive UTC (``timezone="UTC"``): the benchmark is
+    read in that zone too, so each bar shows the index level of its own minute."""
+    bars = tmp_path / "bars"
+    bars.mkdir()
+    _as_naive_utc(MINUTES / "AAPL_1min.csv", bars / "AAPL_1min.csv")
+    _as_naive_utc(MINUTES / "QQQ_1min.csv", tmp_path / "QQQ_1min.csv")
+    src = load_files(bars, timezone="UTC", benchmark=tmp_path / "QQQ_1min.csv")
+    ref = load_files(MINUTES, tickers=["QQQ"]).bars
+    assert src.bars.timestamps.equals(ref.timestamps)
+    np.testing.assert_allclose(src.benchmark.to_numpy(), ref.close[:, 0], rtol=1e-6)
+
+
 def test_intraday_levels_on_daily_bars_use_the_session_close():
     raw = pd.read_csv(MINUTES / "QQQ_1min.csv")
     series = pd.Series(raw["close"].to_numpy(), index=pd.Index(raw["datetime"]))
