@@ -122,8 +122,8 @@ def test_top_3_of_a_one_entry_run_is_one_line_and_writes_no_folder(finpod_cli, t
 
 
 def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):
-    """``finpod train`` without a terminal, SIGINT after its first ``lines`` stdout lines:
-    (those lines, stderr, returncode)."""
+    """``finpod train`` without a terminal, SIGINT after its first ``lines`` stderr lines
+    (stdout holds only the run directory): (those lines, the rest of stderr, returncode)."""
     strategy = tmp_path / "long.toml"
     strategy.write_text(tiny_agent(train={"total_steps": 10_000_000, "eval_every": eval_every}))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -139,7 +139,7 @@ def _train_then_ctrl_c(tmp_path, dataset, lines: int, eval_every: int = 128):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        seen = [proc.stdout.readline() for _ in range(lines)]
+        seen = [proc.stderr.readline() for _ in range(lines)]
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -169,6 +169,6 @@ def test_ctrl_c_before_the_first_checkpoint_says_nothing_can_be_resumed(tmp_path
 def test_a_resumed_run_says_it_resumes_from_its_checkpoint(finpod_cli, run_dir):
     res = finpod_cli("train", "--resume", str(run_dir), "--steps", "320")
     assert res.returncode == 0, res.stderr
-    first = res.stdout.splitlines()[0]
-    assert first == f"resuming {run_dir} from 256 env steps (training to 320)", res.stdout
-    assert "run directory:" not in res.stdout
+    first = res.stderr.splitlines()[0]
+    assert first == f"resuming {run_dir} from 256 env steps (training to 320)", res.stderr
+    assert "run directory:" not in res.stderr and res.stdout == f"{run_dir}\n"

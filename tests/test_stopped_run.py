@@ -42,12 +42,12 @@ def _train_until(tmp_path: Path, dataset: Path, segments: int) -> tuple[Path, st
         env=env,
     )
     try:
-        first = proc.stdout.readline()
+        first = proc.stderr.readline()  # stdout holds only the run directory, at the end
         run = re.fullmatch(r"run directory: (\S+)\n", first)
         assert run, first
-        proc.stdout.readline()  # "training ppo to …"
+        proc.stderr.readline()  # "training ppo to …"
         for _ in range(segments):
-            proc.stdout.readline()
+            proc.stderr.readline()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -67,7 +67,7 @@ def test_a_run_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, finpod_cl
     assert stopped["target_steps"] == 10_000_000 and stopped["env_steps"] >= entry.env_steps
     res = finpod_cli("backtest", str(run_dir), "--out", str(tmp_path / "reports"))
     assert res.returncode == 0, res.stderr
-    text = " ".join(res.stdout.split())
+    text = " ".join(res.stderr.split())
     assert "stopped early" in text and "best checkpoint on validation so far" in text
 
 
@@ -119,5 +119,5 @@ def test_a_tournament_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, fi
     assert stopped["env_steps"] == board.progress.env_steps >= 2048
     res = finpod_cli("backtest", str(run_dir), "--reports", str(tmp_path / "reports"))
     assert res.returncode == 0, res.stderr
-    text = " ".join(res.stdout.split())
+    text = " ".join(res.stderr.split())
     assert "stopped early" in text and "best checkpoint on validation so far" in text

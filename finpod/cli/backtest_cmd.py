@@ -15,10 +15,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from finpod.cli import checks
-from finpod.cli.options import DEVICE_HELP, OLD, REPORTS_HELP, RUNS_HELP, renamed
+from finpod.cli.options import DEVICE_HELP, REPORTS_HELP, RUNS_HELP
 from finpod.runs.agent_names import AGENT_HELP
 
-console = Console()
+#: What a reader sees goes to stderr: stdout holds only the report folder, so
+#: ``REPORT=$(finpod backtest RUN)`` captures it.
+console = Console(stderr=True)
+#: ``finpod info RUN`` is a reading, not a product: its lines are its stdout.
+info_console = Console()
+
+
+def _title(result) -> str:
+    agent = (result.info or {}).get("agent")
+    return f"backtest of {result.run_id}" + (f", agent {agent}" if agent else "")
 
 
 def _print_metrics(result) -> None:
@@ -26,9 +35,17 @@ def _print_metrics(result) -> None:
     from finpod.backtest.labels import format_metric, metric_label
     from finpod.cli.tables import print_metrics
 
-    agent = (result.info or {}).get("agent")
-    title = f"backtest of {result.run_id}" + (f", agent {agent}" if agent else "")
-    print_metrics(console, title, result.metrics, metric_label, format_metric)
+    print_metrics(console, _title(result), result.metrics, metric_label, format_metric)
+
+
+def _print_summary(result) -> None:
+    """One compact table: the agent beside the reference and the benchmarks, a few
+    headline metrics each (:data:`finpod.cli.tables.SUMMARY_METRICS`)."""
+    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
+    from finpod.backtest.labels import format_metric
+    from finpod.cli.tables import print_summary
+
+    print_summary(console, _title(result), result.metrics, format_metric)
 
 
 def _print_statistics(result) -> None:
@@ -87,10 +104,19 @@ def backtest(
             "benchmark levels) instead of refusing ones that changed since.",
         ),
     ] = False,
-    old_out: Annotated[Path | None, typer.Option("--out", hidden=True, help=OLD)] = None,
+    details: Annotated[
+        bool,
+        typer.Option(
+            "--details",
+            help="Print every metric block (all metrics, capacity, selection statistics), "
+            "not only the verdict and the summary table.",
+        ),
+    ] = False,
 ) -> None:
-    """Backtest the run's agent on the backtest split against the index and simple rules."""
-    reports = renamed("--reports", reports, "--out", old_out)
+    """Backtest the run's agent on the backtest split against the index and simple rules.
+
+    The verdict comes first, then one table of the agent beside the reference and the
+    benchmarks (on stderr); stdout holds only the report folder."""
     checks.device(device)
     if data is not None:
         checks.dataset_dir(data)
@@ -98,10 +124,11 @@ def backtest(
         run,
         agent=agent,
         data=data,
-        out=reports,
+        reports=reports,
         device=device or "auto",
         runs=runs,
         use_recorded_inputs=use_recorded_inputs,
+        details=details,
     )
 
 
@@ -109,13 +136,16 @@ def show_backtest(
     run: str | Path,
     agent: str = "selected",
     data: Path | None = None,
-    out: Path = Path("reports"),
+    reports: Path = Path("reports"),
     device: str = "auto",
     runs: Path = Path("runs"),
     use_recorded_inputs: bool = False,
-) -> None:
+    details: bool = False,
+) -> Path:
     """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
-    metrics, the selection statistics, the disclosures and where the tearsheet is."""
+    verdict, the summary table (every metric block with ``details``), the disclosures and
+    where the tearsheet is (on stderr), then the report folder alone on stdout. Returns
+    the report folder."""
     run_path = checks.run_with_board(run, runs)  # before torch and pandas load
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -126,7 +156,7 @@ def show_backtest(
 
     # The report folder is named by agent and checked before the rollouts, not after.
     check_writable(
-        report_folder(out, run_path.name, resolve_agent(run_path, agent)), flag="--reports"
+        report_folder(reports, run_path.name, resolve_agent(run_path, agent)), flag="--reports"
     )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, console=console, transient=True) as progress:
@@ -141,18 +171,37 @@ def show_backtest(
             run,
             agent=agent,
             data=data,
-            reports=out,
+            reports=reports,
             device=device,
             runs=runs,
             on_event=on_event,
             use_recorded_inputs=use_recorded_inputs,
         )
-    print_result(result, html)
+    print_result(result, html, details=details)
+    typer.echo(str(html.parent))  # alone on stdout, so scripts can capture it
+    return html.parent
 
 
-def print_result(result, html: Path, verdict: bool = True) -> None:
-    """The metrics table, the capacity line (square-root costs), the selection statistics,
-    the disclosures, the tearsheet's path, then (``verdict``) the verdict as the last lines."""
+def print_result(result, html: Path, verdict: bool = True, details: bool = False) -> None:
+    """(``verdict``) The verdict first, as the tearsheet opens, then one compact table of
+    the agent beside the reference and the benchmarks, the disclosures and the tearsheet's
+    path. ``details`` adds every metric block: the whole metrics table, the capacity table
+    (square-root costs) and the selection statistics."""
+    if verdict:
+        show_verdict(result)
+    if details:
+        _print_details(result)
+    else:
+        _print_summary(result)
+    for topic in ("stopped", "dataset", "universe", "inputs"):
+        if result.disclosures.get(topic):
+            text = escape(str(result.disclosures[topic]))
+            console.print(f"[yellow]note:[/] {text}", highlight=False)
+    console.print(f"tearsheet: {html}", highlight=False, soft_wrap=True)
+
+
+def _print_details(result) -> None:
+    """Every metric block: all metrics, capacity, the selection statistics."""
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.capacity import capacity_text
     from finpod.cli.tables import print_table
@@ -168,13 +217,6 @@ def print_result(result, html: Path, verdict: bool = True) -> None:
 
         print_table(console, "capacity (same policy, other account sizes)", header, rows, long_form)
     _print_statistics(result)
-    for topic in ("stopped", "dataset", "universe", "inputs"):
-        if result.disclosures.get(topic):
-            text = escape(str(result.disclosures[topic]))
-            console.print(f"[yellow]note:[/] {text}", highlight=False)
-    console.print(f"tearsheet: {html}")
-    if verdict:
-        show_verdict(result)
 
 
 def show_verdict(result) -> None:
@@ -218,21 +260,21 @@ def show_run_info(
         board = read_json(board_path, LEADERBOARD_FILE) if board_path.is_file() else {}
         spend = run_spend(read_run_info(run_dir), board, read_curves(run_dir))
     if folder is None:
-        console.print(f"run {run_dir.name}: not backtested yet", highlight=False)
+        info_console.print(f"run {run_dir.name}: not backtested yet", highlight=False)
         for line in spend_lines(spend):
-            console.print(f"  {escape(line)}", highlight=False)
-        console.print(f"run finpod backtest {run_dir} for its verdict", highlight=False)
+            info_console.print(f"  {escape(line)}", highlight=False)
+        info_console.print(f"run finpod backtest {run_dir} for its verdict", highlight=False)
         return True
     result = BacktestResult.load(folder)
     if spend and not (result.info or {}).get("spend"):
         result.info = {**(result.info or {}), "spend": spend}
     agent = (result.info or {}).get("agent")
-    console.print(
+    info_console.print(
         f"run {escape(result.run_id)}" + (f", agent {escape(str(agent))}" if agent else ""),
         highlight=False,
     )
-    console.print(f"tearsheet: {folder / 'tearsheet.html'}", highlight=False)
-    print_verdict(console, backtest_verdict(result))
+    info_console.print(f"tearsheet: {folder / 'tearsheet.html'}", highlight=False)
+    print_verdict(info_console, backtest_verdict(result))
     return True
 
 
@@ -246,28 +288,30 @@ def report(
         ),
     ] = "selected",
     runs: Annotated[Path, typer.Option("--runs", help=RUNS_HELP)] = Path("runs"),
-    old_out: Annotated[Path | None, typer.Option("--out", hidden=True, help=OLD)] = None,
 ) -> None:
     """Redraw the tearsheet from a saved backtest (no rollout is run)."""
-    out = renamed("--reports", reports, "--out", old_out)
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest import BacktestResult
 
-    folder = saved_report_folder(run, out, agent, runs)
+    folder = saved_report_folder(run, reports, agent, runs)
     with console.status("writing the tearsheet..."):
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
-    console.print(f"tearsheet: {html}")
+    console.print(f"tearsheet: {html}", highlight=False, soft_wrap=True)
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.cli.paper_cmd import paper_report
 
     paper = paper_report(run, folder, runs)
     if paper is not None:
-        console.print(f"paper trading: {paper}")
+        console.print(f"paper trading: {paper}", highlight=False, soft_wrap=True)
+    typer.echo(str(folder))  # the report folder alone on stdout, as after finpod backtest
 
 
 def saved_report_folder(
-    run: str | Path, out: Path = Path("reports"), agent: str = "selected", runs: Path = Path("runs")
+    run: str | Path,
+    reports: Path = Path("reports"),
+    agent: str = "selected",
+    runs: Path = Path("runs"),
 ) -> Path:
     """The folder ``finpod backtest RUN --agent AGENT`` wrote: ``agent`` is named as in
     ``finpod backtest`` (``selected`` is looked up in the run's leaderboard, so ``finpod
@@ -288,14 +332,14 @@ def saved_report_folder(
                 break
             except FinpodError:
                 continue
-        name = name or _only_saved_agent(run, out)
+        name = name or _only_saved_agent(run, reports)
     else:
         name = canonical_agent(agent)
-    for given in (Path(run), Path(out) / run_id):
+    for given in (Path(run), Path(reports) / run_id):
         folder = given if name == "best" else given / name
         if (folder / "backtest.json").is_file():
             return folder
-    folder = report_folder(out, run_id, name)
+    folder = report_folder(reports, run_id, name)
     if not (folder / "backtest.json").is_file():
         raise FinpodError(
             f"no saved backtest of {run_id}'s {name} agent in {folder}",
@@ -304,12 +348,12 @@ def saved_report_folder(
     return folder
 
 
-def _only_saved_agent(run: str | Path, out: Path) -> str:
+def _only_saved_agent(run: str | Path, reports: Path) -> str:
     """``selected`` without the run directory: the run's one saved backtest, if it has one."""
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.errors import FinpodError
 
-    for base in (Path(run), Path(out) / Path(run).name):
+    for base in (Path(run), Path(reports) / Path(run).name):
         if not base.is_dir():
             continue
         saved = ["best"] if (base / "backtest.json").is_file() else []

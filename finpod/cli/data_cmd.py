@@ -14,7 +14,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from finpod.cli.interrupted import same_command
-from finpod.cli.options import OLD, renamed
 from finpod.cli.stop_signals import Stopped, stop_signals_raise
 from finpod.errors import FinpodError
 
@@ -208,13 +207,11 @@ def download(
         bool,
         Opt("--overwrite", help="Replace an existing dataset at --out (in one atomic swap)."),
     ] = False,
-    old_source: Annotated[str | None, Opt("-s", hidden=True, help=OLD)] = None,
 ) -> None:
     """Build a ready dataset directory (Parquet + manifest.json) from a source.
 
     An existing dataset at --out is an error unless --overwrite is given.
     """
-    source = renamed("--source", source, "-s", old_source)
     for flag, value in (
         ("--min-coverage", min_coverage),
         ("--years", years),
@@ -304,11 +301,13 @@ def download(
         code = 128 + stop.signum if isinstance(stop, Stopped) else 130
         raise typer.Exit(code) from None
     manifest = Manifest.load(result)
-    console.print(
+    err_console.print(
         f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "
         f"{len(manifest.tickers)} tickers × {manifest.bars} {manifest.bar} bars, hash {manifest.hash[:12]}"
     )
-    _print_manifest(manifest)
+    _print_manifest(manifest, err_console)
+    # The dataset folder alone on stdout, so `DATA=$(finpod download …)` captures it.
+    typer.echo(str(result))
 
 
 def info(
@@ -333,7 +332,9 @@ def info(
         console.print(f"[green]content hash verified[/] {digest}")
 
 
-def _print_manifest(m: Manifest) -> None:
+def _print_manifest(m: Manifest, console: Console = console) -> None:
+    """The manifest's tables on ``console`` (stdout for ``finpod info``, stderr after a
+    download, whose stdout holds only the dataset folder)."""
     table = Table(title="dataset", show_header=False)
     table.add_column("key", style="bold")
     table.add_column("value")

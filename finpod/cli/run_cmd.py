@@ -107,7 +107,7 @@ def run(
 
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.benchmarks import ROLLOUTS
-    from finpod.cli.backtest_cmd import print_result, show_verdict
+    from finpod.cli.backtest_cmd import print_result
     from finpod.cli.tournament_cmd import TournamentView
     from finpod.pipeline import run_all
 
@@ -165,10 +165,9 @@ def run(
     finally:
         view.close()
         rollouts.stop()
-    print_result(result.backtest, result.tearsheet, verdict=False)
+    print_result(result.backtest, result.tearsheet)  # the verdict first, as the page opens
     minutes = (time.perf_counter() - t0) / 60
     console.print(f"[bold green]done[/] in {minutes:.1f} min; open {result.tearsheet}")
-    show_verdict(result.backtest)
 
 
 def register(app: typer.Typer) -> None:

@@ -42,12 +42,19 @@ def print_table(
     header: Sequence[str],
     rows: Sequence[Sequence[str]],
     long_form: Callable[[], list[tuple[str, list[tuple[str, str]]]]],
+    *,
+    compact: bool = False,
 ) -> None:
     """Print ``rows`` under ``header`` as a table (numbers right-aligned, text left, no
     cell wrapped or cut) when it fits; else ``long_form()``: blocks of
     ``(heading, [(name, value), ...])``, one name and value per line, names aligned.
-    ``title``, ``header`` and cells are plain text (not rich markup)."""
-    table = Table(title=escape(title), show_lines=False)
+    ``title``, ``header`` and cells are plain text (not rich markup). ``compact``: no box,
+    one space between columns (a summary that fits 80 columns)."""
+    table = (
+        Table(title=escape(title), box=None, padding=(0, 1), pad_edge=False)
+        if compact
+        else Table(title=escape(title), show_lines=False)
+    )
     for i, name in enumerate(header):
         numbers = i > 0 and all(_is_number(str(row[i])) for row in rows)
         table.add_column(escape(name), justify="right" if numbers else "left", no_wrap=True)
@@ -83,3 +90,35 @@ def print_metrics(
         return [(col, [(label(n), fmt(n, v)) for n, v in frame[col].items()]) for col in frame]
 
     print_table(console, title, ["metric", *frame.columns], rows, long_form)
+
+
+#: The summary table's columns: (metric, short heading); ``finpod backtest --details``
+#: prints every metric.
+SUMMARY_METRICS = (
+    ("annual_return", "return/yr"),
+    ("sharpe", "Sharpe"),
+    ("max_drawdown", "max DD"),
+    ("active_return", "active/yr"),
+    ("information_ratio", "IR"),
+    ("annual_turnover_ex_initial", "turnover"),
+)
+
+
+def print_summary(
+    console: Console,
+    title: str,
+    metrics: pd.DataFrame,
+    fmt: Callable[[str, float], str],
+) -> None:
+    """One compact table of a metrics × strategies frame: a row per strategy (the agent
+    first, then the reference and the benchmarks), a column per :data:`SUMMARY_METRICS`
+    the frame has; in long form when it does not fit (:func:`print_table`)."""
+    frame = metrics.rename(index=str, columns=str)
+    shown = [(name, head) for name, head in SUMMARY_METRICS if name in frame.index]
+    header = ["strategy", *[head for _, head in shown]]
+    rows = [[col, *[fmt(name, frame.at[name, col]) for name, _ in shown]] for col in frame]
+
+    def long_form() -> list[tuple[str, list[tuple[str, str]]]]:
+        return [(row[0], list(zip(header[1:], row[1:], strict=True))) for row in rows]
+
+    print_table(console, title, header, rows, long_form, compact=True)

@@ -18,14 +18,14 @@ from finpod.cli.options import (
     DATA_HELP,
     DEVICE_DEFAULT,
     DEVICE_HELP,
-    OLD,
     RUNS_HELP,
     STRATEGY_HELP,
-    renamed,
 )
 from finpod.errors import FinpodError
 
-console = Console()
+#: Progress and the friendly lines go to stderr: stdout holds only the run directory, so
+#: ``RUN=$(finpod train …)`` captures it.
+console = Console(stderr=True)
 
 
 def run_header(payload: dict) -> str:
@@ -105,7 +105,6 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--resume", help="Continue this run directory (or run id under --runs)."),
         ] = None,
-        old_out: Annotated[Path | None, typer.Option("--out", "-o", hidden=True, help=OLD)] = None,
     ) -> None:
         """Train one agent, or a tournament of agents on Ray, and write runs/<run-id>/.
 
@@ -113,14 +112,15 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
-        out = renamed("--runs", runs, "--out", old_out)
-        from finpod.runs import RUN_FILE  # light: no torch
+        from finpod.runs import RUN_FILE, check_run_id  # light: no torch
 
-        continuing = resume is None and run_id is not None and (out / run_id / RUN_FILE).is_file()
+        if run_id is not None:
+            check_run_id(run_id)  # one folder under --runs, never a path out of it
+        continuing = resume is None and run_id is not None and (runs / run_id / RUN_FILE).is_file()
         if continuing:
             # A fixed run id continues its run (e.g. a retried Kubernetes job); said once the
             # run is opened (a refusal is then its one line).
-            resume = str(out / run_id)
+            resume = str(runs / run_id)
         # Everything that needs no data, before torch, pandas or Ray load.
         checks.positive("--steps", steps, "100000")
         checks.device(device)
@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
                 )
             checks.strategy_file(strategy)
             checks.dataset_dir(data)
-            checks.writable(out, "--runs", "create the run directory under")
+            checks.writable(runs, "--runs", "create the run directory under")
         # lazy: the tournament's live view (and pandas, for its tables) loads only to train
         from finpod.cli.tournament_cmd import TournamentView
         from finpod.pipeline import train, wants_tournament
@@ -146,10 +146,10 @@ def register(app: typer.Typer) -> None:
             parsed = load_strategy(strategy)  # read once, handed down
         finished: list[bool] = []
         tournament = wants_tournament(
-            parsed or strategy, data, out, pods=pods, budget=budget, address=address, resume=resume
+            parsed or strategy, data, runs, pods=pods, budget=budget, address=address, resume=resume
         )
         if continuing and tournament:
-            console.print(f"continuing run {out / run_id}", highlight=False)
+            console.print(f"continuing run {runs / run_id}", highlight=False)
 
         def show(kind: str, payload: dict) -> None:
             if kind == "log":  # a single agent's training log
@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
             run_dir = train(
                 parsed or strategy,
                 data,
-                out,
+                runs,
                 pods=pods,
                 budget=budget,
                 address=address,
@@ -183,10 +183,7 @@ def register(app: typer.Typer) -> None:
             )
         finally:
             view.close()
-        if any(finished):
-            return
-        if not tournament:
-            console.print(f"[bold green]run written to[/] {run_dir}")
-        else:
-            # The run directory on stdout, alone, so scripts can capture it.
-            typer.echo(str(run_dir))
+        if not tournament and not any(finished):
+            console.print(f"[bold green]run written to[/] {run_dir}", highlight=False)
+        # The run directory on stdout, alone (a finished run's too), so scripts capture it.
+        typer.echo(str(run_dir))

@@ -48,12 +48,14 @@ from finpod.runs.rundir import (
     RUN_KINDS,
     STRATEGY_FILE,
     RunDir,
+    check_run_id,
     close_logger,
     find_run,
     new_run_id,
     package_versions,
     read_json,
     read_run_info,
+    run_path,
 )
 from finpod.runs.tensorboard import TENSORBOARD_DIR, EventMirror, read_events, read_hparams
 from finpod.runs.toml_writer import toml_dumps
@@ -81,6 +83,7 @@ __all__ = [
     "RunDir",
     "append_metrics",
     "metrics_frame",
+    "check_run_id",
     "checkpoint_name",
     "close_logger",
     "find_run",
@@ -95,6 +98,7 @@ __all__ = [
     "read_metrics",
     "read_run_info",
     "record_candidate",
+    "run_path",
     "toml_dumps",
     "write_metrics",
 ]

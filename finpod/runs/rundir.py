@@ -33,6 +33,7 @@ import datetime as _dt
 import json
 import logging
 import platform
+import re
 import secrets
 import sys
 from collections.abc import Iterable
@@ -70,6 +71,27 @@ def new_run_id(prefix: str = "tournament") -> str:
     """``<prefix>-YYYYmmdd-HHMMSS-<4 hex>``: sortable by time, unique across machines."""
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{secrets.token_hex(2)}"
+
+
+#: A run id: one path component of letters, digits and ``._+=@-``, starting with a letter or
+#: digit (so never ``..``, a hidden name, a path or an option).
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it names one folder under ``--runs`` (:data:`_RUN_ID`), else a
+    :class:`FinpodError`: a run is never written outside ``--runs``."""
+    if not isinstance(run_id, str) or _RUN_ID.fullmatch(run_id) is None:
+        raise FinpodError(
+            f"--run-id {run_id!r} is not a single folder name",
+            "use letters, digits and . _ + = @ - (starting with a letter or digit), no / or ..",
+        )
+    return run_id
+
+
+def run_path(runs: str | Path, run_id: str) -> Path:
+    """The folder of run ``run_id`` under ``runs`` (the id checked by :func:`check_run_id`)."""
+    return Path(runs) / check_run_id(run_id)
 
 
 #: The packages whose versions decide a run's numbers (recorded in ``run.json``).
@@ -116,16 +138,40 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise FinpodError(f"{what} not found: {path}", "is this a finpod run directory?")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        parsed = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise FinpodError(f"{what} {path} is not valid JSON: {err}", "re-run finpod train") from err
+    if not isinstance(parsed, dict):
+        raise FinpodError(
+            f"{what} {path} holds a JSON {type(parsed).__name__}, not an object",
+            "restore the file finpod wrote, or re-run finpod train",
+        )
+    return parsed
 
 
 def read_run_info(run_dir: Path) -> dict[str, Any]:
     """The parsed ``run.json`` of ``run_dir``; a run written before ``kind`` existed is a
-    tournament."""
-    info = read_json(Path(run_dir) / RUN_FILE, RUN_FILE)
+    tournament. A file that is not the object finpod writes is one :class:`FinpodError`."""
+    info = _checked_run_json(Path(run_dir) / RUN_FILE)
     info.setdefault("kind", "tournament")
+    return info
+
+
+def _checked_run_json(path: Path) -> dict[str, Any]:
+    """``run.json`` as written, or a :class:`FinpodError` when it is not an object, or its
+    kind or dataset record is not what finpod writes."""
+    info = read_json(path, RUN_FILE)
+    hint = "restore the file finpod wrote, or re-run finpod train"
+    kind = info.get("kind", "tournament")
+    if kind not in RUN_KINDS:
+        raise FinpodError(f"{path}: kind {kind!r} is not one of {RUN_KINDS}", hint)
+    dataset = info.get("dataset")
+    if dataset is not None and not (
+        isinstance(dataset, dict)
+        and all(isinstance(dataset.get(k), str) for k in ("path", "hash"))
+        and isinstance(dataset.get("splits", {}), dict)
+    ):
+        raise FinpodError(f"{path}: dataset is not an object with a path and a hash", hint)
     return info
 
 
@@ -218,11 +264,8 @@ class RunDir:
         return run
 
     def info(self) -> dict[str, Any]:
-        """The parsed ``run.json``."""
-        try:
-            return json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise FinpodError(f"{self.path / RUN_FILE} is unreadable: {err}", "restore it") from err
+        """The parsed ``run.json`` (checked as :func:`read_run_info` checks it)."""
+        return _checked_run_json(self.path / RUN_FILE)
 
     @property
     def kind(self) -> str:
@@ -326,9 +369,17 @@ class RunDir:
     def record_budget(self, report: dict[str, Any]) -> None:
         """Store ``run.json``'s ``budget``: how a tournament spent its env steps (per pod
         and per lineage, promotions, stops, children, the selected agent's share; see
-        :meth:`finpod.tournament.halving.Allocation.report`)."""
+        :meth:`finpod.tournament.schedulers.asha.Allocation.report`)."""
         info = self.info()
         info["budget"] = report
+        atomic_write_json(self.path / RUN_FILE, info)
+
+    def record_selection(self, record: dict[str, Any]) -> None:
+        """Store ``run.json``'s ``selection``: the agent a tournament hands over, the
+        champion, every challenger's paired test and the decision
+        (:mod:`finpod.tournament.champion`)."""
+        info = self.info()
+        info["selection"] = record
         atomic_write_json(self.path / RUN_FILE, info)
 
     def record_learning(self, best: Entry | None) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""The console's last lines are the verdict (``finpod backtest``, ``finpod run``), and
+"""The console's first lines are the verdict (``finpod backtest``, ``finpod run``), and
 ``finpod info`` of a run or its saved backtest prints the same lines."""
 
 from __future__ import annotations
@@ -32,14 +32,15 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def test_backtest_console_ends_with_the_verdict(result, tmp_path):
+def test_backtest_console_opens_with_the_verdict(result, tmp_path):
     verdict = backtest_verdict(result)
     with backtest_cmd.console.capture() as out:
         backtest_cmd.print_result(result, tmp_path / "tearsheet.html")
     lines = _lines(out.get())
-    head = lines.index(f"verdict: {verdict.word}")
-    # everything after the headline is the verdict's lines (wrapped to the console's width)
-    assert " ".join(lines[head + 1 :]).split() == " ".join(verdict.lines).split()
+    assert lines[0] == f"verdict: {verdict.word}", lines
+    # then the verdict's lines (wrapped to the console's width), then the summary table
+    text = " ".join(lines[1:]).split()
+    assert text[: len(" ".join(verdict.lines).split())] == " ".join(verdict.lines).split()
 
 
 def test_info_of_a_saved_backtest_prints_its_verdict(result, tmp_path):
