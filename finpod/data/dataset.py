@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from finpod.atomic import atomic_write, atomic_write_json, replace_dir
@@ -138,6 +139,7 @@ def _progress(enabled: bool):
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         transient=False,
+        console=Console(stderr=True),  # stdout holds only the dataset folder
     ) as prog:
         yield prog
 
