@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from finpod.errors import FinpodError
+from finpod.grammar import Budget, Pods, parse_budget, parse_pods
 from finpod.pipeline.keywords import renamed_keywords
 from finpod.pipeline.places import PROJECT_ROOT as PROJECT_ROOT
 from finpod.pipeline.places import (
@@ -227,8 +228,8 @@ def wants_tournament(
     data: str | Path | None,
     runs: str | Path = "runs",
     *,
-    pods: str | None = None,
-    budget: str | None = None,
+    pods: Pods | str | None = None,
+    budget: Budget | str | None = None,
     address: str | None = None,
     resume: str | Path | None = None,
 ) -> bool:
@@ -259,8 +260,8 @@ def train(
     data: str | Path | None,
     runs: str | Path = "runs",
     *,
-    pods: str | None = None,
-    budget: str | None = None,
+    pods: Pods | str | None = None,
+    budget: Budget | str | None = None,
     address: str | None = None,
     resume: str | Path | None = None,
     device: str | None = None,
@@ -276,8 +277,11 @@ def train(
     A tournament runs when :func:`wants_tournament` says so (``total_steps`` is then
     ignored; ``display`` is the tournament's live-view hook); otherwise
     :func:`train_agent`. The arguments that need no data (``total_steps``, ``budget``,
-    ``pods``, the strategy file, ``runs`` writable) are checked before any work.
+    ``pods``, the strategy file, ``runs`` writable) are checked before any work; ``budget``
+    and ``pods`` text is read here once (:mod:`finpod.grammar`) and goes down typed.
     """
+    budget = None if budget is None else parse_budget(budget)
+    pods = None if pods is None else parse_pods(pods)
     if total_steps is not None and total_steps <= 0:
         raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
     if resume is None:
@@ -322,8 +326,8 @@ def train(
 def run_all(
     strategy: str | Path = QUICKSTART_STRATEGY,
     data: str | Path = SAMPLE_DATASET_DIR,
-    budget: str | None = None,
-    pods: str | None = None,
+    budget: Budget | str | None = None,
+    pods: Pods | str | None = None,
     runs: str | Path = "runs",
     reports: str | Path = "reports",
     device: str | None = None,
@@ -346,13 +350,12 @@ def run_all(
     ``build_sample`` True, or None with ``data`` the default :data:`SAMPLE_DATASET_DIR`.
     """
     from finpod.strategy import load_strategy  # lazy: the CLI imports pipeline at start-up
-    from finpod.tournament.settings import parse_budget, parse_pods  # lazy: as above
 
-    # What needs no data is checked before the dataset stage: the strategy, the budget.
+    # What needs no data is checked before the dataset stage: the strategy, the budget
+    # (its text read here once: the tournament gets the typed value).
     load_strategy(resolve_strategy(strategy))
-    parse_pods(pods)
-    if budget is not None:
-        parse_budget(budget)
+    pods = None if pods is None else parse_pods(pods)
+    budget = None if budget is None else parse_budget(budget)
     sample = build_sample or (build_sample is None and Path(data) == SAMPLE_DATASET_DIR)
     if not (Path(data) / "manifest.json").is_file() and not (sample or rebuild):
         raise FinpodError(

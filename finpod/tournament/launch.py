@@ -19,12 +19,14 @@ import ray
 from finpod.agents import read_checkpoint
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
+from finpod.grammar import Budget, Pods, parse_budget, parse_pods
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
 from finpod.strategy import Strategy, as_strategy, load_strategy
+from finpod.tournament.budget import TIME_SLIVER_S
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
-from finpod.tournament.settings import TournamentConfig, parse_budget, parse_pods, parse_tournament
+from finpod.tournament.settings import TournamentConfig, parse_tournament
 from finpod.tournament.setup import check_inputs
 
 
@@ -44,31 +46,63 @@ class TournamentRun:
 
 def resolve(
     strategy: Any,
-    pods: str | int | None = None,
-    budget: str | None = None,
+    pods: Pods | str | int | None = None,
+    budget: Budget | str | None = None,
     seed: int | None = None,
 ) -> tuple[TournamentConfig, SearchSpace, int]:
-    """Tournament config, search space and seed of a loaded strategy with overrides."""
+    """Tournament config, search space and seed of a loaded strategy with overrides
+    (``pods`` and ``budget`` as :mod:`finpod.grammar` values, or text read here)."""
     raw = dict(strategy.tournament)
     # Without its own score the tournament ranks by the strategy's validation score.
     raw.setdefault("score", strategy.train.score)
     config = parse_tournament(raw)
     if pods is not None:
-        config = replace(config, pods=parse_pods(pods))
+        config = replace(config, pods=parse_pods(pods).count)
     if budget is not None:
         config = replace(config, budget=parse_budget(budget))
     space = parse_search(
         strategy.search, strategy.algorithm, strategy.hparams, env_base=strategy.config
     )
-    return config.validate(), space, int(strategy.train.seed if seed is None else seed)
+    config = config.validate()
+    check_budget_trains_a_pod(config, strategy)
+    return config, space, int(strategy.train.seed if seed is None else seed)
+
+
+def smallest_rollout(config: TournamentConfig, strategy: Any) -> int:
+    """Env steps of one rollout of one pod: every env of every learner stepped for the
+    strategy's ``horizon`` (1 for an algorithm without one), the least a pod trains."""
+    num_envs = int(config.num_envs or strategy.train.num_envs)
+    horizon = int(strategy.hparams.get("horizon") or 1)
+    return num_envs * config.num_learners * horizon
+
+
+def check_budget_trains_a_pod(config: TournamentConfig, strategy: Any) -> None:
+    """Refuse a budget too small for one pod to train anything, which would end in a run
+    directory with an empty board: a time budget within the clock's
+    :data:`~finpod.tournament.budget.TIME_SLIVER_S` (no pod starts) or a step budget below
+    one rollout of one pod (:func:`smallest_rollout`)."""
+    budget = config.budget
+    if budget.kind == "time" and budget.amount <= TIME_SLIVER_S:
+        raise FinpodError(
+            f"budget {budget} is too short for a pod to start (a pod needs more than "
+            f"{TIME_SLIVER_S:g}s)",
+            'give minutes, e.g. --budget 5min, or a step budget such as "2e5 steps"',
+        )
+    rollout = smallest_rollout(config, strategy)
+    if budget.kind == "steps" and budget.amount < rollout:
+        raise FinpodError(
+            f"budget {budget} is less than one rollout of one pod ({rollout:,} env steps: "
+            "envs × learners × horizon)",
+            f'give at least "{rollout} steps"',
+        )
 
 
 def run_tournament(
     strategy_path: Strategy | str | Path | None,
     data_dir: str | Path | None,
     *,
-    pods: str | int | None = None,
-    budget: str | None = None,
+    pods: Pods | str | int | None = None,
+    budget: Budget | str | None = None,
     address: str | None = None,
     resume: str | Path | None = None,
     out: str | Path = "runs",
@@ -88,9 +122,11 @@ def run_tournament(
         data_dir: dataset directory on the driver's machine; the driver checks its hash and
             ships the train and validation splits to the pods through Ray's object store
             (optional with ``resume``: the run's dataset is used; its hash must match).
-        pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``).
-        budget: ``"30m"``, ``"1e6 steps"``, ``"40 pods"`` (overrides ``tournament.budget``;
-            counted over the whole run, so a resumed run finishes the same budget).
+        pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``): a
+            :class:`~finpod.grammar.Pods` or its text.
+        budget: a :class:`~finpod.grammar.Budget` or its text, ``"30min"``, ``"1e6 steps"``,
+            ``"40 pods"`` (overrides ``tournament.budget``; counted over the whole run, so a
+            resumed run finishes the same budget; see ``docs/grammar.md``).
         address: Ray cluster (``"auto"`` or ``HOST:PORT``); ``None`` starts Ray in-process.
             An already initialised Ray connection is used as is.
         resume: a run directory (or its id under ``out``) to continue.
@@ -106,6 +142,10 @@ def run_tournament(
             when the running ones finish (e.g. a target score was reached).
     """
 
+    # Text is read once, here at the library's edge; typed values go down. A resumed run's
+    # own budget is its recorded canonical text, read once by parse_tournament.
+    pods = None if pods is None else parse_pods(pods)
+    budget = None if budget is None else parse_budget(budget)
     if resume is not None:
         run_path = find_run(resume, out)
         run = RunDir.open(run_path)
@@ -210,7 +250,7 @@ def _record_stop(run: RunDir, board: Leaderboard, config: TournamentConfig) -> N
     if not len(board):
         return
     budget = config.budget
-    target = int(budget.amount) if budget.kind == "steps" else None
+    target = budget.amount if budget.kind == "steps" else None
     run.record_stopped(board.progress.env_steps, target)
 
 
