@@ -14,6 +14,9 @@ from .conftest import write_strategy
 pytestmark = pytest.mark.usefixtures("local_ray")
 
 CAP_S = 30.0
+#: Gradient steps the longest pod takes at least before the cap (one PPO rollout's update
+#: is 3,200, one SAC vector step's 300); a deadline that fires at once lets through one.
+MEANINGFUL_UPDATES = 1_000
 
 #: Learners made slow on purpose: each PPO rollout of 64 transitions is followed by 3,200
 #: gradient steps, each SAC vector step by 300; a pod of 10⁶ env steps would take hours.
@@ -82,3 +85,8 @@ def test_the_time_cap_holds_with_a_slow_learner_and_cut_pods_are_scored(
     assert finished and result.summary.pods_failed == 0
     assert all(r.steps_done < 1_000_000 and r.epochs_done == 1 for r in finished)
     assert board.candidates_evaluated == len(finished)
+    # The cap stopped the pods, not a deadline that fired at once: the first pods learned
+    # for a good part of the cap (thousands of gradient steps), none past it.
+    assert all(r.train_s <= CAP_S for r in finished)
+    assert max(r.train_s for r in finished) >= CAP_S / 4
+    assert max(r.updates for r in finished) >= MEANINGFUL_UPDATES
