@@ -86,6 +86,20 @@ class PodSpec:
         return wall_s + wall_s / max(1, epochs_done) > self.max_seconds
 
 
+def keep_layout(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``child``'s execution controls with those that would change the observation's
+    width put back to ``parent``'s: a decision schedule adds a column (deciding every bar,
+    ``decision_interval = 1``, has none), and a copy must load its parent's weights."""
+    out = dict(child)
+    before, after = parent.get("decision_interval"), child.get("decision_interval")
+    if before is not None and after is not None and (int(before) > 1) != (int(after) > 1):
+        out["decision_interval"] = before
+    for key in ("decision_times", "flat_at_close"):
+        if key in parent:
+            out[key] = parent[key]
+    return out
+
+
 def pod_id(index: int) -> str:
     """Pod id of the ``index``-th pod of a run."""
     return f"p{index:05d}"
@@ -235,7 +249,7 @@ class Generator:
             hparams = space.perturb(hparams, self.config.perturb, rng)
         env = dict(getattr(parent, "env", None) or {})
         if perturb:
-            env = self.space.perturb_env(env, self.config.perturb, rng)
+            env = keep_layout(env, self.space.perturb_env(env, self.config.perturb, rng))
         else:
             env = {**self.space.sample_env(rng), **env} if self.space.env else env
         spec = self._spec(index, parent.algorithm, hparams, rng, steps, env)

@@ -223,3 +223,21 @@ def test_without_a_champion_the_incumbent_is_the_best_complete_entry(tmp_path):
     board = _board(tmp_path, [_entry("p00003", 5.0, partial=True), _entry("p00001", 1.0)])
     record = select(board, _candidates({"p00003": a, "p00001": b}), alpha=0.05, bars_per_year=252)
     assert record["selected"] == "p00001" and record["incumbent_role"] == "best complete entry"
+
+
+def test_a_perturbed_copy_keeps_the_observation_width_of_its_parent(tmp_path):
+    """Deciding every bar (decision_interval = 1) drops the schedule column of the
+    observation: a copy of a parent deciding weekly never decides every bar, and back,
+    so it always loads its parent's weights."""
+    raw = {**SEARCH, "env": {"decision_interval": [1, 5, 10]}}
+    space = parse_search(raw, "slow", {}, registry=REGISTRY, env_base={"decision_interval": 5})
+    cfg = TournamentConfig(perturb=10.0, epsilon=0.0)
+    gen = Generator(space, cfg, seed=0, num_envs=4)
+    for interval in (1, 5):
+        parent = _entry("p00000", 1.0)
+        parent.hparams, parent.env = {"tau": 0.01, "lr": 1e-3}, {"decision_interval": interval}
+        parent.algorithm = "slow"
+        kids = [gen.child(parent, i).env["decision_interval"] for i in range(1, 60)]
+        assert all((k > 1) == (interval > 1) for k in kids)
+        if interval > 1:
+            assert set(kids) == {5, 10}  # still searched within the same layout

@@ -31,7 +31,7 @@ def _active_strategy(path: Path, extra: str = "ensemble = 3") -> Path:
 def ensemble_run(tmp_path_factory, tiny_dataset) -> Path:
     tmp = tmp_path_factory.mktemp("ens")
     strategy = _active_strategy(tmp / "s.toml")
-    result = run_tournament(strategy, tiny_dataset, pods=1, budget="5 pods", out=tmp / "runs")
+    result = run_tournament(strategy, tiny_dataset, pods=1, budget="5 pods", runs=tmp / "runs")
     assert result.summary.pods_trained == 5
     return Path(result.run_dir)
 
@@ -58,7 +58,7 @@ def test_the_ensemble_counts_in_n(ensemble_run):
 def test_the_backtest_of_the_ensemble_counts_it_among_the_trials(ensemble_run, tiny_dataset):
     from finpod.backtest import run_backtest
 
-    result = run_backtest(ensemble_run, agent="ensemble", data_dir=tiny_dataset)
+    result = run_backtest(ensemble_run, agent="ensemble", data=tiny_dataset)
     assert result.num_trials == 6
     assert result.statistics["num_trials"] == 6
     assert "ensemble-3 (mean target weights of the top 3 entries)" in result.info["agent"]
@@ -68,18 +68,22 @@ def test_the_backtest_of_the_ensemble_counts_it_among_the_trials(ensemble_run, t
     assert "mean action" not in result.statistics["dsr_note"]
 
 
-def test_the_run_selects_the_ensemble_only_when_it_wins_on_validation(ensemble_run):
+def test_the_run_selects_the_ensemble_only_when_it_wins_the_paired_test(ensemble_run):
+    """A higher validation score is not enough: the ensemble replaces the selected single
+    agent only when the paired test over the validation bars says so."""
     from finpod.backtest.agents import resolve_agent
 
     board = json.loads((ensemble_run / "leaderboard.json").read_text())
-    record = board["ensemble"]
-    best = board["entries"][0]
-    assert record["best_single"] == best["pod_id"]
-    wins = record["score"] > best["score"]
+    record, selection = board["ensemble"], board["selection"]
+    test = selection["ensemble"]
+    assert test["incumbent"] == selection["incumbent"] and test["challenger"] == record["id"]
+    wins = test["delta"] > 0 and test["p_value"] <= selection["alpha"]
     assert record["selected"] is wins
-    assert board["selected"] == ("ensemble-3" if wins else "best")
+    assert board["selected"] == ("ensemble-3" if wins else selection["incumbent"])
     assert resolve_agent(ensemble_run, "selected") == board["selected"]
     assert resolve_agent(ensemble_run, "best") == "best"
+    run = json.loads((ensemble_run / "run.json").read_text())
+    assert run["selection"] == selection
 
 
 def test_a_winning_ensemble_is_what_selected_names(tmp_path):
@@ -98,7 +102,7 @@ def test_a_resumed_run_with_the_same_top_entries_does_not_count_the_ensemble_twi
 ):
     before = Leaderboard.load(ensemble_run)
     run_tournament(
-        None, tiny_dataset, resume=ensemble_run, budget="5 pods", out=ensemble_run.parent
+        None, tiny_dataset, resume=ensemble_run, budget="5 pods", runs=ensemble_run.parent
     )
     after = Leaderboard.load(ensemble_run)
     assert [e.pod_id for e in after.entries] == [e.pod_id for e in before.entries]
@@ -108,7 +112,7 @@ def test_a_resumed_run_with_the_same_top_entries_does_not_count_the_ensemble_twi
 
 def test_no_ensemble_when_switched_off(tmp_path, tiny_dataset):
     strategy = _active_strategy(tmp_path / "s.toml", extra="ensemble = 0")
-    result = run_tournament(strategy, tiny_dataset, pods=1, budget="3 pods", out=tmp_path / "r")
+    result = run_tournament(strategy, tiny_dataset, pods=1, budget="3 pods", runs=tmp_path / "r")
     board = Leaderboard.load(result.run_dir)
     assert board.ensemble is None and board.candidates_evaluated == 3
     assert "ensemble" not in json.loads(board.path.read_text())

@@ -324,3 +324,20 @@ def test_a_line_waiting_for_a_slot_goes_before_a_second_fork_of_a_running_line()
     assert round(alloc.noise(), 2) == 0.26
     ready = [p.pod for p in alloc.promotable({"c5", "b5"})]
     assert ready == ["b5", "c5"]
+
+
+def test_a_line_with_no_continuation_running_is_served_before_a_deeper_rung():
+    """Line A has a continuation running and a fork at rung 3; line B waits at rung 1.
+    B goes first: deepest-first alone would hand every slot to A's forks."""
+    alloc = Allocation(eta=2.0, patience=1, grace=1)
+    for pod, parent, kind, rung, score in (
+        ("a0", None, "fresh", 1, 3.0),
+        ("b0", None, "fresh", 1, 3.5),
+        ("a1", "a0", "continued", 2, 4.0),
+        ("a2", "a1", "child", 3, 5.0),
+    ):
+        alloc.record(PodRecord(pod, parent, kind, rung, 100, score, -math.inf))
+    alloc.promote("a0")
+    alloc.promote("a1")  # a1's continuation is running: not scored yet
+    order = [p.pod for p in alloc.promotable({"a0", "b0", "a1", "a2"})]
+    assert order == ["b0", "a2"]
