@@ -8,8 +8,17 @@ on its own.
 
 #: Layer by layer, from the ground up: the modules and packages on it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # Foundations every layer may use: errors, atomic files, the device, score functions.
-    ("finpod", "finpod.layers", "finpod.errors", "finpod.atomic", "finpod.device", "finpod.scores"),
+    # Foundations every layer may use: errors, atomic files, the device, score functions,
+    # the grammar of option text.
+    (
+        "finpod",
+        "finpod.layers",
+        "finpod.errors",
+        "finpod.atomic",
+        "finpod.device",
+        "finpod.scores",
+        "finpod.grammar",
+    ),
     # The run directory (read and written by every layer above) and the market data.
     ("finpod.runs", "finpod.data"),
     # The trading environment over a dataset's arrays.

@@ -32,6 +32,7 @@ from finpod.agents import ALGORITHMS
 from finpod.agents.hparams import build_hparams
 from finpod.env import EnvConfig
 from finpod.errors import FinpodError
+from finpod.grammar import check_seed, parse_device
 from finpod.runs.toml_writer import toml_dumps
 from finpod.scores import DEFAULT_SCORE, SCORES
 
@@ -51,9 +52,10 @@ class TrainSpec:
     eval_every: int = 20_000
     """Env steps between validation evaluations (and checkpoints)."""
     seed: int = 0
-    """Seed of networks, exploration and env resets."""
+    """Seed of networks, exploration and env resets: 0 to 2**32 − 1
+    (:data:`finpod.grammar.MAX_SEED`)."""
     device: str = "auto"
-    """``auto``, ``cpu``, ``cuda`` or ``cuda:K``."""
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:K`` (:func:`finpod.grammar.parse_device`)."""
     score: str = DEFAULT_SCORE
     """Validation score used to select checkpoints: sharpe | sortino | calmar | return |
     information_ratio (:data:`finpod.scores.SCORES`)."""
@@ -67,16 +69,13 @@ class TrainSpec:
                     f"train.{key} must be a positive integer, got {value!r}",
                     f"e.g. {key} = {example}",
                 )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise FinpodError(
-                f"train.seed must be a non-negative integer, got {self.seed!r}", "e.g. seed = 0"
-            )
-        if not isinstance(self.device, str) or not (
-            self.device in ("auto", "cpu") or self.device.startswith("cuda")
-        ):
-            raise FinpodError(
-                f"train.device = {self.device!r} is not valid", "use auto, cpu, cuda or cuda:K"
-            )
+        if isinstance(self.seed, str):  # a seed is a number, never its text
+            raise FinpodError(f"train.seed must be a whole number, got {self.seed!r}", "e.g. 0")
+        check_seed(self.seed, "train.seed")
+        try:
+            parse_device(self.device)
+        except FinpodError as err:
+            raise FinpodError(f"train.device = {self.device!r} is not valid", err.hint) from None
         if self.score not in SCORES:
             raise FinpodError(
                 f"train.score = {self.score!r} is not valid", f"use one of {', '.join(SCORES)}"

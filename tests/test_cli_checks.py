@@ -1,6 +1,6 @@
 """Checks before work: a mistyped argument is one red line, exit 1, answered before torch,
-pandas or Ray load; the light grammars of :mod:`finpod.cli.checks` answer as the full
-parsers do; walk-forward windows longer than the data (or the exchange calendar) are one
+pandas or Ray load; the grammars :mod:`finpod.cli.checks` reads (:mod:`finpod.grammar`)
+answer as the tournament and the walk-forward read them; walk-forward windows longer than the data (or the exchange calendar) are one
 line; ``finpod run --data`` naming a missing folder is refused."""
 
 from __future__ import annotations
@@ -122,18 +122,25 @@ def test_a_run_without_a_leaderboard_yet_says_so(finpod_cli, tmp_path):
         assert "is this a finpod run directory" not in line
 
 
-# ------------------------------------------------------------------ light grammars
+# ------------------------------------------------------------------------ grammars
 
 
 BUDGETS = [
     "90s",
+    "30min",
     "30m",
+    "5M",
     "2h",
+    "2hr",
     "1d",
     "2e6 steps",
     "16M steps",
+    "16m steps",
+    "5K steps",
     "500k pods",
     "40 pods",
+    "1.5 pods",
+    "1e400 steps",
     "7",
     "5x",
     "soon",
@@ -147,54 +154,44 @@ BUDGETS = [
 ]
 
 
-@pytest.mark.parametrize("text", BUDGETS)
-def test_the_light_budget_check_answers_as_parse_budget(text):
-    from finpod.cli import checks
+def _outcome(fn, *args):
+    """The value ``fn`` returns, or the text of the FinpodError it raises."""
     from finpod.errors import FinpodError
+
+    try:
+        return fn(*args)
+    except FinpodError as err:
+        return str(err)
+
+
+@pytest.mark.parametrize("text", BUDGETS)
+def test_the_budget_check_answers_as_the_tournament_reads_a_budget(text):
+    from finpod.cli import checks
     from finpod.tournament.settings import parse_budget
 
-    def outcome(fn):
-        try:
-            fn(text)
-            return None
-        except FinpodError as err:
-            return str(err)
-
-    assert outcome(checks.budget) == outcome(parse_budget)
+    assert _outcome(checks.budget, text) == _outcome(parse_budget, text)
 
 
 @pytest.mark.parametrize(
-    "text", ["1y", "0.5y", "6m", "4w", "30d", "250", "250s", "3q", "0y", "1.5m", "", "y"]
-)
-def test_the_light_window_check_answers_as_parse_length(text):
+    "text",
+    ["1y", "0.5y", "6m", "6mo", "4w", "30d", "250", "250s", "250 sessions", "3q", "0y",
+     "1.5mo", "", "y", "1Y"],
+)  # fmt: skip
+def test_the_window_check_answers_as_the_walk_forward_reads_a_window(text):
     from finpod.cli import checks
-    from finpod.errors import FinpodError
     from finpod.walkforward.folds import parse_length
 
-    def outcome(fn):
-        try:
-            fn(text, "train")
-            return None
-        except FinpodError as err:
-            return str(err)
-
-    assert outcome(checks.window_length) == outcome(parse_length)
+    assert _outcome(checks.window_length, text, "train") == _outcome(parse_length, text, "train")
 
 
-@pytest.mark.parametrize("text", ["3", "0,4,7", "0", "x", "1,1", "-1,2", "2,"])
-def test_the_light_seeds_check_answers_as_parse_seeds(text):
+@pytest.mark.parametrize(
+    "text", ["3", "0,4,7", "0", "x", "1,1", "-1,2", "2,", "1e15", str(2**64), f"0,{2**64}"]
+)
+def test_the_seeds_check_answers_as_the_walk_forward_reads_seeds(text):
     from finpod.cli import checks
-    from finpod.errors import FinpodError
     from finpod.walkforward.run import parse_seeds
 
-    def outcome(fn):
-        try:
-            fn(text)
-            return None
-        except FinpodError as err:
-            return str(err)
-
-    assert outcome(checks.seeds) == outcome(parse_seeds)
+    assert _outcome(checks.seeds, text) == _outcome(parse_seeds, text)
 
 
 # ------------------------------------------------------------ windows against the data

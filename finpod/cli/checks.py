@@ -2,22 +2,18 @@
 
 Each command calls these first, before the dataset stage and before torch, pandas or Ray
 load, so a mistyped value is one line within a fraction of a second. They read only the
-standard library and :mod:`finpod.errors`. A few grammars are spelled here again in their
-light form (the budget, the pods, a window length, the seeds) because their full parsers
-live in modules that load torch; ``tests/test_cli_checks.py`` holds both to the same
-answers.
+standard library, :mod:`finpod.errors` and :mod:`finpod.grammar`: the budget, the pods,
+a window length, the seeds and the device are read by the same functions that read them
+everywhere else, and each check returns the typed value for the command to hand down.
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 
+from finpod import grammar
 from finpod.errors import FinpodError
-
-#: Devices a ``--device`` may name (``cuda:K`` too).
-DEVICES = ("auto", "cpu", "cuda")
 
 
 def positive(flag: str, value: int | float | None, example: str) -> None:
@@ -81,13 +77,9 @@ def dataset_dir(path: Path, flag: str = "--data", hint: str | None = None) -> No
         )
 
 
-def device(name: str | None) -> None:
-    """``auto``, ``cpu``, ``cuda`` or ``cuda:K``."""
-    if name is None:
-        return
-    if name in DEVICES or re.fullmatch(r"cuda:\d+", name):
-        return
-    raise FinpodError(f"unknown device {name!r}", "use auto, cpu, cuda or cuda:K")
+def device(name: str | None) -> grammar.Device | None:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:K`` (:func:`finpod.grammar.parse_device`)."""
+    return None if name is None else grammar.parse_device(name)
 
 
 def writable(folder: Path, flag: str, what: str = "write to") -> None:
@@ -97,85 +89,30 @@ def writable(folder: Path, flag: str, what: str = "write to") -> None:
     check_writable(Path(folder), what, flag=flag)
 
 
-# ---------------------------------------------------------------- light grammars
-
-_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:([kMG])\s+)?([a-zA-Z]*)\s*$")
-_TIME_UNITS = ("s", "sec", "m", "min", "h", "d")
+# ---------------------------------------------------------------- grammars
 
 
-def budget(text: str | None) -> None:
-    """A tournament budget as :func:`finpod.tournament.settings.parse_budget` reads it:
-    ``90s``, ``30m``, ``2h``, ``2e6 steps``, ``16M steps``, ``40 pods``."""
-    if text is None:
-        return
-    match = _BUDGET.match(text)
-    if match is None:
-        raise FinpodError(
-            f"budget {text!r} is not understood", 'use e.g. "30m", "2h", "1e6 steps" or "40 pods"'
-        )
-    amount, scale, unit = float(match.group(1)), match.group(2), match.group(3).lower()
-    counts = ("step", "steps", "pod", "pods")
-    if scale is not None and unit not in counts:
-        raise FinpodError(
-            f"budget {text!r}: {scale} scales counts only", 'use e.g. "16M steps" or "30m"'
-        )
-    if unit not in ("", *_TIME_UNITS, *counts):
-        raise FinpodError(
-            f"budget unit {unit!r} in {text!r} is not known",
-            "use s, m, h (wall time), steps or pods",
-        )
-    scaled = amount * {"k": 1e3, "M": 1e6, "G": 1e9}.get(scale or "", 1.0)
-    if (int(scaled) if unit in counts else scaled) <= 0:
-        raise FinpodError(f"budget {text!r} must be positive", 'use e.g. "30m"')
+def budget(text: str | None) -> grammar.Budget | None:
+    """A tournament budget (:func:`finpod.grammar.parse_budget`): ``90s``, ``30min``,
+    ``2h``, ``2e6 steps``, ``16M steps``, ``40 pods``."""
+    return None if text is None else grammar.parse_budget(text)
 
 
-def pods(value: str | None) -> None:
-    """``auto`` or a positive whole number of pods."""
-    if value is None or value.strip().lower() == "auto":
-        return
-    try:
-        ok = int(value) >= 1
-    except ValueError:
-        ok = False
-    if not ok:
-        raise FinpodError(
-            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
-        )
+def pods(value: str | None) -> grammar.Pods | None:
+    """``auto`` or a positive whole number of pods (:func:`finpod.grammar.parse_pods`)."""
+    return None if value is None else grammar.parse_pods(value)
 
 
-_LENGTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([ymwds]?)\s*$", re.IGNORECASE)
+def window_length(text: str, what: str) -> grammar.Length:
+    """A walk-forward window length (:func:`finpod.grammar.parse_length`): ``1y``,
+    ``6mo``, ``4w``, ``30d`` or a number of sessions."""
+    return grammar.parse_length(text, what)
 
 
-def window_length(text: str, what: str) -> None:
-    """A walk-forward window length as :func:`finpod.walkforward.folds.parse_length`
-    reads it: ``1y``, ``6m``, ``4w``, ``30d`` or a number of sessions."""
-    match = _LENGTH.match(str(text))
-    if not match:
-        raise FinpodError(
-            f"the {what} length {text!r} is not understood",
-            "write e.g. 1y, 6m, 4w, 30d or a number of sessions such as 250",
-        )
-    value, unit = float(match.group(1)), (match.group(2) or "s").lower()
-    if value <= 0:
-        raise FinpodError(f"the {what} length must be positive, got {text!r}", "e.g. 1y")
-    if unit != "y" and not value.is_integer():
-        raise FinpodError(
-            f"the {what} length {text!r} must be a whole number of {unit}", "e.g. 6m or 0.5y"
-        )
-
-
-def seeds(text: str) -> None:
-    """A count of seeds (``3``) or a list of distinct seeds ≥ 0 (``0,4,7``)."""
-    try:
-        out = [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
-    except ValueError as err:
-        raise FinpodError(
-            f"--seeds {text!r} is not understood", "give a count (3) or a list (0,4,7)"
-        ) from err
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise FinpodError(
-            f"--seeds {text!r} must name at least one distinct seed ≥ 0", "e.g. --seeds 3"
-        )
+def seeds(text: str) -> grammar.Seeds:
+    """A count of seeds (``3``) or a list of distinct seeds (``0,4,7``)
+    (:func:`finpod.grammar.parse_seeds`)."""
+    return grammar.parse_seeds(text)
 
 
 def scheme(name: str) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from finpod.grammar import Budget
 from finpod.runs.leaderboard import Leaderboard
 from finpod.tournament.generator import PodSpec
-from finpod.tournament.settings import Budget
 
 #: Seconds a time budget keeps for a pod's first epoch and evaluation.
 TIME_SLIVER_S = 0.5
@@ -18,7 +18,10 @@ OVERDUE_SHARE, OVERDUE_MIN_S = 0.08, 5.0
 
 class BudgetClock:
     """Wall time, env steps or pods trained, counted over the whole run (earlier sessions
-    of a resumed run included), minus what is already planned."""
+    of a resumed run included), minus what is already planned.
+
+    The budget arrives parsed (:class:`finpod.grammar.Budget`: exact seconds or a whole
+    count); the clock counts in floats."""
 
     def __init__(
         self,

@@ -2,7 +2,7 @@
 
     [tournament]
     pods = "auto"            # concurrent pods: "auto" (as many as the cluster fits) or N
-    budget = "30m"           # "90s" / "30m" / "2h", "2e6 steps", or "40 pods"
+    budget = "30min"         # "90s" / "30min" / "2h", "2e6 steps", or "40 pods" (docs/grammar.md)
     mode = "asha"            # "asha" (leaders continue), "async" or "generational"
     pod_steps = 50_000       # env steps one pod trains for (all its learners together)
     epochs = 4               # validation checkpoints (and learner fusions) per pod
@@ -20,13 +20,18 @@ validated in :mod:`finpod.tournament.search`.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
 from finpod.errors import FinpodError
+from finpod.grammar import (  # noqa: F401  (Budget, parse_budget re-exported for their callers)
+    Budget,
+    parse_budget,
+    parse_duration,
+    parse_pods,
+)
 from finpod.scores import DEFAULT_SCORE, SCORES
 from finpod.tournament.modes import MODES
 from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
@@ -38,68 +43,6 @@ INHERIT_BUFFER = (True, False, "auto")
 #: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the
 #: leaderboard's, kept in the object store for children) may take.
 INHERIT_BUFFER_MEMORY_SHARE = 0.25
-BUDGET_KINDS = ("time", "steps", "pods")
-
-_TIME_UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-_BUDGET_RE = re.compile(
-    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*(?:([kMG])\s+)?([a-zA-Z]*)\s*$"
-)
-#: Multipliers of a count budget ("16M steps", "500k steps"); "m" alone means minutes.
-_COUNT_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long the whole tournament runs."""
-
-    kind: str
-    """``"time"`` (wall seconds), ``"steps"`` (env steps summed over pods) or ``"pods"``
-    (pods trained and evaluated)."""
-    amount: float
-    """Seconds, env steps or pods, by ``kind``."""
-
-    def __str__(self) -> str:
-        if self.kind == "time":
-            return f"{self.amount:g}s"
-        return f"{int(self.amount)} {self.kind}"
-
-
-def parse_budget(text: str | int | float) -> Budget:
-    """``"90s"``, ``"30m"``, ``"2h"`` → wall time; ``"2e6 steps"``, ``"16M steps"``,
-    ``"500k steps"`` → env steps; ``"40 pods"``.
-
-    A bare number is seconds.
-    """
-    if isinstance(text, bool):
-        raise FinpodError(f"budget {text!r} is not a duration or count", 'use e.g. "30m"')
-    if isinstance(text, (int, float)):
-        text = f"{text}s"
-    match = _BUDGET_RE.match(str(text))
-    if match is None:
-        raise FinpodError(
-            f"budget {text!r} is not understood", 'use e.g. "30m", "2h", "1e6 steps" or "40 pods"'
-        )
-    amount, scale, unit = float(match.group(1)), match.group(2), match.group(3).lower()
-    if scale is not None:
-        if unit not in ("step", "steps", "pod", "pods"):
-            raise FinpodError(
-                f"budget {text!r}: {scale} scales counts only", 'use e.g. "16M steps" or "30m"'
-            )
-        amount *= _COUNT_SCALE[scale]
-    if unit in ("", *_TIME_UNITS):
-        budget = Budget("time", amount * _TIME_UNITS.get(unit, 1.0))
-    elif unit in ("step", "steps"):
-        budget = Budget("steps", float(int(amount)))
-    elif unit in ("pod", "pods"):
-        budget = Budget("pods", float(int(amount)))
-    else:
-        raise FinpodError(
-            f"budget unit {unit!r} in {text!r} is not known",
-            "use s, m, h (wall time), steps or pods",
-        )
-    if budget.amount <= 0:
-        raise FinpodError(f"budget {text!r} must be positive", 'use e.g. "30m"')
-    return budget
 
 
 @dataclass
@@ -113,7 +56,7 @@ class TournamentConfig:
     """When the run stops (wall time, env steps or pods trained)."""
     time_cap: float | None = None
     """Optional wall-time cap of the whole run in seconds, beside a step or pod budget
-    (written as a duration, e.g. ``"6m"``): no pod starts after it and running pods stop at
+    (written as a duration, e.g. ``"6min"``): no pod starts after it and running pods stop at
     their next epoch end, so a busy machine ends the run on time with fewer steps."""
     mode: str = "async"
     """``"async"``: the pool refills as each pod finishes; ``"generational"``: synchronous
@@ -319,16 +262,11 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "budget":
-            values[key] = parse_budget(value)
+            values[key] = parse_budget(value, "tournament.budget")
         elif key == "time_cap":
-            cap = parse_budget(value)
-            if cap.kind != "time":
-                raise FinpodError(
-                    f"tournament.time_cap must be a duration, got {value!r}", 'e.g. "6m"'
-                )
-            values[key] = cap.amount
+            values[key] = float(parse_duration(value, "tournament.time_cap"))
         elif key == "pods":
-            values[key] = parse_pods(value)
+            values[key] = parse_pods(value).count
         elif key in (
             "cpus_per_pod",
             "gpus_per_pod",
@@ -393,20 +331,3 @@ def inherit_buffer_fits(
     if memory_bytes is None:
         memory_bytes = int(psutil.virtual_memory().total)
     return top_k * int(buffer_bytes) <= INHERIT_BUFFER_MEMORY_SHARE * memory_bytes
-
-
-def parse_pods(value: str | int | None) -> int | None:
-    """``"auto"``/``None`` → ``None``; a positive integer (or its text) → that integer."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-        return None
-    try:
-        pods = int(value)
-    except (TypeError, ValueError) as err:
-        raise FinpodError(
-            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
-        ) from err
-    if isinstance(value, bool) or pods < 1 or (isinstance(value, float) and value != pods):
-        raise FinpodError(
-            f'pods must be "auto" or a positive integer, got {value!r}', "e.g. --pods 4"
-        )
-    return pods

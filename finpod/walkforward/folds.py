@@ -7,9 +7,10 @@ just before its backtest window and its train window just before that:
 - ``rolling``: the train window has a fixed length and moves with the fold;
 - ``expanding``: the train window always starts at the first bar.
 
-Window lengths are calendar spans (``"1y"``, ``"6m"``, ``"4w"``, ``"10d"``) measured back
-from the start of the next window, so yearly folds are calendar years; or counts of
-sessions (``"250"`` or ``"250s"``). Windows are made of whole sessions (minute bars
+Window lengths (:class:`finpod.grammar.Length`, ``docs/grammar.md``) are calendar spans
+(``"1y"``, ``"6mo"``, ``"4w"``, ``"10d"``) measured back from the start of the next window,
+so yearly folds are calendar years; or counts of sessions (``"250"`` or
+``"250 sessions"``). Windows are made of whole sessions (minute bars
 included). An embargo of whole sessions is cut from the *end* of the earlier window
 (train before validation, validation before backtest), as
 :func:`finpod.data.dataset.plan_splits` keeps splits apart: with fills at bar t + 1 the
@@ -24,7 +25,6 @@ whole time line and are causal, so re-splitting never lets a bar see a later one
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,52 +35,18 @@ from finpod.data.calendar import get_calendar, session_of
 from finpod.data.dataset import DEFAULT_EMBARGO_SESSIONS, INTRADAY_EMBARGO_SESSIONS
 from finpod.data.splits import SPLITS, window_record
 from finpod.errors import FinpodError
+from finpod.grammar import Length, parse_length
 
 SCHEMES = ("rolling", "expanding")
 #: Fewest bars a fold's train, validation or backtest window may keep after the embargo.
 MIN_WINDOW_BARS = 10
 #: Calendar units of a window length and the ``pd.DateOffset`` keyword of each.
-_UNITS = {"y": "years", "m": "months", "w": "weeks", "d": "days"}
-_LENGTH = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([ymwds]?)\s*$", re.IGNORECASE)
+_OFFSETS = {"y": "years", "mo": "months", "w": "weeks", "d": "days"}
 
 
-@dataclass(frozen=True)
-class Length:
-    """A window length: a calendar span or a number of sessions."""
-
-    value: float
-    """How many units."""
-    unit: str
-    """``y`` (years), ``m`` (months), ``w`` (weeks), ``d`` (calendar days) or ``s`` (sessions)."""
-
-    def __str__(self) -> str:
-        v = int(self.value) if float(self.value).is_integer() else self.value
-        return f"{v}{self.unit}"
-
-    @property
-    def offset(self) -> pd.DateOffset:
-        """The calendar span as a ``pd.DateOffset`` (fractional years become months)."""
-        if self.unit == "y" and not float(self.value).is_integer():
-            return pd.DateOffset(months=int(round(self.value * 12)))
-        return pd.DateOffset(**{_UNITS[self.unit]: int(self.value)})
-
-
-def parse_length(text: str | int, what: str = "window") -> Length:
-    """``"1y"``, ``"6m"``, ``"4w"``, ``"10d"`` (calendar) or ``"250"``/``"250s"`` (sessions)."""
-    match = _LENGTH.match(str(text))
-    if not match:
-        raise FinpodError(
-            f"the {what} length {text!r} is not understood",
-            "write e.g. 1y, 6m, 4w, 30d or a number of sessions such as 250",
-        )
-    value, unit = float(match.group(1)), (match.group(2) or "s").lower()
-    if value <= 0:
-        raise FinpodError(f"the {what} length must be positive, got {text!r}", "e.g. 1y")
-    if unit != "y" and not value.is_integer():
-        raise FinpodError(
-            f"the {what} length {text!r} must be a whole number of {unit}", "e.g. 6m or 0.5y"
-        )
-    return Length(value, unit)
+def calendar_offset(length: Length) -> pd.DateOffset:
+    """A calendar window length as a ``pd.DateOffset`` (not for a count of sessions)."""
+    return pd.DateOffset(**{_OFFSETS[length.unit]: length.count})
 
 
 @dataclass(frozen=True)
@@ -90,7 +56,8 @@ class FoldSpec:
     scheme: str = "rolling"
     """``rolling`` (fixed-length train window) or ``expanding`` (train from the first bar)."""
     train: str = "3y"
-    """Train window length (rolling; ignored by expanding except as the minimum)."""
+    """Train window length as written (rolling; ignored by expanding except as the
+    minimum); read by :func:`check_spec`."""
     validation: str = "1y"
     """Validation window length (checkpoint and seed selection read only this)."""
     backtest: str = "1y"
@@ -177,13 +144,13 @@ def plan_folds(
         """(first session, its calendar anchor) of the window of ``times`` × ``length``
         ending before session ``stop`` (calendar windows are measured from ``anchor``, the
         date the next window starts on); (None, None) when it starts before the data."""
-        if length.unit == "s":
-            start = stop - int(length.value) * times
+        if length.unit == "sessions":
+            start = stop - length.count * times
             return (start, None) if start >= 0 else (None, None)
         if anchor is None:
             anchor = pd.Timestamp(days[stop]) if stop < n_sess else end_date
         try:
-            begin = anchor - length.offset * times
+            begin = anchor - calendar_offset(length) * times
         except (OverflowError, ValueError):  # out of the range of a date
             return None, None  # millennia before the data
         if begin < first_day:

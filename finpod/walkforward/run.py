@@ -35,6 +35,7 @@ from finpod.data import Manifest, load_split
 from finpod.device import pick_device
 from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
+from finpod.grammar import Seeds, parse_device, parse_seeds
 from finpod.pipeline import resolve_strategy
 from finpod.strategy import load_strategy
 from finpod.walkforward import directory
@@ -54,32 +55,13 @@ from finpod.walkforward.runners import LocalRunner, RayRunner
 DEFAULT_STRATEGY = Path("strategies/ppo.toml")
 
 
-def parse_seeds(seeds: int | str | list[int]) -> list[int]:
-    """``3`` → [0, 1, 2]; ``"0,4,7"`` → [0, 4, 7]."""
-    if isinstance(seeds, list | tuple):
-        out = [int(s) for s in seeds]
-    else:
-        text = str(seeds).strip()
-        try:
-            out = [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
-        except ValueError as err:
-            raise FinpodError(
-                f"--seeds {seeds!r} is not understood", "give a count (3) or a list (0,4,7)"
-            ) from err
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise FinpodError(
-            f"--seeds {seeds!r} must name at least one distinct seed ≥ 0", "e.g. --seeds 3"
-        )
-    return out
-
-
 def run_walkforward(
     data: str | Path,
     strategy: str | Path = DEFAULT_STRATEGY,
     out: str | Path = "reports/walkforward",
     *,
     spec: FoldSpec | None = None,
-    seeds: int | str | list[int] = 3,
+    seeds: Seeds | int | str | list[int] = 3,
     steps: int | None = None,
     warm_start: bool = False,
     use_ray: bool = True,
@@ -100,7 +82,8 @@ def run_walkforward(
             resumes, see :mod:`finpod.walkforward.directory`).
         spec: the fold windows (default: rolling, 3y train, 1y validation, 1y backtest,
             as many folds as fit).
-        seeds: a count or a list of seeds, trained per fold.
+        seeds: a count or a list of seeds, trained per fold (:class:`finpod.grammar.Seeds`
+            or its text: ``3``, ``"0,4,7"``).
         steps: env steps per fold × seed (default the strategy's ``train.total_steps``).
         warm_start: fold k's agents start from fold k − 1's winner (weights and optimizer
             state); the folds then run one after the other.
@@ -119,7 +102,7 @@ def run_walkforward(
     spec = spec or FoldSpec()
     # The settings that need no data first, then the windows against the data: all of it
     # before any job is trained or Ray starts.
-    seeds = parse_seeds(seeds)
+    seeds = list(parse_seeds(seeds))
     if cpus_per_job < 1:
         raise FinpodError(f"--cpus-per-job must be ≥ 1, got {cpus_per_job}", "e.g. 1")
     if steps is not None and steps <= 0:
@@ -130,7 +113,7 @@ def run_walkforward(
     strat = load_strategy(resolve_strategy(strategy))
     if steps is not None:
         strat = strat.with_train(total_steps=int(steps))
-    device = device or strat.train.device
+    device = str(parse_device(device or strat.train.device))
     if device == "auto":
         device = pick_device(device).type
     observed_feature_names(manifest.features, strat.config.user_features)

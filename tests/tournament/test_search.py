@@ -61,7 +61,7 @@ def _space():
     ("text", "kind", "amount"),
     [
         ("90s", "time", 90),
-        ("30m", "time", 1800),
+        ("30min", "time", 1800),
         ("2h", "time", 7200),
         (45, "time", 45),
         ("2e6 steps", "steps", 2_000_000),
@@ -76,7 +76,7 @@ def test_budget_text_is_parsed(text, kind, amount):
     assert parse_budget(text) == Budget(kind, amount)
 
 
-@pytest.mark.parametrize("text", ["soon", "10 parsecs", "-5m", "0 pods", "", "2M s"])
+@pytest.mark.parametrize("text", ["soon", "10 parsecs", "-5min", "0 pods", "", "2M s", "30m", "5M"])
 def test_bad_budget_is_a_readable_error(text):
     with pytest.raises(FinpodError, match="budget"):
         parse_budget(text)
@@ -84,7 +84,7 @@ def test_bad_budget_is_a_readable_error(text):
 
 def test_tournament_table_is_validated_by_key():
     cfg = parse_tournament(
-        {"pods": "auto", "budget": "10m", "mode": "generational", "gpus_per_pod": 0.25}
+        {"pods": "auto", "budget": "10min", "mode": "generational", "gpus_per_pod": 0.25}
     )
     assert cfg.pods is None and cfg.budget == Budget("time", 600) and cfg.gpus_per_pod == 0.25
     assert parse_tournament(cfg.to_dict()) == cfg  # the resolved table reads back identically
