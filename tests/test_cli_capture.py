@@ -110,8 +110,8 @@ def test_a_run_id_that_is_not_one_folder_name_is_refused_in_one_line(tmp_path, f
 
 def test_the_library_refuses_a_run_id_that_leaves_the_runs_folder(tmp_path):
     from finpod.errors import FinpodError
-    from finpod.runs import run_path
+    from finpod.runs import run_folder
 
-    assert run_path(tmp_path, "ppo-20260101-000000-s0") == tmp_path / "ppo-20260101-000000-s0"
+    assert run_folder(tmp_path, "ppo-20260101-000000-s0") == tmp_path / "ppo-20260101-000000-s0"
     with pytest.raises(FinpodError, match="not a single folder name"):
-        run_path(tmp_path / "runs", "../escaped")
+        run_folder(tmp_path / "runs", "../escaped")

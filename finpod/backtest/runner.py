@@ -63,7 +63,7 @@ from finpod.backtest.run_record import (
     trial_sharpes,
     validation_bars,
 )
-from finpod.backtest.split_hashes import check_dataset_bars
+from finpod.backtest.split_hashes import check_dataset_bars, unchecked_bars_note
 from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
 from finpod.data.manifest import feed_label
@@ -260,8 +260,11 @@ def run_backtest(
             "(content hash differs)",
             "rebuild the same dataset or pass --data to backtest on another one",
         )
+    bars_checked = True  # the backtest bars are those the run recorded (when it did)
     if hash_matches and run_hash is not None:
-        check_dataset_bars(dataset, run_meta, str(run_meta.get("run_id") or run_dir.name))
+        bars_checked = check_dataset_bars(
+            dataset, run_meta, str(run_meta.get("run_id") or run_dir.name)
+        )
     inputs = RunInputs.check(run_dir, run_meta, dataset, manifest, use_recorded=use_recorded_inputs)
     config = inputs.env(config)
     market = inputs.market(load_split(dataset, "backtest", device=device))
@@ -353,6 +356,8 @@ def run_backtest(
         disclosures["features"] = user_columns
     if inputs.note:
         disclosures["inputs"] = inputs.note
+    if not bars_checked:
+        disclosures["bars"] = unchecked_bars_note(run_id)
     stopped = run_meta.get("stopped")
     if isinstance(stopped, dict):
         done, target = int(stopped.get("env_steps") or 0), stopped.get("target_steps")

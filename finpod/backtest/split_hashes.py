@@ -127,8 +127,18 @@ def check_split(
     return True
 
 
-def check_dataset_bars(dataset: str | Path, run_meta: Mapping[str, Any], run_name: str) -> None:
+def check_dataset_bars(dataset: str | Path, run_meta: Mapping[str, Any], run_name: str) -> bool:
     """Refuse a dataset whose backtest bars are not those run ``run_name`` recorded, naming
-    it (:func:`check_split`). A run that recorded none (a tournament, or a run written
-    before runs recorded them) is checked by its manifest's content hash alone."""
-    check_split(dataset, run_meta, "backtest", run_name)
+    it (:func:`check_split`). Every run records them (one agent or a tournament); one
+    written before runs did is checked by its manifest's content hash alone, and False
+    says so (the report flags it: :func:`unchecked_bars_note`)."""
+    return check_split(dataset, run_meta, "backtest", run_name)
+
+
+def unchecked_bars_note(run_name: str) -> str:
+    """The report's note on a run that recorded no hash of its backtest bars."""
+    return (
+        f"Run {run_name} recorded no hash of its backtest bars (written before runs did): "
+        "bars edited in place since the run, with the manifest left as it was, could not be "
+        "detected."
+    )

@@ -193,7 +193,7 @@ def print_result(result, html: Path, verdict: bool = True, details: bool = False
         _print_details(result)
     else:
         _print_summary(result)
-    for topic in ("stopped", "dataset", "universe", "inputs"):
+    for topic in ("stopped", "dataset", "bars", "universe", "inputs"):
         if result.disclosures.get(topic):
             text = escape(str(result.disclosures[topic]))
             console.print(f"[yellow]note:[/] {text}", highlight=False)

@@ -91,7 +91,8 @@ class TournamentView:
         reclaim_stop_signals()
         if kind == "tournament":
             self.live_table.stop()
-            print_summary(self.console, payload["result"])
+            if not getattr(payload["result"], "finished", False):  # else said at "run"
+                print_summary(self.console, payload["result"])
         else:
             self.lines(kind, payload)
 
@@ -183,6 +184,14 @@ class _EventLines:
         if kind == "run":
             self.run_dir = payload["run_dir"]
             note_run_dir(payload["run_dir"])
+            if payload.get("finished"):
+                self.console.print(
+                    f"run {payload['run_dir']} is finished: its budget ({payload['budget']}) "
+                    "is spent; nothing to do, nothing changed (pass --budget to train further)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                return
             self.console.print(
                 f"run directory: {payload['run_dir']}", highlight=False, soft_wrap=True
             )

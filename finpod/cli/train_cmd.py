@@ -148,10 +148,10 @@ def register(app: typer.Typer) -> None:
         tournament = wants_tournament(
             parsed or strategy, data, runs, pods=pods, budget=budget, address=address, resume=resume
         )
-        if continuing and tournament:
-            console.print(f"continuing run {runs / run_id}", highlight=False)
 
         def show(kind: str, payload: dict) -> None:
+            if kind == "run" and tournament and continuing and not payload.get("finished"):
+                console.print(f"continuing run {payload['run_dir']}", highlight=False)
             if kind == "log":  # a single agent's training log
                 statement(console, payload["line"], markup=False)
             elif kind == "run" and not tournament:  # a single agent's run directory, first

@@ -55,7 +55,7 @@ from finpod.runs.rundir import (
     package_versions,
     read_json,
     read_run_info,
-    run_path,
+    run_folder,
 )
 from finpod.runs.tensorboard import TENSORBOARD_DIR, EventMirror, read_events, read_hparams
 from finpod.runs.toml_writer import toml_dumps
@@ -98,7 +98,7 @@ __all__ = [
     "read_metrics",
     "read_run_info",
     "record_candidate",
-    "run_path",
+    "run_folder",
     "toml_dumps",
     "write_metrics",
 ]

@@ -89,7 +89,7 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def run_path(runs: str | Path, run_id: str) -> Path:
+def run_folder(runs: str | Path, run_id: str) -> Path:
     """The folder of run ``run_id`` under ``runs`` (the id checked by :func:`check_run_id`)."""
     return Path(runs) / check_run_id(run_id)
 

@@ -17,12 +17,13 @@ from typing import Any
 import ray
 
 from finpod.agents import read_checkpoint
+from finpod.backtest.split_hashes import split_hashes
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.grammar import Budget, Pods, parse_budget, parse_pods
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
 from finpod.strategy import Strategy, as_strategy, load_strategy
-from finpod.tournament.budget import TIME_SLIVER_S
+from finpod.tournament.budget import TIME_SLIVER_S, BudgetClock
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
@@ -42,6 +43,8 @@ class TournamentRun:
     """Pods trained and failed, pool sizes, nodes used, timings of this session."""
     config: TournamentConfig
     """The resolved tournament settings."""
+    finished: bool = False
+    """A resumed run that had already spent its budget: nothing was trained or written."""
 
 
 def resolve(
@@ -160,6 +163,10 @@ def run_tournament(
             )
         config, space, run_seed = resolve(strategy, pods, budget, int(info.get("seed", 0)))
         board = Leaderboard.load(run_path)
+        if _finished(info, config, board):  # left byte for byte as it is
+            if on_event is not None:
+                on_event("run", {"run_dir": run_path, "finished": True, "budget": config.budget})
+            return TournamentRun(run_path, board, Summary(), config, finished=True)
         problems = board.drop_missing_checkpoints(verify=_verify_checkpoint)
         for problem in problems:
             run.log(f"dropped leaderboard entry {problem}", logging.WARNING)
@@ -188,6 +195,7 @@ def run_tournament(
             strategy=resolved,
             dataset_path=dataset,
             dataset_hash=manifest.hash,
+            dataset_splits=split_hashes(dataset, manifest),  # a backtest checks its bars
             seed=run_seed,
             inputs={  # files read outside the run directory: kept with a copy and a hash
                 "strategy": strategy.path,
@@ -241,6 +249,15 @@ def run_tournament(
             ray.shutdown()
         close_logger(run)
     return TournamentRun(run_path, board, summary, config)
+
+
+def _finished(info: dict[str, Any], config: TournamentConfig, board: Leaderboard) -> bool:
+    """Has the run trained to its budget (``config``'s: a larger ``--budget`` asks for
+    more)? A run marked stopped is not finished."""
+    if "stopped" in info:
+        return False
+    clock = BudgetClock(config.budget, board, time_cap=config.time_cap)
+    return not clock.allows_more(clock.left(0, 0))
 
 
 def _record_stop(run: RunDir, board: Leaderboard, config: TournamentConfig) -> None:
