@@ -53,7 +53,7 @@ def run(
         str | None,
         typer.Option(
             "--budget",
-            help='Tournament budget, e.g. "5m", "2e6 steps", "20 pods".',
+            help='Tournament budget, e.g. "5min", "2e6 steps", "20 pods" (docs/grammar.md).',
             show_default=_strategy_default("tournament", "budget"),
         ),
     ] = None,

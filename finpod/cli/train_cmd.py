@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--budget",
-                help='Tournament budget: "30m", "2h", "1e6 steps" or "40 pods".',
+                help='Tournament budget: "30min", "2h", "1e6 steps" or "40 pods" (docs/grammar.md).',
                 show_default="the strategy's [tournament] budget",
             ),
         ] = None,

@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--scheme", help="rolling (fixed train length) or expanding.")
         ] = "rolling",
         train: Annotated[
-            str, typer.Option("--train", help="Train window: 3y, 18m, 26w, 90d or sessions (750).")
+            str, typer.Option("--train", help="Train window: 3y, 18mo, 26w, 90d or sessions (750).")
         ] = "3y",
         validation: Annotated[
             str, typer.Option("--validation", help="Validation window (same units).")
