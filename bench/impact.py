@@ -287,7 +287,7 @@ def thin_tournament(args) -> None:
             data,
             budget=args.budget,
             seed=args.seed,
-            out=work / "runs",
+            runs=work / "runs",
             run_id=f"thin-{model}-seed{args.seed}",
             num_cpus=args.cpus,
         )

@@ -401,7 +401,7 @@ def run_pool(
             data,
             pods=pods,
             budget=budget or f"{minutes * 60:.0f}s",
-            out=out,
+            runs=out,
             device=device,
             on_event=on_event,
             stop=lambda: state["reached_at"] is not None,
@@ -508,7 +508,7 @@ def run_memory(strategy_path: Path, data: Path, pods: int, out: Path) -> dict:
                     mem.training = True
 
             result = run_tournament(
-                strategy_path, data, pods=pods, budget=f"{pods} pods", out=out, on_event=on_event
+                strategy_path, data, pods=pods, budget=f"{pods} pods", runs=out, on_event=on_event
             )
     finally:
         ray.shutdown()

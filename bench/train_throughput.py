@@ -701,7 +701,7 @@ def strategy_tournament(args) -> dict[str, Any]:
             args.strategy,
             args.strategy_data,
             budget=f"{args.strategy_tournament_steps} steps",
-            out=Path(tmp) / "runs",
+            runs=Path(tmp) / "runs",
         )
         info = json.loads((run.run_dir / "run.json").read_text())
         board = Leaderboard.load(run.run_dir)

@@ -56,7 +56,7 @@ from finpod.strategy import Strategy, as_strategy, load_strategy
 def train_single_agent(
     strategy_path: Strategy | str | Path | None,
     data: str | Path | None,
-    out: str | Path = "runs",
+    runs: str | Path = "runs",
     *,
     device: str | None = None,
     seed: int | None = None,
@@ -81,7 +81,7 @@ def train_single_agent(
     first checkpoint starts again from the beginning.
     """
     if resume is not None:
-        run_dir = find_run(resume, out)
+        run_dir = find_run(resume, runs)
         with FolderLock(run_dir, "run", say=log), _first_writes(run_dir, made=False):
             return _continue(
                 run_dir, strategy_path, data, device, seed, total_steps, progress, log, on_run
@@ -111,7 +111,7 @@ def train_single_agent(
 
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
-    run_dir = Path(out) / run_id
+    run_dir = Path(runs) / run_id
     existed = run_dir.exists()
     made = not existed or not any(run_dir.iterdir())
     with _first_writes(run_dir, made, keep_folder=existed):
@@ -121,7 +121,7 @@ def train_single_agent(
         with _first_writes(run_dir, made, keep_folder=existed):
             if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
                 raise FinpodError(
-                    f"run directory {run_dir} already exists", "choose another --run-id or --out"
+                    f"run directory {run_dir} already exists", "choose another --run-id or --runs"
                 )
             RunDir.create(
                 run_dir,

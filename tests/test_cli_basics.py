@@ -66,11 +66,9 @@ def test_every_command_has_help():
 
 
 def test_ctrl_c_names_the_noted_run_and_the_resume_once_it_has_a_checkpoint(tmp_path):
-    import finpod.cli
     from finpod.cli.interrupted import interrupted_line, note_run_dir, noted_run_dir
     from finpod.runs import RunDir
 
-    assert finpod.cli.note_run_dir is note_run_dir  # the old import path still works
     note_run_dir(tmp_path)
     assert noted_run_dir() == tmp_path
     assert "nothing can be resumed yet" in interrupted_line(noted_run_dir())

@@ -1,6 +1,6 @@
 """One vocabulary: an option's name means one thing in every command and in the Python
-API; old spellings still work for a release with one warning line and are hidden from
-``--help``; help reads cleanly at 80 columns."""
+API, at every layer; there are no hidden old spellings or renamed keywords (the package
+was never released, so nothing needs them); help reads cleanly at 80 columns."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_runner import one_error_line
-from tiny_strategy import tiny_agent
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("download", "info", "train", "backtest", "report", "run", "walkforward", "paper")
@@ -104,45 +102,51 @@ def test_help_prose_wraps_at_word_ends_not_where_the_source_broke(command):
             assert len(line) + 1 + len(following.split()[0]) > 78, (line, following)
 
 
-def test_old_spellings_are_hidden_from_help():
-    assert "-o, --out" not in _help("train") and "--runs" in _help("train")
-    assert "--out" not in _help("backtest") and "--reports" in _help("backtest")
-    assert "--out" not in _help("report")
+def test_no_command_has_a_hidden_option():
+    import typer.main
+
+    from finpod.cli import app
+
+    for name, command in typer.main.get_command(app).commands.items():
+        hidden = [p.opts for p in command.params if getattr(p, "hidden", False)]
+        assert hidden == [], (name, hidden)
 
 
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    from finpod.data import build_dataset
-
-    return build_dataset(
-        "synthetic", tmp_path_factory.mktemp("ds") / "syn", n_tickers=3, n_bars=400, seed=0
-    )
-
-
-def test_an_old_spelling_still_works_with_one_warning_line(finpod_cli, tmp_path, dataset):
-    strategy = tmp_path / "s.toml"
-    strategy.write_text(tiny_agent())
-    (tmp_path / "afile").write_text("x")
-    old = tmp_path / "afile" / "runs"  # unwritable: the value given by the old name is used
-    out = finpod_cli("train", "-s", str(strategy), "-d", str(dataset), "-o", str(old))
-    line = one_error_line(out, "cannot create the run directory", str(old), alone=False)
-    others = [x for x in out.stderr.splitlines() if x.strip() and x != line]
-    assert others == [
-        "warning: --out is deprecated here and will be removed in the next release; use --runs"
+def test_no_old_spelling_or_keyword_shim_is_left_in_the_source():
+    shims = ("hidden=True", "renamed_keywords")
+    found = [
+        f"{path.relative_to(ROOT)}: {shim}"
+        for path in sorted((ROOT / "finpod").rglob("*.py"))
+        for shim in shims
+        if shim in path.read_text(encoding="utf-8")
     ]
+    assert found == []
 
 
-def test_the_python_api_takes_the_cli_words_and_warns_on_the_old_ones(tmp_path):
-    from finpod.errors import FinpodError
-    from finpod.pipeline import backtest_and_report, run_all, train
+def test_every_layer_takes_the_cli_words():
+    import inspect
 
-    (tmp_path / "afile").write_text("x")
-    old = pytest.warns(DeprecationWarning, match=r"train\(out=\) is deprecated; use runs=")
-    with old, pytest.raises(FinpodError, match="cannot create the run directory"):
-        train(None, None, out=tmp_path / "afile" / "runs")
-    old = pytest.warns(DeprecationWarning, match=r"run_dir=\) is deprecated; use run=")
-    with old, pytest.raises(FinpodError, match="not found"):
-        backtest_and_report(run_dir=tmp_path / "nope")
-    old = pytest.warns(DeprecationWarning, match=r"dataset_dir=\) is deprecated; use data=")
-    with old, pytest.raises(FinpodError, match="is not a finpod dataset"):
-        run_all(dataset_dir=tmp_path / "typo", runs=tmp_path / "r", reports=tmp_path / "p")
+    from finpod.agent_run import train_single_agent
+    from finpod.backtest import run_backtest
+    from finpod.pipeline import backtest_and_report, run_all, train, train_agent
+    from finpod.tournament import run_tournament
+
+    old = {"out", "data_dir", "dataset_dir"}
+    for fn, words in (
+        (train, {"data", "runs"}),
+        (train_agent, {"data", "runs"}),
+        (run_all, {"data", "runs", "reports"}),
+        (backtest_and_report, {"run", "data", "runs", "reports"}),
+        (run_tournament, {"data", "runs"}),
+        (train_single_agent, {"data", "runs"}),
+        (run_backtest, {"data"}),
+    ):
+        names = set(inspect.signature(fn).parameters)
+        assert words <= names and not names & old, (fn.__qualname__, sorted(names))
+
+
+def test_an_old_keyword_is_an_error(tmp_path):
+    from finpod.pipeline import train
+
+    with pytest.raises(TypeError, match="out"):
+        train(None, None, out=tmp_path / "runs")

@@ -96,7 +96,7 @@ def test_the_cli_reference_lists_every_command_and_option():
     for name, command in root.commands.items():
         assert f"## finpod {name}\n" in page
         section = page.split(f"## finpod {name}\n", 1)[1].split("\n## ", 1)[0]
-        # Hidden options are the deprecated old spellings: left out of the reference.
+        # A hidden option (there is none) would be left out of the reference.
         for param in (p for p in command.params if not getattr(p, "hidden", False)):
             for opt in param.opts if param.param_type_name == "option" else []:
                 assert f"`{opt}`" in section, (name, opt)

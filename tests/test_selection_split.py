@@ -250,7 +250,7 @@ def _tournament(
     strategy.write_text(text, encoding="utf-8")
     budget = "3 pods" if population == 1 else f"{2 * population} pods"
     try:
-        result = run_tournament(strategy, dataset, pods=2, budget=budget, out=tmp / "runs")
+        result = run_tournament(strategy, dataset, pods=2, budget=budget, runs=tmp / "runs")
     finally:
         ray.shutdown()
         _kill_under(root)

@@ -8,7 +8,7 @@ calendar) or a bar size (``"1d"``, ``"1min"``, ...), which falls back to
 empyrical-reloaded; finpod adds trading activity (turnover, costs split into fees and
 market impact) and active metrics
 against the reference portfolio. The selection statistics (PSR, DSR, PBO) live in
-:mod:`finpod.backtest.selection` (re-exported here).
+:mod:`finpod.backtest.selection`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,7 @@ from scipy import stats
 
 from finpod.backtest.returns import Annualization, bars_per_year
 from finpod.backtest.returns import clean_returns as _clean
-from finpod.backtest.selection import (  # noqa: F401  (re-exported: notebooks use metrics.*)
-    EULER_GAMMA,
-    PBO_PARTITIONS,
-    STATISTIC_MEANINGS,
-    PBOResult,
-    deflated_sharpe_ratio,
-    expected_max_sharpe,
-    probabilistic_sharpe,
-    probabilistic_sharpe_ratio,
-    probability_of_backtest_overfitting,
-    selection_statistics,
-    trial_sharpe_variance,
-)
+from finpod.backtest.selection import probabilistic_sharpe
 
 #: Row order of :func:`performance_metrics`; names are what the tearsheet prints.
 METRIC_NAMES = (

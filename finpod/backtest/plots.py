@@ -20,7 +20,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from finpod.backtest import metrics as m
-from finpod.backtest.learning_plot import learning_panel  # noqa: F401 (re-exported)
 from finpod.backtest.plot_style import (
     color_of,
     dollar_formatter,

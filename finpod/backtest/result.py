@@ -21,6 +21,7 @@ import pandas as pd
 
 from finpod.atomic import atomic_write, atomic_write_json, atomic_write_text
 from finpod.backtest import metrics as m
+from finpod.backtest.selection import selection_statistics
 from finpod.env.config import EnvConfig
 from finpod.errors import FinpodError
 
@@ -141,7 +142,7 @@ class BacktestResult:
     def __post_init__(self) -> None:
         self.metrics = self.compute_metrics()
         if not self.statistics:
-            self.statistics = m.selection_statistics(self.returns, None, num_trials=self.num_trials)
+            self.statistics = selection_statistics(self.returns, None, num_trials=self.num_trials)
 
     @property
     def bars_per_year(self) -> float:

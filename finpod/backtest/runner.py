@@ -63,6 +63,7 @@ from finpod.backtest.run_record import (
     trial_sharpes,
     validation_bars,
 )
+from finpod.backtest.selection import selection_statistics
 from finpod.backtest.split_hashes import check_dataset_bars, unchecked_bars_note
 from finpod.data import load_manifest, load_split
 from finpod.data.disclosure import benchmark_label, universe_disclosure
@@ -101,7 +102,7 @@ def backtest_market(
     ``config`` is used as given (the run's recorded env settings, execution controls
     included); annualization is ``market.annualization`` (bars per year of the dataset's
     calendar). ``selection`` holds the keyword arguments of
-    :func:`finpod.backtest.metrics.selection_statistics` besides the agent's returns (the
+    :func:`finpod.backtest.selection.selection_statistics` besides the agent's returns (the
     run's candidates, N, ...); without it the statistics are the PSR of the agent's returns
     and ``num_trials``. ``disclosures`` are sentences the report shows (survivorship, index,
     dataset). ``on_rollout(name)`` is called after
@@ -175,7 +176,7 @@ def backtest_market(
     annualization = float(market.annualization)
     selection = dict(selection or {"candidates": None, "num_trials": num_trials})
     selection.setdefault("annualization", annualization)
-    statistics = m.selection_statistics(agent.returns, **selection)
+    statistics = selection_statistics(agent.returns, **selection)
     return BacktestResult(
         run_id=run_id,
         bar=market.bar,

@@ -37,6 +37,7 @@ from finpod.backtest.plots import (
     rolling_panel,
     turnover_panel,
 )
+from finpod.backtest.selection import STATISTIC_MEANINGS
 from finpod.backtest.verdict import (
     DSR_THRESHOLD,
     PBO_THRESHOLD,
@@ -171,7 +172,7 @@ def _statistics_html(result: BacktestResult) -> str:
         value = stats.get(key)
         shown = f"{value:.3f}" if isinstance(value, int | float) else "undefined"
         why = stats.get(f"{key}_note")
-        meaning = m.STATISTIC_MEANINGS[key]
+        meaning = STATISTIC_MEANINGS[key]
         if why:
             meaning += f" <i>({html.escape(str(why))})</i>"
         rows.append(f"<tr><th>{title}</th><td>{shown}</td><td class='l'>{meaning}</td></tr>")
@@ -208,7 +209,7 @@ def _market_html(result: BacktestResult) -> str:
     return (
         metrics_table(psr, format_metric, column_label)
         + "<p class='note'><b>market-level: measures the market, not the agent.</b> "
-        + html.escape(m.STATISTIC_MEANINGS["psr"])
+        + html.escape(STATISTIC_MEANINGS["psr"])
         + " It is about the total return, which the market's drift dominates: compare the "
         "agent's column with the reference's; the agent's own edge is the active return in "
         "the verdict above." + (f" <i>({html.escape(str(why))})</i>" if why else "") + "</p>"

@@ -9,9 +9,8 @@ The verbs, each usable alone (the CLI commands and the notebooks call them):
 - :func:`backtest_and_report`: a run's agent on the backtest split, and its tearsheet;
 - :func:`run_all`: all of it on the shipped sample data.
 
-The keyword names are the CLI's (``data``, ``runs``, ``reports``); the older ones still
-work for a release (:mod:`finpod.pipeline.keywords`). Where things are and go:
-:mod:`finpod.pipeline.places`.
+The keyword names are the CLI's (``data``, ``runs``, ``reports``), and so are the lower
+layers'. Where things are and go: :mod:`finpod.pipeline.places`.
 
 Nothing here prints. Progress goes to an optional ``on_event(kind, payload)`` hook
 (:data:`Event`); the CLI turns events into rich displays. Kinds sent from here:
@@ -33,8 +32,6 @@ from typing import Any
 
 from finpod.errors import FinpodError
 from finpod.grammar import Budget, Pods, parse_budget, parse_pods
-from finpod.pipeline.keywords import renamed_keywords
-from finpod.pipeline.places import PROJECT_ROOT as PROJECT_ROOT
 from finpod.pipeline.places import (
     QUICKSTART_STRATEGY,
     SAMPLE_DATASET_DIR,
@@ -74,7 +71,6 @@ def _emit(on_event: Event | None, kind: str, **payload: Any) -> None:
         on_event(kind, payload)
 
 
-@renamed_keywords(dataset_dir="data")
 def ensure_dataset(
     data: str | Path = SAMPLE_DATASET_DIR,
     source: str = "sample",
@@ -107,7 +103,6 @@ def ensure_dataset(
     return ready
 
 
-@renamed_keywords(run_dir="run", data_dir="data")
 def backtest_and_report(
     run: str | Path,
     agent: str = "selected",
@@ -141,7 +136,7 @@ def backtest_and_report(
     result = run_backtest(
         run_path,
         agent=agent,  # as asked: the report says "selected on validation" when it was
-        data_dir=data,
+        data=data,
         device=pick_device(device or "auto"),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
         use_recorded_inputs=use_recorded_inputs,
@@ -153,33 +148,29 @@ def backtest_and_report(
     return result, html
 
 
-@renamed_keywords(out="runs")
 def run_tournament(
     strategy: str | Path | None,
     data: str | Path | None,
     *,
-    runs: str | Path | None = None,
+    runs: str | Path = "runs",
     on_event: Event | None = None,
     **options: Any,
 ) -> Any:
-    """Train (or ``resume=``) a tournament in ``runs`` (default ``runs``); the
+    """Train (or ``resume=``) a tournament in ``runs``; the
     :class:`finpod.tournament.TournamentRun`.
 
     ``options`` are those of :func:`finpod.tournament.run_tournament` (``pods``,
     ``budget``, ``address``, ``resume``, ``device``, ``seed``, ``run_id``, ``display``,
-    ``stop``, ...; its ``out`` is ``runs`` here, and ``out=`` still works with a warning).
-    The orchestrator's events go to ``on_event``, then ``"tournament"`` with the result.
+    ``stop``, ...). The orchestrator's events go to ``on_event``, then ``"tournament"``
+    with the result.
     """
     from finpod.tournament import run_tournament as _run  # lazy: CLI start-up imports this
 
-    if runs is not None:
-        options["out"] = runs
-    result = _run(strategy, data, on_event=on_event, **options)
+    result = _run(strategy, data, runs=runs, on_event=on_event, **options)
     _emit(on_event, "tournament", result=result)
     return result
 
 
-@renamed_keywords(out="runs")
 def train_agent(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
@@ -222,7 +213,6 @@ def train_agent(
     )
 
 
-@renamed_keywords(out="runs")
 def wants_tournament(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
@@ -254,7 +244,6 @@ def wants_tournament(
     return bool(as_strategy(strategy).tournament)
 
 
-@renamed_keywords(out="runs")
 def train(
     strategy: StrategyArg | str | Path | None,
     data: str | Path | None,
@@ -322,7 +311,6 @@ def train(
     )
 
 
-@renamed_keywords(dataset_dir="data")
 def run_all(
     strategy: str | Path = QUICKSTART_STRATEGY,
     data: str | Path = SAMPLE_DATASET_DIR,

@@ -102,13 +102,13 @@ def check_budget_trains_a_pod(config: TournamentConfig, strategy: Any) -> None:
 
 def run_tournament(
     strategy_path: Strategy | str | Path | None,
-    data_dir: str | Path | None,
+    data: str | Path | None,
     *,
     pods: Pods | str | int | None = None,
     budget: Budget | str | None = None,
     address: str | None = None,
     resume: str | Path | None = None,
-    out: str | Path = "runs",
+    runs: str | Path = "runs",
     device: str | None = None,
     seed: int | None = None,
     run_id: str | None = None,
@@ -122,7 +122,7 @@ def run_tournament(
     Args:
         strategy_path: strategy TOML, or the :class:`~finpod.strategy.Strategy` read from it
             (optional with ``resume``: the run's copy is used).
-        data_dir: dataset directory on the driver's machine; the driver checks its hash and
+        data: dataset directory on the driver's machine; the driver checks its hash and
             ships the train and validation splits to the pods through Ray's object store
             (optional with ``resume``: the run's dataset is used; its hash must match).
         pods: ``"auto"`` or the most pods at once (overrides ``tournament.pods``): a
@@ -132,8 +132,8 @@ def run_tournament(
             resumed run finishes the same budget; see ``docs/grammar.md``).
         address: Ray cluster (``"auto"`` or ``HOST:PORT``); ``None`` starts Ray in-process.
             An already initialised Ray connection is used as is.
-        resume: a run directory (or its id under ``out``) to continue.
-        out: where new run directories are created.
+        resume: a run directory (or its id under ``runs``) to continue.
+        runs: where new run directories are created.
         device: ``auto``, ``cpu`` or ``cuda`` inside the pods (overrides ``train.device``).
         seed: run seed (overrides ``train.seed``).
         run_id: name of a new run directory (default: time-stamped).
@@ -150,11 +150,11 @@ def run_tournament(
     pods = None if pods is None else parse_pods(pods)
     budget = None if budget is None else parse_budget(budget)
     if resume is not None:
-        run_path = find_run(resume, out)
+        run_path = find_run(resume, runs)
         run = RunDir.open(run_path)
         info = run.info()
         strategy = load_strategy(run_path / STRATEGY_FILE)
-        dataset = Path(data_dir) if data_dir is not None else Path(info["dataset"]["path"])
+        dataset = Path(data) if data is not None else Path(info["dataset"]["path"])
         manifest = check_inputs(strategy.config, dataset)
         if manifest.hash != info["dataset"]["hash"]:
             raise FinpodError(
@@ -176,10 +176,10 @@ def run_tournament(
             f"{board.progress.wall_s:.0f}s trained"
         )
     else:
-        if strategy_path is None or data_dir is None:
+        if strategy_path is None or data is None:
             raise FinpodError("a tournament needs --strategy and --data", "or --resume RUN")
         strategy = as_strategy(strategy_path)
-        dataset = Path(data_dir)
+        dataset = Path(data)
         manifest = check_inputs(strategy.config, dataset)
         config, space, run_seed = resolve(strategy, pods, budget, seed)
         resolved = strategy.to_dict()
@@ -189,7 +189,7 @@ def run_tournament(
         resolved["train"]["seed"] = run_seed
         if device is not None:
             resolved["train"]["device"] = device
-        run_path = Path(out) / (run_id or new_run_id())
+        run_path = Path(runs) / (run_id or new_run_id())
         run = RunDir.create(
             run_path,
             strategy=resolved,

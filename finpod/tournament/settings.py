@@ -34,10 +34,6 @@ from finpod.grammar import (  # noqa: F401  (Budget, parse_budget re-exported fo
 )
 from finpod.scores import DEFAULT_SCORE, SCORES
 from finpod.tournament.modes import MODES
-from finpod.tournament.search import (  # noqa: F401  (re-exported: orchestrator and pod import them here)
-    SearchSpace,
-    pod_env,
-)
 
 INHERIT_BUFFER = (True, False, "auto")
 #: ``inherit_buffer = "auto"``: share of a node's memory that ``top_k`` replay buffers (the

@@ -16,7 +16,8 @@ from finpod.env.config import EQUAL_WEIGHT, EnvConfig
 from finpod.env.observed import observed_feature_names
 from finpod.env.reference import load_reference_file
 from finpod.errors import FinpodError
-from finpod.tournament.settings import SearchSpace, TournamentConfig
+from finpod.tournament.search import SearchSpace
+from finpod.tournament.settings import TournamentConfig
 
 
 @dataclass

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from finpod.backtest import metrics as m
+from finpod.backtest import selection as sel
 
 
 def _series(values, freq="B", start="2024-01-01"):
@@ -119,9 +120,9 @@ def test_expected_max_sharpe_and_dsr_match_bailey_lopez_de_prado_example():
     # Bailey & López de Prado (2014), numerical example: annualized SR 2.5 over 1250 daily
     # obs, 100 trials whose annualized Sharpe variance is 0.5, skew -3, kurtosis 10
     # → E[max SR] ≈ 0.1132 per bar and DSR ≈ 0.9004.
-    sr0 = m.expected_max_sharpe(100, 0.5 / 250)
+    sr0 = sel.expected_max_sharpe(100, 0.5 / 250)
     assert sr0 == pytest.approx(0.1132, abs=5e-5)
-    dsr = m.probabilistic_sharpe_ratio(2.5 / math.sqrt(250), sr0, 1250, -3.0, 10.0)
+    dsr = sel.probabilistic_sharpe_ratio(2.5 / math.sqrt(250), sr0, 1250, -3.0, 10.0)
     assert dsr == pytest.approx(0.9004, abs=5e-4)
 
 
@@ -131,30 +132,30 @@ def test_psr_by_hand_for_normal_returns():
     z = 0.1 * 10 / math.sqrt(1 + 0.01 / 2)
     from scipy.stats import norm
 
-    assert m.probabilistic_sharpe_ratio(sr, 0.0, t, 0.0, 3.0) == pytest.approx(norm.cdf(z))
+    assert sel.probabilistic_sharpe_ratio(sr, 0.0, t, 0.0, 3.0) == pytest.approx(norm.cdf(z))
 
 
 def test_deflated_sharpe_falls_as_trials_grow():
     rng = np.random.default_rng(3)
     r = _series(rng.normal(0.001, 0.01, 500))
-    one = m.deflated_sharpe_ratio(r, 1)
-    many = [m.deflated_sharpe_ratio(r, n, 0.5 / 252) for n in (2, 10, 100, 1000)]
+    one = sel.deflated_sharpe_ratio(r, 1)
+    many = [sel.deflated_sharpe_ratio(r, n, 0.5 / 252) for n in (2, 10, 100, 1000)]
     assert all(a > b for a, b in zip(many, many[1:], strict=False))
     # with one trial the deflated Sharpe is the plain PSR against 0
     r_np = r.to_numpy()
     from scipy import stats
 
     sr = r_np.mean() / r_np.std(ddof=1)
-    psr = m.probabilistic_sharpe_ratio(
+    psr = sel.probabilistic_sharpe_ratio(
         sr, 0.0, len(r_np), stats.skew(r_np), stats.kurtosis(r_np, fisher=False)
     )
     assert one == pytest.approx(psr)
 
 
 def test_trial_variance_converts_annual_to_per_bar():
-    v = m.trial_sharpe_variance([1.0, 2.0, 3.0], "1d")
+    v = sel.trial_sharpe_variance([1.0, 2.0, 3.0], "1d")
     assert v == pytest.approx(1.0 / 252)
-    assert m.trial_sharpe_variance([1.0], "1d") is None
+    assert sel.trial_sharpe_variance([1.0], "1d") is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -183,17 +184,17 @@ def test_psr_of_a_series_is_the_probabilistic_sharpe_against_zero():
     r = _series(rng.normal(0.0008, 0.01, 400))
     x = r.to_numpy()
     sr = x.mean() / x.std(ddof=1)
-    expected = m.probabilistic_sharpe_ratio(
+    expected = sel.probabilistic_sharpe_ratio(
         sr, 0.0, len(x), stats.skew(x), stats.kurtosis(x, fisher=False)
     )
-    assert m.probabilistic_sharpe(r) == pytest.approx(expected)
-    assert math.isnan(m.probabilistic_sharpe(_series([0.01] * 10)))  # no spread: undefined
+    assert sel.probabilistic_sharpe(r) == pytest.approx(expected)
+    assert math.isnan(sel.probabilistic_sharpe(_series([0.01] * 10)))  # no spread: undefined
 
 
 def test_pbo_is_about_one_half_for_pure_noise_candidates():
     rng = np.random.default_rng(7)
     values = [
-        m.probability_of_backtest_overfitting(rng.normal(0.0, 0.01, (256, 20))).pbo
+        sel.probability_of_backtest_overfitting(rng.normal(0.0, 0.01, (256, 20))).pbo
         for _ in range(40)
     ]
     assert np.mean(values) == pytest.approx(0.5, abs=0.08)
@@ -203,7 +204,7 @@ def test_pbo_is_about_zero_when_one_candidate_truly_dominates():
     rng = np.random.default_rng(8)
     r = rng.normal(0.0, 0.01, (256, 20))
     r[:, 5] += 0.006  # per-bar Sharpe 0.6 against 0 for the others
-    res = m.probability_of_backtest_overfitting(r)
+    res = sel.probability_of_backtest_overfitting(r)
     assert res.pbo <= 0.01
     assert res.num_partitions == 16 and len(res.logits) == 12870 and res.bars_used == 256
 
@@ -212,7 +213,7 @@ def test_pbo_logit_is_the_out_of_sample_rank_of_the_in_sample_winner():
     # two candidates, two blocks: in-sample winner A is worst out of sample → logit < 0
     a = np.array([0.03, 0.01, -0.02, -0.01])
     b = np.array([0.01, 0.00, 0.02, 0.03])
-    res = m.probability_of_backtest_overfitting(np.stack([a, b], axis=1), num_partitions=2)
+    res = sel.probability_of_backtest_overfitting(np.stack([a, b], axis=1), num_partitions=2)
     assert res.num_partitions == 2 and len(res.logits) == 2
     # split 1: IS = block 0 → A wins, OOS rank 1 of 2 → ω = 1/3; split 2: IS = block 1 → B
     # wins, OOS (block 0) rank 1 of 2 → ω = 1/3. Both overfit.
@@ -230,22 +231,22 @@ def test_dsr_of_the_selection_uses_validation_returns_and_candidate_sharpes(tmp_
         record_candidate(tmp_path, f"pod{j}", val[:, j], score=float(val[:, j].mean()))
     cands = load_candidates(tmp_path)
     backtest = _series(rng.normal(0.0005, 0.01, 60))
-    out = m.selection_statistics(backtest, cands, num_trials=3, annualization=252.0)
+    out = sel.selection_statistics(backtest, cands, num_trials=3, annualization=252.0)
     sharpes = val.mean(0) / val.std(0, ddof=1)
     assert out["num_trials"] == 10 and out["selection_split"] == "validation"
     assert out["selected_candidate"] == "pod2" and out["validation_bars"] == 120
     assert out["trial_sharpe_variance"] == pytest.approx(np.var(sharpes, ddof=1))
     assert out["dsr"] == pytest.approx(
-        m.deflated_sharpe_ratio(val[:, 2], 10, np.var(sharpes, ddof=1))
+        sel.deflated_sharpe_ratio(val[:, 2], 10, np.var(sharpes, ddof=1))
     )
-    assert out["psr"] == pytest.approx(m.probabilistic_sharpe(backtest))
-    assert out["pbo"] == pytest.approx(m.probability_of_backtest_overfitting(val).pbo)
+    assert out["psr"] == pytest.approx(sel.probabilistic_sharpe(backtest))
+    assert out["pbo"] == pytest.approx(sel.probability_of_backtest_overfitting(val).pbo)
     assert not any(k.endswith("_note") for k in out)
 
 
 def test_undefined_statistics_are_null_with_the_reason():
     r = _series(np.random.default_rng(0).normal(0, 0.01, 50))
-    out = m.selection_statistics(r, None)
+    out = sel.selection_statistics(r, None)
     assert out["dsr"] is None and "no validation returns" in out["dsr_note"]
     assert out["pbo"] is None and "≥ 2 candidates" in out["pbo_note"]
     assert out["psr"] is not None and "psr_note" not in out
@@ -253,7 +254,7 @@ def test_undefined_statistics_are_null_with_the_reason():
 
 def test_old_runs_fall_back_to_the_leaderboard_count_and_scores():
     r = _series(np.random.default_rng(0).normal(0, 0.01, 50))
-    out = m.selection_statistics(
+    out = sel.selection_statistics(
         r,
         None,
         num_trials=12,
@@ -263,10 +264,10 @@ def test_old_runs_fall_back_to_the_leaderboard_count_and_scores():
         annualization=250.0,
     )
     v = np.var(np.array([0.5, 1.0, 1.5, 2.0]) / math.sqrt(250), ddof=1)
-    sr0 = m.expected_max_sharpe(12, v)
+    sr0 = sel.expected_max_sharpe(12, v)
     assert out["num_trials"] == 12
     assert out["dsr"] == pytest.approx(
-        m.probabilistic_sharpe_ratio(2.0 / math.sqrt(250), sr0, 250, 0.0, 3.0)
+        sel.probabilistic_sharpe_ratio(2.0 / math.sqrt(250), sr0, 250, 0.0, 3.0)
     )
     assert "normal returns assumed" in out["dsr_note"]
 

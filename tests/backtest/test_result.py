@@ -15,6 +15,7 @@ import torch
 
 from finpod.backtest import BacktestResult, backtest_market
 from finpod.backtest import metrics as m
+from finpod.backtest import selection as sel
 from finpod.backtest.benchmarks import BENCHMARKS
 from finpod.env import EnvConfig
 
@@ -51,7 +52,7 @@ def test_agent_metrics_are_the_metric_functions_of_its_returns(result):
     assert col["beta"] == pytest.approx(m.alpha_beta(r, bench, "1d")[1])
     assert col["costs_paid"] == pytest.approx(result.costs.sum())
     assert col["costs_paid"] == pytest.approx(result.transactions["cost"].sum())
-    assert col["psr"] == pytest.approx(m.probabilistic_sharpe(r))
+    assert col["psr"] == pytest.approx(sel.probabilistic_sharpe(r))
     # the account identity holds for the stored pandas objects
     np.testing.assert_allclose(result.positions.sum(axis=1), result.account_value, rtol=1e-9)
     np.testing.assert_allclose(
@@ -74,7 +75,7 @@ def test_backtest_json_carries_the_statistics_with_reasons_for_nulls(result, tmp
     stats = meta["statistics"]
     assert {"psr", "dsr", "pbo", "num_trials", "selection_split"} <= set(stats)
     assert stats["selection_split"] == "validation" and stats["num_trials"] == 20
-    assert stats["psr"] == pytest.approx(m.probabilistic_sharpe(result.returns))
+    assert stats["psr"] == pytest.approx(sel.probabilistic_sharpe(result.returns))
     # no candidate record here: DSR and PBO are undefined, and say why
     assert stats["dsr"] is None and stats["dsr_note"]
     assert stats["pbo"] is None and stats["pbo_note"]
@@ -183,7 +184,7 @@ def test_a_missing_index_print_moves_the_return_to_the_next_print(market):
 def test_tearsheet_explains_each_statistic_and_drops_the_wrong_label(result, tmp_path):
     page = result.to_html(tmp_path / "t.html").read_text(encoding="utf-8")
     assert "Selection statistics" in page
-    for sentence in m.STATISTIC_MEANINGS.values():
+    for sentence in sel.STATISTIC_MEANINGS.values():
         assert sentence.replace("'", "&#x27;") in page or sentence in page
     # the backtest Sharpe of an agent selected out of sample is tested against 0 (PSR),
     # not against the best of N (that is the DSR, on validation)

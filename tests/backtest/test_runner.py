@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from finpod.backtest import BacktestResult, run_backtest
 from finpod.backtest import metrics as m
+from finpod.backtest import selection as sel
 from finpod.backtest.agents import ensemble_policy, load_agents, parse_agent
 from finpod.backtest.runner import trial_sharpes
 from finpod.errors import FinpodError
@@ -108,9 +109,9 @@ def test_statistics_use_every_recorded_candidates_validation_returns(run_dir, sp
     variance = float(np.var(cands.sharpes(), ddof=1))
     assert result.num_trials == 14 and stats["num_trials"] == 14
     assert stats["selected_candidate"] == "pod000" and stats["validation_bars"] == 79
-    assert stats["dsr"] == pytest.approx(m.deflated_sharpe_ratio(val[:, 0], 14, variance))
-    assert stats["pbo"] == pytest.approx(m.probability_of_backtest_overfitting(val).pbo)
-    assert stats["psr"] == pytest.approx(m.probabilistic_sharpe(result.returns))
+    assert stats["dsr"] == pytest.approx(sel.deflated_sharpe_ratio(val[:, 0], 14, variance))
+    assert stats["pbo"] == pytest.approx(sel.probability_of_backtest_overfitting(val).pbo)
+    assert stats["psr"] == pytest.approx(sel.probabilistic_sharpe(result.returns))
     assert result.trial_variance == pytest.approx(variance)
 
 
@@ -124,9 +125,9 @@ def test_old_runs_deflate_with_the_leaderboard_count_and_validation_sharpes(
     curves = pd.read_csv(run_dir / "metrics.csv")
     sharpes = trial_sharpes(Leaderboard.load(run_dir), curves)
     assert len(sharpes) == 12  # one per pod: its last validation Sharpe
-    var = m.trial_sharpe_variance(sharpes, 252.0)
+    var = sel.trial_sharpe_variance(sharpes, 252.0)
     sr = 2.0 / np.sqrt(252.0)  # the top entry's annual validation Sharpe, per bar
-    expected = m.probabilistic_sharpe_ratio(sr, m.expected_max_sharpe(12, var), 79, 0.0, 3.0)
+    expected = sel.probabilistic_sharpe_ratio(sr, sel.expected_max_sharpe(12, var), 79, 0.0, 3.0)
     assert result.statistics["dsr"] == pytest.approx(expected)
     assert result.statistics["pbo"] is None and result.statistics["pbo_note"]
 
@@ -136,7 +137,7 @@ def test_changed_dataset_is_refused_unless_chosen_explicitly(run_dir, splits, mo
     with pytest.raises(FinpodError, match="content hash"):
         run_backtest(run_dir)
     # an explicit --data is the user's choice: it runs, and the result says so
-    result = run_backtest(run_dir, data_dir=run_dir.parent / "dataset")
+    result = run_backtest(run_dir, data=run_dir.parent / "dataset")
     assert result.info["dataset_hash_matches_run"] is False
     assert result.info["run_dataset_hash"] == "abc123"
     assert "Cross-dataset backtest" in result.disclosures["dataset"]

@@ -163,7 +163,7 @@ def test_the_tearsheet_shows_the_distribution_and_active_risk(result, tmp_path):
 def test_learning_curves_mark_few_points_and_skip_metrics_without_values(result):
     import dataclasses
 
-    from finpod.backtest.plots import learning_panel
+    from finpod.backtest.learning_plot import learning_panel
 
     rows = []
     for pod in ("p0", "p1"):

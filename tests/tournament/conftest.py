@@ -99,7 +99,7 @@ def run_on_cluster(
             pods="auto",
             budget=budget,
             address=cluster.address,
-            out=out,
+            runs=out,
             on_event=on_event,
             stop=stop,
         )

@@ -48,7 +48,7 @@ def test_pods_are_ranked_by_the_information_ratio_of_their_active_returns(
 ):
     path = tmp_path / "s.toml"
     path.write_text(_active_strategy(population), encoding="utf-8")
-    run = run_tournament(path, tiny_dataset, pods=1, budget="4 pods", out=tmp_path / "r")
+    run = run_tournament(path, tiny_dataset, pods=1, budget="4 pods", runs=tmp_path / "r")
     board = Leaderboard.load(run.run_dir)
     assert board.score_name == "information_ratio"
     meta = read_run_info(run.run_dir)

@@ -51,7 +51,7 @@ def test_a_child_inherits_its_parents_replay_buffer_only_when_asked(
             results[payload["pod_id"]] = payload["result"]
 
     run_tournament(
-        path, tiny_dataset, pods=1, budget="3 pods", out=tmp_path / "runs", on_event=on_event
+        path, tiny_dataset, pods=1, budget="3 pods", runs=tmp_path / "runs", on_event=on_event
     )
     first = results["p00000"]
     child = results["p00001"]

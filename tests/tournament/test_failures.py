@@ -170,7 +170,7 @@ def test_a_diverging_pod_fails_as_non_finite_and_never_scores(tmp_path, tiny_dat
             finished[payload["pod_id"]] = payload["spec"].algorithm
 
     result = run_tournament(
-        strategy, tiny_dataset, pods=2, budget="6 pods", out=tmp_path / "runs", on_event=on_event
+        strategy, tiny_dataset, pods=2, budget="6 pods", runs=tmp_path / "runs", on_event=on_event
     )
     diverged = {p for p, algo in finished.items() if algo == "ppo"}
     assert diverged, "no PPO pod was drawn"

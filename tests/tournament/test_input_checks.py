@@ -56,7 +56,7 @@ def test_a_reference_file_naming_unknown_tickers_is_refused_before_the_run_direc
     strategy = _strategy_with_reference(tmp_path / "s.toml", weights)
     runs = tmp_path / "runs"
     with pytest.raises(FinpodError, match="NOPE"):
-        run_tournament(strategy, tiny_dataset, budget="2 pods", out=runs)
+        run_tournament(strategy, tiny_dataset, budget="2 pods", runs=runs)
     assert not runs.exists()
 
 
@@ -85,7 +85,7 @@ def test_a_pod_failure_is_one_console_line_and_its_full_text_goes_to_the_log(
 
     with pytest.raises(FinpodError, match="failed"):
         run_tournament(
-            strategy, tiny_dataset, budget="4 pods", out=tmp_path / "runs", on_event=on_event
+            strategy, tiny_dataset, budget="4 pods", runs=tmp_path / "runs", on_event=on_event
         )
     gc.collect()  # drop every reference the run held: Ray prints unfetched errors then
     err = capfd.readouterr().err
@@ -113,5 +113,5 @@ def test_a_lying_dataset_manifest_is_refused_before_the_run_directory(tmp_path, 
     strategy = write_strategy(tmp_path / "s.toml", pod_steps=128, epochs=1)
     runs = tmp_path / "runs"
     with pytest.raises(FinpodError, match="disagrees with bars.parquet"):
-        run_tournament(strategy, data, budget="2 pods", out=runs)
+        run_tournament(strategy, data, budget="2 pods", runs=runs)
     assert not runs.exists()

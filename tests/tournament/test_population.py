@@ -95,7 +95,7 @@ def test_a_population_run_records_every_member_as_a_pod(tmp_path, tiny_dataset):
     strategy = write_strategy(
         tmp_path / "s.toml", pod_steps=256, epochs=2, top_k=5, extra="population = 4"
     )
-    result = run_tournament(strategy, tiny_dataset, pods=1, budget="12 pods", out=tmp_path / "r")
+    result = run_tournament(strategy, tiny_dataset, pods=1, budget="12 pods", runs=tmp_path / "r")
     board = Leaderboard.load(result.run_dir)
     assert board.candidates_evaluated == 12 and result.summary.pods_trained == 12
     assert len(board.entries) == 5

@@ -124,7 +124,7 @@ def test_the_budget_moves_and_an_eta_shows_before_any_pod_finishes(tmp_path, tin
         tiny_dataset,
         pods=1,
         budget="60000 steps",
-        out=tmp_path / "runs",
+        runs=tmp_path / "runs",
         display=display,
     )
     moving = [(steps, eta) for steps, eta in seen if 0 < steps < 60_000]

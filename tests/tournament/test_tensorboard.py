@@ -48,7 +48,7 @@ def population_run(tmp_path_factory, tiny_dataset, local_ray):
     strategy = write_strategy(
         tmp / "s.toml", pod_steps=256, epochs=2, top_k=3, extra="population = 3"
     )
-    result = run_tournament(strategy, tiny_dataset, pods=1, budget="6 pods", out=tmp / "r")
+    result = run_tournament(strategy, tiny_dataset, pods=1, budget="6 pods", runs=tmp / "r")
     return result.run_dir
 
 

@@ -76,7 +76,7 @@ def test_the_time_cap_holds_with_a_slow_learner_and_cut_pods_are_scored(
         tiny_dataset,
         pods=2,
         budget="1e9 steps",
-        out=tmp_path / "runs",
+        runs=tmp_path / "runs",
         on_event=on_event,
     )
     board = Leaderboard.load(result.run_dir)

@@ -64,7 +64,7 @@ def test_the_setup_and_every_pod_actor_get_the_strategys_env_config(
     monkeypatch.setattr(run_module, "_resolve_device", lambda *a, **k: ("cpu", 0.0))
     monkeypatch.setattr(run_module, "Orchestrator", Capture)
     strategy = _strategy(tmp_path)
-    run_module.run_tournament(strategy, tiny_dataset, out=tmp_path / "runs", budget="1 pods")
+    run_module.run_tournament(strategy, tiny_dataset, runs=tmp_path / "runs", budget="1 pods")
     setup = seen["setup"]
     assert type(setup.env_config) is EnvConfig
     assert setup.env_config == load_strategy(strategy).config
