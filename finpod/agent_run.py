@@ -46,10 +46,11 @@ from finpod.runs import (
     checkpoint_name,
     find_run,
     read_run_info,
+    run_folder,
 )
 from finpod.runs.inputs import file_sha256, recorded
 from finpod.runs.lock import LOCK_FILE, FolderLock
-from finpod.runs.stopped import write_stopped_board
+from finpod.runs.stopped import resume_checkpoint, write_stopped_board
 from finpod.strategy import Strategy, as_strategy, load_strategy
 
 
@@ -111,7 +112,7 @@ def train_single_agent(
 
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_id = run_id or f"{strategy.algorithm}-{stamp}-s{spec.seed}"
-    run_dir = Path(runs) / run_id
+    run_dir = run_folder(runs, run_id)  # one folder under --runs, never a path out of it
     existed = run_dir.exists()
     made = not existed or not any(run_dir.iterdir())
     with _first_writes(run_dir, made, keep_folder=existed):
@@ -187,7 +188,7 @@ def _continue(
     strategy = _strategy(run_dir / STRATEGY_FILE, seed, device, total_steps)
     spec = strategy.train
     run = RunDir(run_dir)
-    last = run.checkpoint("last")
+    last = resume_checkpoint(run_dir)  # last.safetensors, else the board's checkpoint
     # A board written when the run was stopped (run.json's "stopped") is not a finished run.
     if (run_dir / LEADERBOARD_FILE).is_file() and "stopped" not in previous:
         reached = _finished_steps(run_dir)
@@ -211,7 +212,7 @@ def _continue(
     env = VecTradingEnv(
         train_market, env_config, num_envs=spec.num_envs, seed=spec.seed, device=dev
     )
-    if not last.is_file():
+    if last is None:
         # Stopped before its first checkpoint: nothing was learned, so the run starts
         # again from the beginning (what it wrote before the stop is cleared).
         for partial in (CANDIDATES_FILE, TENSORBOARD_DIR, CHECKPOINT_DIR):

@@ -121,3 +121,30 @@ def test_a_tournament_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, fi
     assert res.returncode == 0, res.stderr
     text = " ".join(res.stderr.split())
     assert "stopped early" in text and "best checkpoint on validation so far" in text
+
+
+def test_a_stopped_run_without_a_last_checkpoint_continues_from_its_boards(
+    tmp_path, dataset, finpod_cli
+):
+    # A stop between the best checkpoint's write and the last one's: the board names a
+    # checkpoint, last.safetensors is not there. The run continues from the board's.
+    from finpod.pipeline import train_agent
+    from finpod.runs import RunDir
+
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(tiny_agent())
+    run_dir = Path(train_agent(strategy, dataset, tmp_path / "runs", run_id="cut"))
+    (entry,) = Leaderboard.load(run_dir).entries
+    RunDir(run_dir).checkpoint("last").unlink()
+    RunDir(run_dir).record_stopped(256, 256)
+    kept = (run_dir / entry.checkpoint).read_bytes()
+    res = finpod_cli("train", "--resume", str(run_dir), "--steps", "384")
+    assert res.returncode == 0, res.stderr
+    assert f"resuming {run_dir} from {entry.env_steps} env steps" in res.stderr, res.stderr
+    assert "starting it again" not in res.stderr and res.stdout == f"{run_dir}\n"
+    assert (run_dir / "checkpoints" / "last.safetensors").is_file()
+    (after,) = Leaderboard.load(run_dir).entries
+    assert after.score >= entry.score and (run_dir / after.checkpoint).is_file()
+    if after.env_steps == entry.env_steps:
+        assert (run_dir / after.checkpoint).read_bytes() == kept  # not beaten: kept
+    assert "stopped" not in json.loads((run_dir / "run.json").read_text())

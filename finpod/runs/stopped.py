@@ -4,7 +4,9 @@ A stopped run is a usable run: :func:`write_stopped_board` writes ``leaderboard.
 with the best checkpoint on validation so far (the one the run's writer kept in
 ``checkpoints/``) and its validation history from ``metrics.csv``, and marks ``run.json``
 as stopped, so ``finpod backtest`` tests that checkpoint and says the run was stopped
-early, and ``finpod train --resume`` continues it (the mark is cleared when it finishes).
+early, and ``finpod train --resume`` continues it (the mark is cleared when it finishes):
+from ``last.safetensors``, or from the checkpoint its board names when the stop came
+between the two writes (:func:`resume_checkpoint`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from finpod.errors import FinpodError
 from finpod.runs.candidates import load_candidates
 from finpod.runs.leaderboard import Entry, Leaderboard, checkpoint_name
 from finpod.runs.rundir import RunDir
@@ -64,3 +67,19 @@ def write_stopped_board(
     run.record_learning(entry)
     run.record_stopped(int(env_steps), target_steps)
     return entry
+
+
+def resume_checkpoint(run_dir: str | Path) -> Path | None:
+    """The checkpoint a run continues from: ``checkpoints/last.safetensors``, else the
+    checkpoint its board names (a stop between the best checkpoint's write and the last
+    one's); None when it has neither (nothing learned yet: the run starts again)."""
+    run = RunDir(Path(run_dir))
+    last = run.checkpoint("last")
+    if last.is_file():
+        return last
+    try:
+        entries = Leaderboard.load(run.path).entries
+    except FinpodError:  # no board yet
+        return None
+    named = (run.path / entry.checkpoint for entry in entries)
+    return next((path for path in named if path.is_file()), None)
