@@ -22,6 +22,7 @@ from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.grammar import Budget, Pods, parse_budget, parse_pods
 from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
+from finpod.runs import run_folder
 from finpod.strategy import Strategy, as_strategy, load_strategy
 from finpod.tournament.budget import TIME_SLIVER_S, BudgetClock
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
@@ -189,7 +190,7 @@ def run_tournament(
         resolved["train"]["seed"] = run_seed
         if device is not None:
             resolved["train"]["device"] = device
-        run_path = Path(runs) / (run_id or new_run_id())
+        run_path = run_folder(runs, run_id or new_run_id())  # a single folder under runs
         run = RunDir.create(
             run_path,
             strategy=resolved,
