@@ -21,8 +21,15 @@ from finpod.backtest.split_hashes import split_hashes
 from finpod.env.config import EQUAL_WEIGHT
 from finpod.errors import FinpodError
 from finpod.grammar import Budget, Pods, parse_budget, parse_pods
-from finpod.runs import STRATEGY_FILE, Leaderboard, RunDir, close_logger, find_run, new_run_id
-from finpod.runs import run_folder
+from finpod.runs import (
+    STRATEGY_FILE,
+    Leaderboard,
+    RunDir,
+    close_logger,
+    find_run,
+    new_run_id,
+    run_folder,
+)
 from finpod.strategy import Strategy, as_strategy, load_strategy
 from finpod.tournament.budget import TIME_SLIVER_S, BudgetClock
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
