@@ -1,36 +1,64 @@
 #!/usr/bin/env python3
-"""Time to signal: does the tournament find a better agent faster than one learner?
+"""Time to signal: does the tournament find a better agent faster than what a user would
+pick instead, at the same wall time and CPUs?
 
 On planted daily markets (``alpha``: the signal is an observed feature; ``momentum``:
 the alpha lives only in past prices, no feature carries it) and on a ``null`` market,
-each seed runs, one after another on the same machine:
+each seed runs, one system after another on the same machine (``--systems``):
 
 - ``tournament``: ``finpod train`` of the strategy (default ``strategies/quickstart.toml``,
-  ``pods = "auto"``, its own budget and time cap), then ``finpod backtest``;
-- ``learner_wall``: one finpod learner with the strategy's base ``[agent]``, ``[env]`` and
-  ``[train]`` settings, one torch thread, stopped (SIGTERM) after the tournament's wall
-  time: its best checkpoint on validation so far is backtested;
-- ``learner_steps`` (``--same-steps``): the same learner resumed to the tournament's env
-  steps, backtested;
+  ``pods = "auto"`` or ``--cpus``, its own budget and time cap, or ``--wall`` seconds),
+  then ``finpod backtest``. Its wall time is every other system's budget (unless
+  ``--wall``).
+- ``learner``: one finpod learner with the strategy's base ``[agent]``, ``[env]`` and
+  ``[train]`` settings, one torch thread, stopped (SIGTERM) after the wall time: its best
+  checkpoint on validation so far is backtested (``learner_wall``); with ``--same-steps``
+  also resumed to the tournament's env steps (``learner_steps``).
+- ``random``: random search: fresh pods drawn from the strategy's ``[search]`` space, each
+  trained to the end of its share of the budget, best on validation (``random_search``).
+- ``selection``: selection only: the base settings with one seed per CPU (or
+  ``--selection-seeds``), best on validation: MF-PBT's variance-exploitation control
+  (``selection_only``).
+- ``tune-pbt``, ``tune-asha``: Ray Tune's PopulationBasedTraining and ASHAScheduler driving
+  finpod's learner as a function trainable over the same ``[search]`` space, one trial per
+  CPU at once; one training_iteration is one segment (``pod_steps`` env steps) and its
+  validation score. The row records the Ray version and what Tune cost: the share of the
+  slots' wall time spent inside finpod's learner, seconds per trial start and per
+  iteration outside it (``tune_pbt``, ``tune_asha``).
 - ``sb3``: Stable-Baselines3 PPO with its defaults (``MlpPolicy``, one env, 2,048 steps a
   rollout, 10 epochs of minibatches of 64) on finpod's gymnasium env of the same
-  ``[env]``, trained for the tournament's wall time and scored on validation every
-  rollout with finpod's own rollout; its best on validation is scored on the backtest
-  split the same way.
+  ``[env]``, trained for the wall time and scored on validation every rollout with
+  finpod's own rollout; its best on validation is scored on the backtest split the same
+  way. Unmatched (``"unmatched": true``): one CPU, its own update intensity.
 
-Each row is one JSON line: validation and backtest information ratio (with its t), active
-return a year and tracking error on the backtest split, env steps, wall seconds and
-gradient steps per env step; the tournament's row adds how its budget was spent
-(``run.json``'s ``budget``) and, on ``alpha``, the scripted rule's line under the winner's
-bounds. A ``summary`` line per market gives the medians over seeds, and ``--plot`` draws
-validation IR against wall time and env steps. Every row names the machine's load (the
-load average and the share of CPU other processes used while it ran).
+``random``, ``selection`` and the Tune systems are in ``bench/tts_peers.py``: they train
+finpod's own learner (:class:`finpod.tournament.pod.Pod`) segment by segment from
+checkpoint bytes and backtest with finpod's backtest.
+
+A market may be a planted market with a mis-set base (``MARKET:BASE``): ``timid`` (the PPO
+base's learning rate ÷ 20 and one update epoch) or ``misfit`` (the base decides every
+63 sessions, far longer than the signal's half-life: 7 sessions on ``alpha``, 14 on
+``momentum``); ``[search]`` is unchanged, so what searches can correct the base.
+
+Each row is one JSON line: system, market, seed, CPUs, wall seconds, validation and
+backtest information ratio (with its t), active return a year and tracking error on the
+backtest split, env steps and gradient steps per env step; the tournament's row adds how
+its budget was spent (``run.json``'s ``budget``) and, on ``alpha``, the scripted rule's
+line under the winner's bounds. Every row names the machine's load (the load average and
+the share of CPU other processes used while it ran) and is kept under ``WORK/rows/``: a
+later invocation prints it instead of running the system again (``--rerun`` runs it), so
+a study can be run in parts, one heavy job at a time. A ``summary`` line per market gives
+the medians over seeds, and ``--plot`` draws validation IR against wall time and env
+steps.
 
     python bench/time_to_signal.py --markets alpha,momentum,null --seeds 0,1,2 --same-steps
-    python bench/time_to_signal.py --markets alpha --seeds 0 --skip sb3 --plot tts.png
+    python bench/time_to_signal.py --markets alpha --seeds 0 --systems tournament
+    python bench/time_to_signal.py --markets alpha --seeds 0 --systems learner,random,selection
+    python bench/time_to_signal.py --markets alpha --seeds 0 --systems tune-pbt,tune-asha
+    python bench/time_to_signal.py --markets alpha:timid,momentum:misfit --seeds 0 --wall 120
 
-Work files (datasets, runs, reports) go under ``--work`` (default ``finpod-tts`` in the
-system temp folder).
+Work files (datasets, runs, rows, Tune's trials) go under ``--work`` (default
+``finpod-tts`` in the system temp folder).
 """
 
 from __future__ import annotations
@@ -44,6 +72,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -51,6 +80,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tts_peers, next to this script
 
 FINPOD = [sys.executable, "-m", "finpod"]
 #: Synthetic daily markets: 30 names, 6 years, 0.2 % costs come from the strategy.
@@ -59,6 +89,23 @@ MARKET = {"n_tickers": 30, "years": 6, "seed": 1}
 #: the ticker's own idiosyncratic shocks: an EWMA of its past returns, visible only in
 #: prices.
 MOMENTUM = {"kappa": 0.15, "phi": 0.95, "annual_vol": 0.3, "rho": 0.3}
+#: Mis-set bases of a planted market (``MARKET:BASE``), written over the strategy file:
+#: ``timid`` divides the PPO learning rate by this and trains one epoch per rollout;
+#: ``misfit`` decides every MISFIT_INTERVAL sessions (a quarter), far longer than the
+#: signal's half-life (ln 2 / −ln φ: 6.6 sessions on alpha, φ = 0.9; 13.5 on momentum).
+TIMID_LR_DIVISOR = 20
+MISFIT_INTERVAL = 63
+BASES = ("default", "timid", "misfit")
+#: ``--systems`` names → the system of their rows.
+SYSTEMS = {
+    "tournament": "tournament",
+    "learner": "learner_wall",
+    "random": "random_search",
+    "selection": "selection_only",
+    "tune-pbt": "tune_pbt",
+    "tune-asha": "tune_asha",
+    "sb3": "sb3_ppo_defaults",
+}
 
 
 # ----------------------------------------------------------------------------- machine
@@ -80,11 +127,26 @@ class Load:
     def __init__(self) -> None:
         self.t0, self.busy0 = time.monotonic(), cpu_busy_s()
         self.own = 0.0
+        # This process and its descendants (worker processes, Ray's), sampled until row().
+        self._start: dict[tuple[int, float], float] = {}
+        tree_cpu_s(os.getpid(), self._start)
+        self._seen = dict(self._start)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.5):
+            tree_cpu_s(os.getpid(), self._seen)
 
     def add_own(self, seconds: float) -> None:
         self.own += seconds
 
     def row(self) -> dict[str, Any]:
+        self._done.set()
+        self._thread.join()
+        tree_cpu_s(os.getpid(), self._seen)
+        self.own += sum(v - self._start.get(k, 0.0) for k, v in self._seen.items())
         wall = time.monotonic() - self.t0
         other = (cpu_busy_s() - self.busy0 - self.own) / max(1e-9, wall * (os.cpu_count() or 1))
         return {"load_avg_1m": round(os.getloadavg()[0], 2), "other_cpu_share": round(other, 3)}
@@ -114,19 +176,16 @@ def finpod(
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     print(json.dumps({"command": "finpod " + shlex.join(args)}), flush=True)
-    seen: dict[tuple[int, float], float] = {}
     t0 = time.monotonic()
     with open(log, "a") as err, open(log.with_suffix(".stdout"), "w") as out:
         proc = subprocess.Popen([*FINPOD, *args], cwd=REPO, env=env, stdout=out, stderr=err)
         stopped = False
         while proc.poll() is None:
-            tree_cpu_s(proc.pid, seen)
             if stop_after is not None and not stopped and time.monotonic() - t0 >= stop_after:
                 proc.send_signal(signal.SIGTERM)
                 stopped = True
             time.sleep(0.5)
-    wall = time.monotonic() - t0
-    load.add_own(sum(seen.values()))
+    wall = time.monotonic() - t0  # its CPU time: ``load`` samples this process's tree
     stdout = log.with_suffix(".stdout").read_text()
     if proc.returncode != 0 and not stopped:
         sys.exit(f"failed ({proc.returncode}): finpod {shlex.join(args)}; see {log}")
@@ -300,6 +359,45 @@ def seeded_strategy(strategy: Path, seed: int, work: Path, single: bool) -> Path
     return out
 
 
+def split_market(market: str) -> tuple[str, str]:
+    """(planted market, base) of ``MARKET[:BASE]``."""
+    planted, _, base = market.partition(":")
+    base = base or "default"
+    if base not in BASES:
+        raise SystemExit(f"unknown base {base!r} in {market!r}: {', '.join(BASES)}")
+    return planted, base
+
+
+def market_tag(market: str) -> str:
+    """``market`` as a file-name part (``alpha:timid`` → ``alpha-timid``)."""
+    return market.replace(":", "-")
+
+
+def variant_strategy(strategy: Path, base: str, work: Path) -> Path:
+    """``strategy`` with a mis-set base (see :data:`BASES`), ``[search]`` unchanged;
+    ``strategy`` itself for ``"default"``."""
+    if base == "default":
+        return strategy
+    from finpod.agents import ALGORITHMS
+    from finpod.runs import toml_dumps
+
+    raw = tomllib.loads(strategy.read_text(encoding="utf-8"))
+    agent = raw.setdefault("agent", {})
+    if base == "timid":
+        if agent.get("algorithm", "ppo") != "ppo":
+            raise SystemExit(f"timid needs a PPO [agent] in {strategy}")
+        hp = agent.setdefault("hparams", {})
+        lr = float(hp.get("learning_rate", ALGORITHMS["ppo"][0]().learning_rate))
+        hp["learning_rate"] = lr / TIMID_LR_DIVISOR
+        hp["update_epochs"] = 1
+    elif base == "misfit":
+        raw.setdefault("env", {})["decision_interval"] = MISFIT_INTERVAL
+    out = work / "strategies" / f"{strategy.stem}-{base}.toml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(toml_dumps(raw), encoding="utf-8")
+    return out
+
+
 def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
     """``finpod backtest`` of a run: the agent's backtest line (and the scripted rule's)."""
     import pandas as pd
@@ -419,72 +517,137 @@ def sb3_row(data: Path, strategy: Path, seed: int, wall: float, target: float) -
 
 
 # ----------------------------------------------------------------------------- main
+class Rows:
+    """The rows of one market and seed, one JSON file per system under ``WORK/rows/``."""
+
+    def __init__(self, work: Path, market: str, seed: int, rerun: bool) -> None:
+        self.folder = work / "rows"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.stem, self.rerun = f"{market_tag(market)}-s{seed}", rerun
+
+    def path(self, system: str) -> Path:
+        return self.folder / f"{self.stem}-{system}.json"
+
+    def get(self, system: str) -> dict[str, Any] | None:
+        """A row an earlier invocation wrote (None with ``--rerun``)."""
+        path = self.path(system)
+        if self.rerun or not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    def put(self, row: dict[str, Any]) -> dict[str, Any]:
+        self.path(row["system"]).write_text(json.dumps(row, default=str))
+        return row
+
+
+def emit(row: dict[str, Any]) -> None:
+    """Print a row as one JSON line (without its learning curve)."""
+    print(json.dumps({k: v for k, v in row.items() if k != "curve"}, default=str), flush=True)
+
+
 def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
+    from tts_peers import Budget, random_search, selection_only, tune_search
+
     work = Path(args.work)
-    log = work / "logs" / f"{market}-s{seed}.log"
+    planted, base_name = split_market(market)
+    tag = market_tag(market)
+    log = work / "logs" / f"{tag}-s{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     runs, reports = work / "runs", work / "reports"
-    rows = []
+    strategy = variant_strategy(Path(args.strategy), base_name, work)
+    store = Rows(work, market, seed, args.rerun)
+    rows: list[dict[str, Any]] = []
     base = {"market": market, "seed": seed, "strategy": Path(args.strategy).name}
+    if base_name != "default":
+        base.update({"planted": planted, "base": base_name})
 
-    load = Load()
-    tour = seeded_strategy(Path(args.strategy), seed, work, single=False)
-    run_id = f"tour-{market}-s{seed}"
-    walls = work / "walls.json"
-    known = json.loads(walls.read_text()) if walls.is_file() else {}
-    if run_id in known and (runs / run_id / "leaderboard.json").is_file():
-        wall = float(known[run_id])  # a finished run of an earlier invocation
-    else:
-        _, wall = finpod(
-            ["train", "-s", str(tour), "--data", str(data), "--out", str(runs), "--run-id", run_id],
-            log,
-            load,
-        )
-        walls.write_text(json.dumps({**known, run_id: wall}))
-    t_row = {**base, "system": "tournament", "wall_s": round(wall, 1), **run_summary(runs / run_id)}
-    t_row["backtest"] = backtest_line(runs / run_id, reports, log)
-    rows.append({**t_row, **load.row()})
-    print(json.dumps(rows[-1]), flush=True)
+    def record(row: dict[str, Any]) -> dict[str, Any]:
+        rows.append(store.put(row))
+        emit(row)
+        return row
 
-    if "learner" not in args.skip:
+    t_row: dict[str, Any] = store.get("tournament") or {}
+    if "tournament" in args.systems and not t_row:
         load = Load()
-        single = seeded_strategy(Path(args.strategy), seed, work, single=True)
-        lid = f"learner-{market}-s{seed}"
-        _, lwall = finpod(
-            ["train", "-s", str(single), "--data", str(data), "--out", str(runs), "--run-id", lid],
-            log,
-            load,
-            stop_after=wall,
-            threads=1,
+        tour = seeded_strategy(strategy, seed, work, single=False)
+        run_id = f"tour-{tag}-s{seed}"
+        cmd = ["train", "-s", str(tour), "--data", str(data), "--out", str(runs)]
+        cmd += ["--run-id", run_id, "--pods", str(args.cpus)]
+        if args.wall:
+            cmd += ["--budget", f"{args.wall:g}s"]
+        if (runs / run_id).exists():  # an earlier invocation's run: this one is new
+            run_id = f"{run_id}-{int(time.time())}"
+            cmd[-3] = run_id
+        _, wall = finpod(cmd, log, load)
+        t_row = {**base, "system": "tournament", "cpus": args.cpus, "wall_s": round(wall, 1)}
+        t_row.update(run_summary(runs / run_id))
+        t_row["backtest"] = backtest_line(runs / run_id, reports, log)
+        record({**t_row, **load.row()})
+    elif t_row:
+        rows.append(t_row)
+        emit(t_row)
+    wall = args.wall or t_row.get("wall_s")
+    others = [s for s in args.systems if s != "tournament"]
+    if others and not wall:
+        raise SystemExit(
+            f"no wall time for {market} seed {seed}: run --systems tournament first or pass --wall"
         )
-        row = {**base, "system": "learner_wall", "threads": 1, "wall_s": round(lwall, 1)}
-        row.update(run_summary(runs / lid))
-        row["env_steps"] = learner_steps_of(runs / lid)
-        row["backtest"] = backtest_line(runs / lid, reports, log)
-        rows.append({**row, **load.row()})
-        print(json.dumps(rows[-1]), flush=True)
-        if args.same_steps and t_row.get("env_steps"):
-            load = Load()
-            target = int(t_row["env_steps"])
-            _, swall = finpod(
-                ["train", "--resume", str(runs / lid), "--steps", str(target)], log, load, threads=1
+    budget = Budget(wall_s=float(wall or 0), cpus=args.cpus)
+    same = {"cpus": args.cpus, "budget_wall_s": budget.wall_s}
+
+    for name in others:
+        system = SYSTEMS[name]
+        if (old := store.get(system)) is not None:
+            rows.append(old)
+            emit(old)
+            continue
+        load = Load()
+        if name == "learner":
+            single = seeded_strategy(strategy, seed, work, single=True)
+            lid = f"learner-{tag}-s{seed}"
+            _, lwall = finpod(
+                ["train", "-s", str(single), "--data", str(data), "--out", str(runs)]
+                + ["--run-id", lid],
+                log,
+                load,
+                stop_after=budget.wall_s,
+                threads=1,
             )
-            row = {**base, "system": "learner_steps", "threads": 1}
+            row = {**base, "system": system, "cpus": 1, "threads": 1, "wall_s": round(lwall, 1)}
             row.update(run_summary(runs / lid))
             row["env_steps"] = learner_steps_of(runs / lid)
-            row["wall_s"] = round(lwall + swall, 1)
-            row["backtest"] = backtest_line(runs / lid, reports / "same-steps", log)
-            rows.append({**row, **load.row()})
-            print(json.dumps(rows[-1]), flush=True)
-
-    if "sb3" not in args.skip:
-        load = Load()
-        target = t_row.get("validation_ir") or math.inf
-        res = sb3_row(data, tour, seed, wall, target)
-        curve = res.pop("curve")
-        rows.append({**base, "system": "sb3_ppo_defaults", **res, **load.row()})
-        print(json.dumps(rows[-1]), flush=True)
-        rows[-1]["curve"] = curve
+            row["backtest"] = backtest_line(runs / lid, reports, log)
+            record({**row, **load.row()})
+            if args.same_steps and t_row.get("env_steps"):
+                load = Load()
+                target = int(t_row["env_steps"])
+                _, swall = finpod(
+                    ["train", "--resume", str(runs / lid), "--steps", str(target)],
+                    log,
+                    load,
+                    threads=1,
+                )
+                row = {**base, "system": "learner_steps", "cpus": 1, "threads": 1}
+                row.update(run_summary(runs / lid))
+                row["env_steps"] = learner_steps_of(runs / lid)
+                row["wall_s"] = round(lwall + swall, 1)
+                row["backtest"] = backtest_line(runs / lid, reports / "same-steps", log)
+                record({**row, **load.row()})
+            continue
+        if name == "random":
+            res = random_search(data, strategy, seed, budget, args.random_pods)
+        elif name == "selection":
+            res = selection_only(data, strategy, seed, budget, args.selection_seeds)
+        elif name in ("tune-pbt", "tune-asha"):
+            kind = name.split("-")[1]
+            res = tune_search(data, strategy, seed, budget, kind, work, args.tune_samples)
+        elif name == "sb3":
+            target = t_row.get("validation_ir") or math.inf
+            res = sb3_row(data, strategy, seed, budget.wall_s, target)
+            res.update({"cpus": 1, "unmatched": True})
+        else:
+            raise SystemExit(f"unknown system {name!r}: {', '.join(SYSTEMS)}")
+        record({**base, "system": system, **same, **res, **load.row()})
     return rows
 
 
@@ -547,9 +710,9 @@ def plot(rows: list[dict[str, Any]], work: Path, path: Path) -> None:
             label = f"{r['system']} s{r['seed']}"
             if r["system"] == "sb3_ppo_defaults":
                 pts = [(t, s, v) for t, s, v in r.get("curve", [])]
-            else:
+            elif r["system"] in ("tournament", "learner_wall", "learner_steps"):
                 kind = "tour" if r["system"] == "tournament" else "learner"
-                run = RunDir.open(work / "runs" / f"{kind}-{market}-s{r['seed']}")
+                run = RunDir.open(work / "runs" / f"{kind}-{market_tag(market)}-s{r['seed']}")
                 vals = sorted(
                     (w, s, v)
                     for _, s, w, split, metric, v in run.metrics
@@ -559,6 +722,8 @@ def plot(rows: list[dict[str, Any]], work: Path, path: Path) -> None:
                     rate = (r.get("env_steps") or 0) / max(1e-9, r.get("wall_s") or 1)
                     vals = [(w, w * rate, v) for w, _, v in vals]
                 pts = vals
+            else:
+                continue  # the peers of tts_peers keep no run directory
             if not pts:
                 continue
             best, xs_t, xs_s, ys = -math.inf, [], [], []
@@ -578,24 +743,63 @@ def plot(rows: list[dict[str, Any]], work: Path, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--markets", default="alpha,momentum,null")
+    ap.add_argument(
+        "--markets",
+        default="alpha,momentum,null",
+        help="comma list of alpha, momentum, null, each optionally :timid or :misfit",
+    )
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--strategy", default=str(REPO / "strategies" / "quickstart.toml"))
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "finpod-tts"))
-    ap.add_argument("--skip", default="", help="comma list of: learner, sb3")
+    ap.add_argument(
+        "--systems",
+        default="tournament,learner,sb3",
+        help=f"comma list of: {', '.join(SYSTEMS)} (default: %(default)s)",
+    )
+    ap.add_argument("--skip", default="", help="comma list of systems to leave out")
+    ap.add_argument(
+        "--wall",
+        type=float,
+        default=None,
+        help="wall seconds of every system (default: the tournament's measured wall time; "
+        "a tournament run by this invocation gets it as its time budget)",
+    )
+    ap.add_argument(
+        "--cpus",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPUs of the tournament (--pods), of random, selection and Tune (default: all)",
+    )
+    ap.add_argument("--random-pods", type=int, default=None, help="default: 2 per CPU")
+    ap.add_argument("--selection-seeds", type=int, default=None, help="default: 1 per CPU")
+    ap.add_argument(
+        "--tune-samples",
+        type=int,
+        default=None,
+        help="PBT population (default 2 per CPU); ASHA trials (default: until the time ends)",
+    )
+    ap.add_argument("--rerun", action="store_true", help="run systems whose row is in WORK/rows")
     ap.add_argument(
         "--same-steps", action="store_true", help="also the learner at the tournament's env steps"
     )
     ap.add_argument("--plot", default=None, help="PNG path of the curves")
     args = ap.parse_args(argv)
-    args.skip = {s for s in args.skip.split(",") if s}
+    skip = {s for s in args.skip.split(",") if s}
+    args.systems = [s for s in args.systems.split(",") if s and s not in skip]
+    unknown = [s for s in args.systems if s not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown system {unknown[0]!r}: {', '.join(SYSTEMS)}")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     work = Path(args.work)
     (work / "logs").mkdir(parents=True, exist_ok=True)
     all_rows = []
     for market in args.markets.split(","):
-        data = build_market(market, work, work / "logs" / "build.log")
-        if market == "momentum":
-            rules = momentum_rules(data, Path(args.strategy))
+        planted, _ = split_market(market)
+        data = build_market(planted, work, work / "logs" / "build.log")
+        if planted == "momentum":
+            rules = momentum_rules(
+                data, variant_strategy(Path(args.strategy), split_market(market)[1], work)
+            )
             print(json.dumps({"market": market, "system": "rules_estimate", **rules}), flush=True)
         rows = []
         for seed in (int(s) for s in args.seeds.split(",")):
