@@ -362,7 +362,7 @@ def test_nothing_shipped_uses_a_refused_spelling():
         parse_tournament(load_strategy(path).tournament)  # raises on a refused spelling
     old = re.compile(
         r"(--budget[ =]|budget=)[\"']?\d+(\.\d+)?[mM]\b(?! ?(steps?|pods?))"
-        r"|--(train|validation|backtest) \d+m\b|NB_BUDGET.{0,40}\b\d+m\b"
+        r"|--(train|validation|backtest) \d+m\b|NB_BUDGET.{0,40}\b\d+m\b|`\d+(\.\d+)?[mM]`"
     )
     pages = [REPO / "README.md", REPO / "notebooks" / "README.md", *(REPO / "docs").glob("*.md")]
     for page in [*pages, *(REPO / "notebooks").glob("*.ipynb")]:
