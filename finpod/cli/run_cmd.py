@@ -90,8 +90,8 @@ def run(
 ) -> None:
     """Build the sample dataset, train a tournament, backtest the winner, write the tearsheet."""
     # Everything that needs no data, before torch, pandas or Ray load.
-    checks.budget(budget)
-    checks.pods(pods)
+    budget = checks.budget(budget)  # read once: the typed value goes down
+    pods = checks.pods(pods)
     checks.device(device)
     checks.strategy_file(strategy)
     wants_sample = build_sample or rebuild or data == SAMPLE_DATASET_DIR

@@ -124,8 +124,8 @@ def register(app: typer.Typer) -> None:
         # Everything that needs no data, before torch, pandas or Ray load.
         checks.positive("--steps", steps, "100000")
         checks.device(device)
-        checks.budget(budget)
-        checks.pods(pods)
+        budget = checks.budget(budget)  # read once: the typed value goes down
+        pods = checks.pods(pods)
         if resume is None:
             if strategy is None or data is None:
                 raise FinpodError(

@@ -109,7 +109,7 @@ def register(app: typer.Typer) -> None:
             checks.window_length(length, what)
         checks.at_least("--folds", folds, 1, "6")
         checks.at_least("--embargo", embargo, 0, "5")
-        checks.seeds(seeds)
+        parsed_seeds = checks.seeds(seeds)  # read once: the typed value goes down
         checks.positive("--steps", steps, "100000")
         checks.at_least("--cpus-per-job", cpus_per_job, 1, "1")
         checks.at_least("--num-cpus", num_cpus, 1, "4")
@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
                 strategy,
                 out,
                 spec=spec,
-                seeds=seeds,
+                seeds=parsed_seeds,
                 steps=steps,
                 warm_start=warm_start,
                 use_ray=use_ray,
