@@ -173,6 +173,8 @@ def test_m_alone_is_never_a_unit_and_the_message_names_both_spellings():
         parse_length("3m", "train")
     assert parse_length("3mo") == Length(3, "mo")
     assert parse_budget("3min") == Budget("time", 180)
+    with pytest.raises(FinpodError, match=r"ambiguous.*write 3min for minutes"):
+        parse_budget("3m")
     with pytest.raises(FinpodError, match="write 5min for minutes or 5M steps"):
         parse_budget("5M")
 
