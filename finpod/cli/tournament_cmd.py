@@ -128,6 +128,12 @@ def print_summary(console: Console, result: Any) -> None:
             + ("[bold]selected[/]" if ens.get("selected") else "not selected")
             + " (counted in N)",
         )
+    if board.selection:
+        statement(
+            console,
+            f"selection (paired test on validation): {board.selection['decision']} → "
+            f"[bold]{board.selection['selected']}[/]",
+        )
     if summary.throughput:
         tp = summary.throughput
         line = (
