@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from finpod.atomic import atomic_write, atomic_write_json, replace_dir
+from finpod.atomic import atomic_write, atomic_write_json
 from finpod.data import sources
 from finpod.data.bars import Bars
 from finpod.data.benchmark import align_benchmark
@@ -61,7 +61,7 @@ from finpod.data.manifest import (
     load_manifest,
     universe_entry,
 )
-from finpod.data.outdir import drop_marker, prepare_out
+from finpod.data.outdir import install, prepare_out
 from finpod.data.splits import (
     DEFAULT_EMBARGO_SESSIONS,
     DEFAULT_FRACTIONS,
@@ -129,7 +129,10 @@ class _NoProgress:
 
 @contextmanager
 def _progress(enabled: bool):
-    if not enabled:
+    # Bars on stderr (stdout holds only the dataset folder), and only at a terminal: in a
+    # log a bar is one stale line.
+    console = Console(stderr=True)
+    if not enabled or not console.is_terminal:
         yield _NoProgress()
         return
 
@@ -139,7 +142,7 @@ def _progress(enabled: bool):
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
         transient=False,
-        console=Console(stderr=True),  # stdout holds only the dataset folder
+        console=console,
     ) as prog:
         yield prog
 
@@ -354,6 +357,5 @@ def _build_into(
             atomic_write(tmp / "benchmark.parquet", lambda p: pq.write_table(tbl, p))
         atomic_write_json(tmp / "cleaning_report.json", loaded.report)
         atomic_write_json(tmp / "manifest.json", manifest.to_dict())
-        drop_marker(tmp)
-        replace_dir(tmp, out)
+        install(tmp, out)  # one swap; a link at out keeps pointing at the dataset
     return out

@@ -5,19 +5,26 @@ the temporary folders of builds that were killed removed by the next build.
 finpod deletes only what it made: each temporary folder holds a marker file
 (:data:`TEMP_MARKER`) naming that very folder, written when the folder is made and checked
 before a later build removes it. A folder beside ``out`` whose name merely looks like a
-temporary one (a user's backup ``.ds.20240101``) is never touched. An ``--overwrite`` is
-refused while an input of the build (``--path``, ``--benchmark``) lies inside the dataset
-folder it would replace."""
+temporary one (a user's backup ``.ds.20240101``) is never touched. An ``--overwrite``
+replaces only what a build wrote (``manifest.json`` and the files it lists): it is
+refused while the dataset folder holds anything else (a user's notes, an input of the
+build such as ``--path`` or ``--benchmark``), naming it.
+
+An ``out`` that is a symbolic link names the folder it points to: the build is written
+beside that folder and replaces it, and the link stays as it was (:func:`dataset_folder`).
+"""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
 import tempfile
 from pathlib import Path
 
+from finpod.atomic import replace_dir
 from finpod.errors import FinpodError
 
 #: File inside each temporary build folder; its text names the folder (see the module doc).
@@ -28,17 +35,47 @@ def _marker_text(folder: Path) -> str:
     return f"finpod temporary build folder {folder.name}\n"
 
 
+#: The files a build writes when its manifest lists none (``files``): older datasets.
+BUILT_FILES = ("bars.parquet", "benchmark.parquet", "cleaning_report.json")
+
+
+def dataset_folder(out: str | Path) -> Path:
+    """The folder a build at ``out`` writes: ``out``, or the folder it links to (a build
+    replaces that folder, never the link)."""
+    out = Path(out)
+    return out.resolve() if out.is_symlink() else out
+
+
+def built_files(folder: Path) -> set[str]:
+    """Names of what a build wrote in dataset ``folder``: ``manifest.json`` and the files
+    its manifest lists (:data:`BUILT_FILES` where it lists none)."""
+    names = {"manifest.json"}
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if isinstance(files, dict) and files:
+        names |= {str(v) for v in files.values() if isinstance(v, str) and v}
+    else:
+        names |= set(BUILT_FILES)
+    return names
+
+
 def prepare_out(
     out: Path, overwrite: bool, inputs: tuple[str | Path, ...] = ()
 ) -> tuple[Path, list[Path]]:
-    """Check that ``out`` can receive a dataset and make the temporary folder beside it.
+    """Check that ``out`` can receive a dataset and make the temporary folder beside it
+    (beside the folder it links to, when ``out`` is a link: :func:`dataset_folder`).
 
     Returns ``(tmp, made)``: the temporary folder (holding its :data:`TEMP_MARKER`) and the
     parent folders created for it (removed again if the build fails). Raises
     :class:`FinpodError` when ``out`` is a file, lies under a file, is a non-dataset folder
     with content, already holds a dataset and ``overwrite`` is False, holds one of the
-    build's ``inputs`` (files the build reads), or cannot be written.
+    build's ``inputs`` (files the build reads) or anything a build did not write, or
+    cannot be written.
     """
+    out = dataset_folder(out)
     remove_stale_temp_folders(out)  # even when this build is refused below
     hint = "choose another --out"
     if out.exists() and not out.is_dir():
@@ -60,6 +97,7 @@ def prepare_out(
             )
         if content:
             _refuse_inputs_inside(out, inputs)
+            _refuse_unbuilt_files(out)
     parent = out.absolute().parent
     ancestor = parent
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -103,6 +141,29 @@ def _refuse_inputs_inside(out: Path, inputs: tuple[str | Path, ...]) -> None:
                 f"the dataset folder {out}",
                 "move the input out of the dataset folder first, or choose another --out",
             )
+
+
+def _refuse_unbuilt_files(out: Path) -> None:
+    """Raise when dataset folder ``out`` holds something a build did not write: replacing
+    the folder would delete it."""
+    ours = built_files(out)
+    theirs = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if theirs:
+        shown = ", ".join(theirs[:3]) + (f" and {len(theirs) - 3} more" if len(theirs) > 3 else "")
+        raise FinpodError(
+            f"--overwrite would delete {shown} in the dataset folder {out}, which finpod "
+            "did not write",
+            "move it out of the folder first, or choose another --out",
+        )
+
+
+def install(tmp: Path, out: str | Path) -> Path:
+    """Make the finished build ``tmp`` the dataset at ``out`` in one swap (its marker
+    dropped first); a link at ``out`` keeps pointing at the dataset, and nothing is left
+    beside it. Returns ``out``."""
+    drop_marker(tmp)
+    replace_dir(tmp, dataset_folder(out))
+    return Path(out)
 
 
 def drop_marker(tmp: Path) -> None:

@@ -41,10 +41,12 @@ def test_a_refused_connection_is_one_line_within_15_s(finpod_cli, tmp_path):
     t0 = time.monotonic()
     out = _download(finpod_cli, f"http://127.0.0.1:{port}", tmp_path / "ds")
     took = time.monotonic() - t0
-    line = one_error_line(out, "cannot reach Alpaca", f"127.0.0.1:{port}", "connection refused")
+    line = one_error_line(  # after the retries' lines (stderr: stdout holds only a path)
+        out, "cannot reach Alpaca", f"127.0.0.1:{port}", "connection refused", alone=False
+    )
     print(f"{took:.1f} s: {line}")
     assert took < 15, took  # the long backoff (2 s doubling) would take a minute
-    assert "try 2/3" in out.stdout and "try 3/3" in out.stdout  # the brief retries, shown
+    assert "try 2/3" in out.stderr and "try 3/3" in out.stderr  # the brief retries, shown
     assert not (tmp_path / "ds").exists()
 
 
@@ -52,11 +54,11 @@ def test_each_rate_limit_and_server_busy_wait_is_shown(alpaca_env, finpod_cli, t
     srv = alpaca_env(script=[429, 503])
     out = _download(finpod_cli, srv.url, tmp_path / "ds", backoff="0.01")
     assert out.returncode == 0, out.stderr
-    waits = [ln for ln in out.stdout.splitlines() if "waiting" in ln]
+    waits = [ln for ln in out.stderr.splitlines() if "waiting" in ln]
     assert waits == [
         "rate limited (HTTP 429), waiting 0.01 s (try 2/6)",
         "server busy (HTTP 503), waiting 0.02 s (try 3/6)",
-    ], out.stdout
+    ], out.stderr
     assert srv.requests[0] == srv.requests[1] == srv.requests[2]  # the same request again
 
 
@@ -65,7 +67,7 @@ def test_a_retry_after_header_sets_the_wait(alpaca_env, finpod_cli, tmp_path):
     srv.retry_after = "1"
     out = _download(finpod_cli, srv.url, tmp_path / "ds", backoff="0.01")
     assert out.returncode == 0, out.stderr
-    assert "rate limited (HTTP 429), waiting 1 s (try 2/6)" in out.stdout
+    assert "rate limited (HTTP 429), waiting 1 s (try 2/6)" in out.stderr
 
 
 def test_yfinance_without_a_network_is_one_line_at_the_first_ticker(tmp_path):

@@ -188,6 +188,7 @@ def test_ticker_pattern_option(tmp_path, capsys):
     main_args = ["download", "--source", "files", "--path", str(tmp_path / "aapl.us.csv")]
     main([*main_args, "--ticker-pattern", r"^(.*)\.US$", "--out", str(out)])
     assert load_manifest(out)["tickers"] == ["AAPL"]
+    capsys.readouterr()  # the first build's report (on stderr)
     with pytest.raises(SystemExit) as exc:
         main([*main_args, "--ticker-pattern", "(", "--out", str(tmp_path / "x")])
     assert exc.value.code != 0
