@@ -592,26 +592,31 @@ def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, p
     rows = [rec for f in frames for rec in f.to_dict("records") if "own_s" in rec]
     errored = sum(1 for r in results if r.error is not None)
     own = sum(float(rec["own_s"]) for rec in rows)
-    starts = [rec for rec in rows if float(rec.get("setup_s") or 0) > 0]
-    overhead = [
-        float(rec["time_this_iter_s"]) - float(rec["own_s"])
-        for rec in rows
-        if float(rec.get("setup_s") or 0) == 0 and "time_this_iter_s" in rec
-    ]
+
+    def outside(first: bool) -> float | None:
+        """Median seconds of an iteration outside finpod's learner (Tune's
+        ``time_this_iter_s`` minus the segment's own time): the first iteration after a
+        trial (re)starts (actor, imports, restore) or the others (report, checkpoint)."""
+        xs = [
+            float(rec["time_this_iter_s"]) - float(rec["own_s"])
+            for rec in rows
+            if (float(rec.get("setup_s") or 0) > 0) == first
+        ]
+        return round(statistics.median(xs), 3) if xs else None
+
     cost = {
         "ray_version": ray.__version__,
-        "trials": len(results),
+        "trials_created": len(results),
+        "trials_run": len(frames),
         "errored_trials": errored,
-        "trial_starts": len(starts),
+        "trial_starts": sum(1 for rec in rows if float(rec.get("setup_s") or 0) > 0),
         "iterations": len(rows),
         "ray_init_s": round(init_s, 1),  # inside wall_s
+        "slot_s": round(wall * budget.cpus, 1),
         "learner_s": round(own, 1),
         "slot_utilisation": round(own / max(1e-9, wall * budget.cpus), 3),
-        "tune_s_per_trial_start": round((wall * budget.cpus - own) / max(1, len(starts)), 2),
-        "setup_s_per_trial_start": round(statistics.median(float(r["setup_s"]) for r in starts), 2)
-        if starts
-        else None,
-        "tune_s_per_iteration_median": round(statistics.median(overhead), 3) if overhead else None,
+        "trial_start_s_median": outside(first=True),
+        "iteration_s_median": outside(first=False),
         "reuse_actors": True,
     }
     row: dict[str, Any] = {"wall_s": round(wall, 1), "tune": cost, "samples": n}
