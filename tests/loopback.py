@@ -1,6 +1,8 @@
 """A JSON API on a loopback port, served from a daemon thread: what the Alpaca replay
 servers of the tests are built on, with faults a test injects (:class:`Fault`: an HTTP
-error instead of the answer, an answer lost after the work was done)."""
+error instead of the answer, an answer lost after the work was done) and Alpaca's data
+plans (:class:`DataPlan`: :data:`FREE` serves SIP bars 15 minutes late and refuses a
+request of more recent ones with HTTP 403, :data:`PAID` serves them in real time)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,33 @@ class Fault:
     times: int | None = 1
     after: int = 0
     hits: int = 0
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """An Alpaca market data plan: how late it serves each feed's bars. A bars request
+    whose ``end`` lies later than that before the server's clock is refused with HTTP 403,
+    as Alpaca refuses it (the free plan: "subscription does not permit querying recent
+    SIP data")."""
+
+    name: str
+    sip_delay: pd.Timedelta
+    iex_delay: pd.Timedelta = pd.Timedelta(0)
+
+    def refusal(self, feed: str, end: pd.Timestamp, now: pd.Timestamp) -> dict | None:
+        """The 403 body for a ``feed`` request ending at ``end`` at ``now`` (None: served)."""
+        delay = self.sip_delay if feed == "sip" else self.iex_delay
+        if delay <= pd.Timedelta(0) or end <= now - delay:
+            return None  # a real-time feed serves what exists, whatever the request's end
+        what = f"subscription does not permit querying recent {feed.upper()} data"
+        return {"code": 42210000, "message": what}
+
+
+#: Alpaca's free plan (Basic): SIP bars 15 minutes late, IEX bars in real time.
+FREE = DataPlan("free", pd.Timedelta(minutes=15))
+#: A paid plan (Algo Trader Plus): every feed in real time.
+PAID = DataPlan("paid", pd.Timedelta(0))
+PLANS = {p.name: p for p in (FREE, PAID)}
 
 
 class JsonHandler(BaseHTTPRequestHandler):

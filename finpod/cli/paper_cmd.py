@@ -46,13 +46,16 @@ def paper(
             "so the agent decides on the bars it trained on)."
         ),
     ] = None,
-    realtime: Annotated[
-        bool,
+    plan: Annotated[
+        str,
         typer.Option(
-            "--realtime",
-            help="The data plan serves real-time SIP bars (not the free plan's 15 minutes "
-            "late): sip requests run up to the clock.",
+            help="Alpaca data plan: auto (ask the data API whether it serves real-time SIP "
+            "bars), free (SIP bars 15 minutes late: decisions on them, the delay recorded) "
+            "or paid (real-time SIP bars).",
         ),
+    ] = "auto",
+    realtime: Annotated[
+        bool, typer.Option("--realtime", hidden=True, help="The same as --plan paid.")
     ] = False,
     poll: Annotated[float, typer.Option(help="Seconds between two polls.")] = DEFAULT_POLL_S,
     lookback: Annotated[
@@ -74,7 +77,9 @@ def paper(
     cleanly; a restart continues without sending any order twice)."""
     if feed is not None and feed not in ("iex", "sip"):
         raise FinpodError(f"unknown feed {feed!r}", "use iex or sip")
-    if poll <= 0 or lookback < 2:
+    if plan not in ("auto", "free", "paid"):
+        raise FinpodError(f"unknown data plan {plan!r}", "use auto, free or paid")
+    if not poll > 0 or lookback < 2:  # `not >` also refuses --poll nan
         raise FinpodError("--poll must be > 0 and --lookback at least 2", "e.g. --poll 30")
     checks.at_least("--max-decisions", max_decisions, 1, "10")
     if data is not None:
@@ -89,7 +94,7 @@ def paper(
         data_dir=data,
         dry_run=dry_run,
         feed=feed,
-        realtime=realtime,
+        plan="paid" if realtime else plan,
         lookback_sessions=lookback,
         feature_file=feature_file,
         log=lambda line: statement(console, line, markup=False),

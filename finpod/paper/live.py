@@ -11,9 +11,17 @@ exp(−window / 30) of their value (≈ 5e-5 for the default 300 sessions of dai
 A bar still forming (its end after the clock's time) is left out.
 
 A decision is taken on fresh bars only (:func:`staleness`): the window's last bar must be
-the latest one complete at the clock's time, give or take one bar and
-:data:`STALE_TOLERANCE` (the free plan's SIP bars are 15 minutes late, so an intraday
-agent on them is refused unless the plan serves real-time SIP bars).
+the latest one complete at the time the bars are served up to, give or take one bar and
+:data:`STALE_TOLERANCE`.
+
+The data plan (:data:`PLANS`): Alpaca's free plan serves SIP bars only up to 15 minutes
+before now (:data:`~finpod.data.sources.alpaca_plan.SIP_DELAY`; a request of more recent
+SIP bars is answered HTTP 403) and IEX bars in real time; a paid plan serves SIP bars in
+real time. On the free plan an agent trained on SIP bars decides on SIP bars complete 15
+minutes before the clock (the decision's bars are the training feed's, and their delay is
+said and recorded): :func:`plan_delay`. :func:`sip_in_real_time` asks the data API which
+plan the keys have; :func:`delay_refusal` says when a strategy decides too often for the
+delay.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ from finpod.data.calendar import TZ, bar_minutes, sessions
 from finpod.data.inmemory import from_frame
 from finpod.data.market import MarketData
 from finpod.data.sources.alpaca import fetch_bars
+from finpod.data.sources.alpaca_client import api_error, make_client
+from finpod.data.sources.alpaca_plan import SIP_DELAY
+from finpod.env.config import SESSION_CLOSE_MIN, EnvConfig, decision_minutes
 from finpod.errors import FinpodError
 
 #: Sessions of history in the window by default: daily bars need 60 bars for the slowest
@@ -39,6 +50,12 @@ DAILY_CLOSE_MIN = 16 * 60
 OPEN_MIN = 9 * 60 + 30
 #: How much later than one bar after its end a bar may still be decided on.
 STALE_TOLERANCE = pd.Timedelta(minutes=2)
+#: ``--plan``: ``auto`` asks the data API (:func:`sip_in_real_time`), ``free`` (SIP bars
+#: 15 minutes late, IEX in real time), ``paid`` (SIP bars in real time).
+PLANS = ("auto", "free", "paid")
+#: How far back the plan's probe asks for 1-minute SIP bars (the free plan refuses any
+#: request that ends within the last 15 minutes).
+PROBE_SPAN = pd.Timedelta(minutes=5)
 
 
 def bar_end(start: pd.DatetimeIndex, bar: str) -> pd.DatetimeIndex:
@@ -66,12 +83,13 @@ def fetch_window(
     lookback_sessions: int,
     calendar: str,
     cache_dir: Path,
-    delayed: bool = True,
+    delay: pd.Timedelta = SIP_DELAY,
     write_cache: bool = True,
 ) -> pd.DataFrame:
-    """The long table of the tickers' complete bars over the window ending at ``now`` (the
-    broker's clock). ``delayed``: SIP requests end 15 minutes before ``now`` (the free
-    plan); ``write_cache=False`` reads the cache and writes nothing (a dry run)."""
+    """The long table of the tickers' bars complete ``delay`` before ``now`` (the broker's
+    clock) over the window ending there. ``delay`` (:func:`plan_delay`): the requests end
+    there too (the free plan's SIP bars); ``write_cache=False`` reads the cache and writes
+    nothing (a dry run)."""
 
     now = pd.Timestamp(now).tz_convert(TZ)
     days = window_sessions(now, lookback_sessions, calendar)
@@ -83,13 +101,13 @@ def fetch_window(
         cache_dir=cache_dir,
         today=now.tz_localize(None).normalize(),
         now=now,
-        delayed=delayed,
+        delayed=delay > pd.Timedelta(0),
         write_cache=write_cache,
     )
     if df.empty:
         return df
     stamps = pd.DatetimeIndex(df["timestamp"])
-    return df[bar_end(stamps, bar) <= now].reset_index(drop=True)
+    return df[bar_end(stamps, bar) <= now - delay].reset_index(drop=True)
 
 
 def window_market(
@@ -137,6 +155,78 @@ def window_market(
     return market.take_tickers(list(tickers))
 
 
+def plan_delay(feed: str, plan: str) -> pd.Timedelta:
+    """How late the bars of ``feed`` are on the data ``plan`` (``free`` or ``paid``): the
+    free plan's SIP bars :data:`~finpod.data.sources.alpaca_plan.SIP_DELAY`, all others 0."""
+    return SIP_DELAY if feed == "sip" and plan == "free" else pd.Timedelta(0)
+
+
+def sip_in_real_time(symbol: str, now: pd.Timestamp) -> bool:
+    """Whether the keys' data plan serves SIP bars up to ``now``: the 1-minute SIP bars of
+    ``symbol`` over the last :data:`PROBE_SPAN` are served (a paid plan) or refused with
+    HTTP 403 (the free plan). Any other failure is the data API's one-line error."""
+    # lazy: the Alpaca SDK loads only to trade (tests/test_boundaries.py)
+    from alpaca.common.exceptions import APIError
+    from alpaca.data.enums import DataFeed
+    from alpaca.data.requests import StockBarsRequest
+    from alpaca.data.timeframe import TimeFrame, TimeFrameUnit
+
+    end = pd.Timestamp(now).tz_convert("UTC")
+    start = end - PROBE_SPAN
+    request = StockBarsRequest(
+        symbol_or_symbols=[symbol],
+        timeframe=TimeFrame(1, TimeFrameUnit.Minute),
+        start=start.to_pydatetime(),
+        end=end.to_pydatetime(),
+        feed=DataFeed.SIP,
+    )
+    try:
+        make_client().get_stock_bars(request)
+    except APIError as err:
+        if getattr(err, "status_code", None) == 403:
+            return False
+        raise api_error(err, "sip", [symbol], start, end) from None
+    return True
+
+
+def decision_period(config: EnvConfig, bar: str) -> pd.Timedelta | None:
+    """The shortest time between two decisions of a strategy on ``bar`` bars: the bar
+    times ``decision_interval``, or the shortest gap between two ``decision_times``;
+    None for daily bars or a single decision time a session."""
+    minutes = bar_minutes(bar)
+    if minutes is None:
+        return None
+    if config.decision_times:
+        times = decision_minutes(config.decision_times)
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        return pd.Timedelta(minutes=max(min(gaps), minutes)) if gaps else None
+    return pd.Timedelta(minutes=minutes * int(config.decision_interval))
+
+
+def delay_refusal(config: EnvConfig, bar: str, feed: str, delay: pd.Timedelta) -> str | None:
+    """Why a strategy cannot decide honestly on bars ``delay`` late (None when it can): it
+    decides more often than the delay (each decision would come after the next decision
+    bar), it goes flat at the close, or decides at times whose bars complete later than
+    the delay before the close (those orders would come after the close)."""
+    minutes = bar_minutes(bar)
+    if delay <= pd.Timedelta(0) or minutes is None:
+        return None
+    late = f"{feed} bars {delay.total_seconds() / 60:g} min late"
+    period = decision_period(config, bar)
+    if period is not None and period < delay:
+        return (
+            f"the strategy decides every {period.total_seconds() / 60:g} min, more often than "
+            f"its {late} allow (each decision would come after the next decision bar)"
+        )
+    if config.flat_at_close:
+        return f"the strategy goes flat at the close, and on {late} its last orders come after it"
+    last = SESSION_CLOSE_MIN - delay.total_seconds() / 60
+    after = [t for t in config.decision_times if decision_minutes([t])[0] > last]
+    if after:
+        return f"on {late} the decision(s) at {', '.join(after)} come after the close"
+    return None
+
+
 def stale_tickers(market: MarketData) -> list[str]:
     """Tickers without a real bar at the window's last bar (halted, or no trade in it)."""
     last = market.tradable[-1].cpu()
@@ -169,17 +259,20 @@ def staleness(
 
 
 def stale_line(
-    feed: str, bar: str, realtime: bool, last: pd.Timestamp, now: pd.Timestamp, late: pd.Timedelta
+    feed: str,
+    bar: str,
+    delay: pd.Timedelta,
+    last: pd.Timestamp,
+    now: pd.Timestamp,
+    late: pd.Timedelta,
 ) -> str:
-    """The one line of a decision refused on a bar that ended ``late`` before ``now``."""
-    line = (
+    """The one line of a decision refused on a bar that ended ``late`` before the time the
+    bars are served up to (``now`` less the plan's ``delay``)."""
+    lag = delay.total_seconds() / 60
+    served = f"{lag:g} min before the clock ({now})" if lag else f"the clock ({now})"
+    return (
         f"no decision: the last {feed} bar ({last}) ended {int(late.total_seconds() // 60)} "
-        f"min before the clock ({now}), more than one {bar} bar and "
-        f"{STALE_TOLERANCE.total_seconds() / 60:g} min"
+        f"min before {served}, more than one {bar} bar and "
+        f"{STALE_TOLERANCE.total_seconds() / 60:g} min (the feed is behind: waiting for "
+        "fresh bars)"
     )
-    if feed == "sip" and not realtime and bar != "1d":
-        return line + (
-            " (the free plan's SIP bars are 15 minutes late: pass --realtime if your plan "
-            "serves real-time SIP bars)"
-        )
-    return line + " (the feed is behind: waiting for fresh bars)"

@@ -4,7 +4,15 @@ A poll (:meth:`PaperTrader.step`): read the clock; update the orders still open 
 rejections; a partial fill still open when a new decision comes is cancelled); if a new
 complete bar is a decision bar of the strategy, fetch the live window (the dataset's own
 feed by default), check that its last bar is fresh, read the account, decide
-(:func:`finpod.paper.decide.decide`) and send the orders, sells first. Daily agents
+(:func:`finpod.paper.decide.decide`) and send the orders, sells first.
+
+The data plan is known at start (``plan``, :data:`~finpod.paper.live.PLANS`; ``auto``
+asks the data API whether it serves real-time SIP bars): on the free plan an agent of
+SIP bars decides on SIP bars complete 15 minutes before the clock, the delay said in the
+start line, in each decision line and in the journal; a strategy that decides more often
+than the delay is refused at start in one line (:func:`~finpod.paper.live.delay_refusal`).
+A decision never meets a price or an account figure that is not a number (NaN, inf): it
+is skipped in one line and taken at a later poll that finds numbers. Daily agents
 decide after the session close (their market orders fill at the next open, as the env's
 do); intraday agents while the market is open, after each bar.
 
@@ -32,6 +40,7 @@ a stale last bar, a halted symbol, a rejected order, a partial fill, a transient
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from collections.abc import Callable
@@ -47,7 +56,12 @@ from finpod.paper.broker import Broker, transient
 from finpod.paper.decide import RunAgent, decide, is_decision_bar, load_run_agent
 from finpod.paper.live import (
     DEFAULT_LOOKBACK_SESSIONS,
+    PLANS,
+    bar_end,
+    delay_refusal,
     fetch_window,
+    plan_delay,
+    sip_in_real_time,
     stale_line,
     stale_tickers,
     staleness,
@@ -71,6 +85,45 @@ def _ts(text: Any) -> pd.Timestamp:
     return ts.tz_localize("UTC") if ts.tzinfo is None else ts
 
 
+def _number(text: Any) -> float | None:
+    """``text`` as a finite float; None when it is missing or not a finite number."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def not_a_number(
+    market, cash: float | None, shares: torch.Tensor, tickers: list[str]
+) -> str | None:
+    """Why a decision cannot be taken on these numbers (None when it can): the account's
+    cash, a position, or the close of a tradable ticker at the window's last bar is not a
+    finite number (a close must also be > 0)."""
+    if cash is None:
+        return "the account's cash is not a number"
+    bad = [t for t, q in zip(tickers, shares.tolist(), strict=True) if not math.isfinite(q)]
+    if bad:
+        return f"the account's position in {', '.join(bad)} is not a number"
+    close = market.close[-1].to(torch.float64)
+    ok = market.tradable[-1].cpu()
+    wrong = ~torch.isfinite(close) | (close <= 0)
+    bad = [t for t, w, o in zip(tickers, wrong.tolist(), ok.tolist(), strict=True) if w and o]
+    if bad:
+        return f"the close of {', '.join(bad)} at the last bar is not a positive number"
+    return None
+
+
+def not_a_number_decision(made) -> str | None:
+    """Why a decision's numbers cannot be traded (None when they can)."""
+    if not math.isfinite(made.value):
+        return "the account's value is not a number"
+    for name in ("observation", "trade", "intended"):
+        if not bool(torch.isfinite(getattr(made, name)).all()):
+            return f"the agent's {name} holds a value that is not a number"
+    return None
+
+
 class PaperTrader(OrderDesk):
     """A run's agent on the paper account (module docstring). ``log`` receives every line."""
 
@@ -85,13 +138,19 @@ class PaperTrader(OrderDesk):
         lookback_sessions: int = DEFAULT_LOOKBACK_SESSIONS,
         log: Callable[[str], None] = print,
         feature_file: str | Path | None = None,
+        plan: str = "auto",
         realtime: bool = False,
     ) -> None:
+        if plan not in PLANS:
+            raise FinpodError(f"unknown data plan {plan!r}", f"use one of {', '.join(PLANS)}")
         self.run_dir = Path(run_dir)
         self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir, feature_file)
         self.dry_run = dry_run
         self.feed = feed or self.agent.feed
-        self.realtime = realtime
+        self.plan = "paid" if realtime else plan
+        """``free`` or ``paid`` once :meth:`start` knows it (``auto`` until then)."""
+        self.delay = pd.Timedelta(0)
+        """How late the live bars are: :func:`~finpod.paper.live.plan_delay`."""
         self.lookback = int(lookback_sessions)
         self._log = log
         self.broker = Broker()
@@ -106,11 +165,19 @@ class PaperTrader(OrderDesk):
         unknown, and reconcile the positions with the last record (one line per difference)."""
         account = self.broker.account()
         if not self.state.start_value:
-            self.state.start_value = float(account.get("equity") or account.get("cash"))
+            equity = _number(account.get("equity") or account.get("cash"))
+            if equity is None or equity <= 0:
+                raise FinpodError(
+                    f"the paper account's equity is {account.get('equity')!r}, not a positive "
+                    "number: nothing can be sized on it",
+                    "check the account on alpaca.markets (Paper Trading), then start again",
+                )
+            self.state.start_value = equity
+        mode = self._data_plan()
         self.log(
             f"paper trading run {self.agent.run_id}, agent {self.agent.name} "
             f"({', '.join(self.agent.pod_ids)}), {self.agent.bar} bars, "
-            f"{len(self.agent.tickers)} tickers, {self.feed} bars"
+            f"{len(self.agent.tickers)} tickers, {mode}"
             f"{', dry run: nothing is sent' if self.dry_run else ''}"
         )
         if self.feed != self.agent.feed:
@@ -138,11 +205,47 @@ class PaperTrader(OrderDesk):
         self.positions_seen(held)
         self._save()
 
+    def _data_plan(self) -> str:
+        """Settle the data plan and the bars' delay (asking the data API under ``auto``);
+        the start line's words for them. A strategy the delay does not fit is refused."""
+        auto = self.plan == "auto"
+        if self.feed != "sip":
+            self.delay = pd.Timedelta(0)
+            return f"{self.feed} bars in real time (on every plan)"
+        if auto and self.agent.bar == "1d":
+            self.plan = "free"  # decided after the close: either plan serves the day's bar
+        elif auto:
+            now = _ts(self.broker.clock()["timestamp"])
+            self.plan = "paid" if sip_in_real_time(self.agent.tickers[0], now) else "free"
+        self.delay = plan_delay(self.feed, self.plan)
+        lag = f"{self.delay.total_seconds() / 60:g} min"
+        if self.plan == "paid":
+            how = "real-time SIP served: a paid plan" if auto else "--plan paid"
+            return f"sip bars in real time ({how})"
+        if auto and self.agent.bar == "1d":
+            how = "the free plan's delay; a daily agent decides after the close"
+        elif auto:
+            how = "real-time SIP refused with HTTP 403: the free plan"
+        else:
+            how = "--plan free"
+        configs = [m.config for m in self.agent.policy] if self.agent.ensemble else []
+        for config in [self.agent.config, *configs]:
+            why = delay_refusal(config, self.agent.bar, self.feed, self.delay)
+            if why is not None:
+                raise FinpodError(
+                    f"no paper trading on the free plan's sip bars ({how}): {why}",
+                    "trade a strategy that decides every 15 min or less often, or a dataset "
+                    "built with --feed iex (real-time on every plan), or pass --plan paid "
+                    "if your plan serves real-time SIP bars",
+                )
+        return f"sip bars {lag} late ({how})"
+
     # ------------------------------------------------------------------------- steps
     def step(self) -> str:
         """One poll; returns what happened: ``"closed"``, ``"open"`` (a daily agent waits
         for the close), ``"waiting"`` (no new decision bar), ``"stale"`` (the live bars
-        are late: no decision), ``"decided"`` or ``"stopped"``."""
+        are late: no decision), ``"skipped"`` (a price or the account is not a number:
+        no decision), ``"decided"`` or ``"stopped"``."""
         clock = self.broker.clock()
         now = _ts(clock["timestamp"])
         daily = self.agent.bar == "1d"
@@ -165,7 +268,7 @@ class PaperTrader(OrderDesk):
             lookback_sessions=self.lookback,
             calendar=self.agent.calendar,
             cache_dir=paper_dir(self.run_dir) / "cache",
-            delayed=not self.realtime,
+            delay=self.delay,
             write_cache=not self.dry_run,
         )
         try:
@@ -187,9 +290,9 @@ class PaperTrader(OrderDesk):
         done = self.state.last_decision
         if done is not None and last <= pd.Timestamp(done):
             return "waiting"
-        late = staleness(last, now, self.agent.bar, self.agent.calendar)
+        late = staleness(last, now - self.delay, self.agent.bar, self.agent.calendar)
         if late is not None:
-            self.say_once(stale_line(self.feed, self.agent.bar, self.realtime, last, now, late))
+            self.say_once(stale_line(self.feed, self.agent.bar, self.delay, last, now, late))
             return "stale"
         self._said = None
         if not is_decision_bar(self.agent, market):
@@ -201,17 +304,33 @@ class PaperTrader(OrderDesk):
         account = self.broker.account()
         held = self.broker.positions()
         shares = torch.tensor([held.get(s, 0.0) for s in self.agent.tickers], dtype=torch.float64)
+        cash = _number(account.get("cash"))
+        why = not_a_number(market, cash, shares, self.agent.tickers)
+        made = None
+        if why is None:
+            made = decide(self.agent, market, cash, shares, self.state.start_value)
+            why = not_a_number_decision(made)
+        if why is not None:
+            self.say_once(
+                f"no decision at {last}: {why} (nothing is traded on it; a later poll decides "
+                "when the numbers are back)"
+            )
+            return "skipped"
         if not self.dry_run:
             self.positions_seen(held)
-        made = decide(self.agent, market, float(account["cash"]), shares, self.state.start_value)
+        ended = bar_end(pd.DatetimeIndex([last]), self.agent.bar)[0]
+        age = (now - ended).total_seconds() / 60
+        lag = self.delay.total_seconds() / 60
         orders = []
         for i, sym in enumerate(self.agent.tickers):
             qty = round(float(made.trade[i]), QTY_DECIMALS)
             if abs(qty) >= MIN_ORDER_SHARES:
                 orders.append((qty, sym))
         orders.sort(key=lambda o: o[0] > 0)  # sells first: their proceeds fund the buys
+        bars_said = f"{lag:g} min late" if lag else "in real time"
         self.log(
-            f"decision at {last}: value {made.value:,.2f}, {len(orders)} order(s); intended "
+            f"decision at {last} on {self.feed} bars {bars_said} (the bar ended {age:.1f} min "
+            f"before the clock): value {made.value:,.2f}, {len(orders)} order(s); intended "
             + ", ".join(
                 f"{s} {w:.3f}"
                 for s, w in zip(self.agent.tickers, made.intended.tolist(), strict=True)
@@ -230,8 +349,12 @@ class PaperTrader(OrderDesk):
                     "decision": str(last),
                     "time": str(now),
                     "feed": self.feed,
+                    "plan": self.plan,
+                    "delay_min": lag,
+                    "bar_end": str(ended),
+                    "bar_age_min": round(age, 3),
                     "account_value": made.value,
-                    "cash": float(account["cash"]),
+                    "cash": cash,
                     "held_weights": dict(zip(self.agent.tickers, made.held.tolist(), strict=True)),
                     "intended_weights": dict(
                         zip(self.agent.tickers, made.intended.tolist(), strict=True)

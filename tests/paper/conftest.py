@@ -1,6 +1,7 @@
 """Fixtures of the paper-trading tests: a tiny run trained on the first 300 sessions of
-:data:`paper_setup.BARS`, a copy of it per test, and a loopback Alpaca server that replays
-the later sessions (:mod:`replay`)."""
+:data:`paper_setup.BARS`, a copy of it per test, a 5-minute run (:mod:`intraday_setup`),
+and a loopback Alpaca server on the free data plan that replays the later sessions
+(:mod:`replay`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def _one_thread():
 def trained(tmp_path_factory):
     """(run directory, dataset directory) of a tiny run trained on the first 300 sessions."""
     return train_tiny(tmp_path_factory.mktemp("paper-run"), long_frame(TRAIN_SESSIONS), "r1")
+
+
+@pytest.fixture(scope="session")
+def intraday_run(tmp_path_factory):
+    """(run directory, dataset directory) of the 5-minute run of :mod:`intraday_setup`."""
+    from intraday_setup import train_intraday
+
+    return train_intraday(tmp_path_factory.mktemp("paper-5min"))
 
 
 @pytest.fixture

@@ -2,8 +2,10 @@
 documented shapes: GET /v2/clock, /v2/account, /v2/positions, POST /v2/orders (a repeated
 ``client_order_id`` is refused with 422, as Alpaca does), GET /v2/orders/{id},
 GET /v2/orders:by_client_order_id (404 when unknown), DELETE /v2/orders/{id}, and
-GET /v2/stocks/bars (one timeframe, only the bars that exist at the server's clock).
-Faults (:meth:`~loopback.LoopbackServer.inject`) hit any of these.
+GET /v2/stocks/bars (one timeframe, only the bars that exist at the server's clock; a
+request the data plan does not serve, e.g. the free plan's SIP bars of the last 15
+minutes, is refused with 403, :class:`loopback.DataPlan`). Faults
+(:meth:`~loopback.LoopbackServer.inject`) hit any of these.
 
 The test moves the clock (:meth:`AlpacaPaper.set_clock`) and plays the market's open
 (:meth:`AlpacaPaper.fill_open_orders`: market orders fill at the session's open, or part of
@@ -17,7 +19,7 @@ import uuid
 
 import numpy as np
 import pandas as pd
-from loopback import JsonHandler, LoopbackServer, bar_window, plain
+from loopback import FREE, DataPlan, JsonHandler, LoopbackServer, bar_window, plain
 
 TZ = "America/New_York"
 
@@ -72,9 +74,17 @@ def long_table(bars: dict[str, pd.DataFrame], upto: int) -> pd.DataFrame:
 
 
 class AlpacaPaper(LoopbackServer):
-    def __init__(self, bars: dict[str, pd.DataFrame], cash: float, timeframe: str = "1Day"):
+    def __init__(
+        self,
+        bars: dict[str, pd.DataFrame],
+        cash: float,
+        timeframe: str = "1Day",
+        plan: DataPlan = FREE,
+    ):
         self.bars = dict(bars)  # a test may change its own copy
         self.timeframe = timeframe
+        self.plan = plan
+        self.refused: list[tuple[str, str]] = []  # (feed, end) of each bars request refused
         self.cash = float(cash)
         self.positions: dict[str, float] = {}
         self.orders: dict[str, dict] = {}
@@ -190,6 +200,13 @@ class AlpacaPaper(LoopbackServer):
             o = self.orders.get(path.rsplit("/", 1)[-1])
             return (200, o) if o else (404, {"code": 40410000, "message": "order not found"})
         if path == "/v2/stocks/bars":
+            end = bar_window(q)[1] if "end" in q else self.now
+            refusal = self.plan.refusal(q.get("feed", "sip"), end, self.now)
+            if refusal is not None:
+                self.refused.append((q.get("feed", "sip"), str(end)))
+                return 403, refusal
+            if q.get("timeframe") == "1Min" != self.timeframe:  # the data plan's probe
+                return 200, {"bars": {}, "next_page_token": None}
             return 200, self.bar_page(q)
         return 404, {"code": 40410000, "message": "not found"}
 
