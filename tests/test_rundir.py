@@ -1,8 +1,11 @@
-"""The run directory's append-only metrics survive a crash mid-append."""
+"""The run directory: append-only metrics survive a crash mid-append; a run.json that is
+not finpod's object is one line."""
 
 from __future__ import annotations
 
 import math
+
+import pytest
 
 from finpod.runs.rundir import METRICS_FILE, RunDir, close_logger, read_metrics
 
@@ -44,3 +47,27 @@ def test_node_versions_are_recorded_in_run_json(tmp_path):
     close_logger(run)
     assert set(run.info()["nodes"]) == {"abc", "def"}
     assert {"finpod", "ray", "torch"} <= set(run.info()["versions"])
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[1, 2]", "holds a JSON list, not an object"),
+        ('"run"', "holds a JSON str, not an object"),
+        ("null", "holds a JSON NoneType, not an object"),
+        ('{"kind": "pod"}', "kind 'pod' is not one of"),
+        ('{"kind": "agent", "dataset": [1]}', "dataset is not an object with a path and a hash"),
+    ],
+)
+def test_a_run_json_that_is_not_finpods_object_is_one_line_in_every_command(
+    tmp_path, finpod_cli, text, words
+):
+    from cli_runner import one_error_line
+
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(text)
+    (run / "leaderboard.json").write_text('{"entries": [], "score_name": "sharpe"}')
+    for args in (("backtest", str(run)), ("train", "--resume", str(run)), ("info", str(run))):
+        one_error_line(finpod_cli(*args), "run.json", words)
+    assert sorted(p.name for p in run.iterdir()) == ["leaderboard.json", "run.json"]

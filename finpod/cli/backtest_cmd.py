@@ -13,9 +13,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from finpod.cli import checks
 from finpod.cli.options import DEVICE_HELP, REPORTS_HELP, RUNS_HELP
+from finpod.cli.paper_cmd import paper_report
+from finpod.errors import FinpodError
+from finpod.pipeline import backtest_and_report, check_writable, report_folder
+from finpod.runs import LEADERBOARD_FILE, find_run, read_json, read_run_info
 from finpod.runs.agent_names import AGENT_HELP
 
 #: What a reader sees goes to stderr: stdout holds only the report folder, so
@@ -147,19 +152,18 @@ def show_backtest(
     where the tearsheet is (on stderr), then the report folder alone on stdout. Returns
     the report folder."""
     run_path = checks.run_with_board(run, runs)  # before torch and pandas load
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import resolve_agent
     from finpod.backtest.benchmarks import ROLLOUTS
-    from finpod.pipeline import backtest_and_report, check_writable, report_folder
 
     # The report folder is named by agent and checked before the rollouts, not after.
     check_writable(
         report_folder(reports, run_path.name, resolve_agent(run_path, agent)), flag="--reports"
     )
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
+    # Without a terminal a bar draws nothing but a stray blank line: none then.
+    bar = Progress(*columns, console=console, transient=True, disable=not console.is_terminal)
+    with bar as progress:
         task = progress.add_task("rollouts on the backtest split", total=len(ROLLOUTS))
 
         def on_event(kind: str, payload: dict) -> None:
@@ -239,8 +243,6 @@ def show_run_info(
     from finpod.backtest.run_record import read_curves, run_spend
     from finpod.backtest.verdict import backtest_verdict, spend_lines
     from finpod.cli.verdict_view import print_verdict
-    from finpod.errors import FinpodError
-    from finpod.runs import LEADERBOARD_FILE, find_run, read_json, read_run_info
 
     folder, run_dir = None, None
     if (Path(target) / "backtest.json").is_file():
@@ -298,9 +300,6 @@ def report(
         result = BacktestResult.load(folder)
         html = result.to_html(folder / "tearsheet.html")
     console.print(f"tearsheet: {html}", highlight=False, soft_wrap=True)
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.cli.paper_cmd import paper_report
-
     paper = paper_report(run, folder, runs)
     if paper is not None:
         console.print(f"paper trading: {paper}", highlight=False, soft_wrap=True)
@@ -319,9 +318,6 @@ def saved_report_folder(
     directory or a ``reports/<run>`` folder."""
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import canonical_agent, resolve_agent
-    from finpod.errors import FinpodError
-    from finpod.pipeline import report_folder
-    from finpod.runs import find_run
 
     run_id = Path(run).name
     if agent.strip().lower() == "selected":
@@ -350,9 +346,6 @@ def saved_report_folder(
 
 def _only_saved_agent(run: str | Path, reports: Path) -> str:
     """``selected`` without the run directory: the run's one saved backtest, if it has one."""
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.errors import FinpodError
-
     for base in (Path(run), Path(reports) / Path(run).name):
         if not base.is_dir():
             continue
