@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import psutil
 import torch
 
 from finpod.agents.registry import ALGORITHMS
@@ -40,8 +41,6 @@ def memory_available(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
-    import psutil  # lazy: only here
-
     return int(psutil.virtual_memory().available)
 
 

@@ -115,7 +115,7 @@ class BacktestResult:
     """Bars per year used to annualize (from the dataset's calendar); None: the bar size's
     :func:`finpod.data.market.periods_per_year`."""
     statistics: dict[str, Any] = field(default_factory=dict)
-    """Selection statistics (:func:`finpod.backtest.metrics.selection_statistics`): ``psr``
+    """Selection statistics (:func:`finpod.backtest.selection.selection_statistics`): ``psr``
     of the backtest returns, ``dsr`` and ``pbo`` of the selection on validation,
     ``num_trials``, ``selection_split``; a value is None only where undefined, with a
     ``<name>_note`` saying why. Filled in from the returns alone when not given."""

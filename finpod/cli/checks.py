@@ -2,7 +2,8 @@
 
 Each command calls these first, before the dataset stage and before torch, pandas or Ray
 load, so a mistyped value is one line within a fraction of a second. They read only the
-standard library, :mod:`finpod.errors` and :mod:`finpod.grammar`: the budget, the pods,
+standard library and light finpod modules (:mod:`finpod.errors`, :mod:`finpod.grammar`,
+:mod:`finpod.pipeline`'s places, :mod:`finpod.runs`' file names): the budget, the pods,
 a window length, the seeds and the device are read by the same functions that read them
 everywhere else, and each check returns the typed value for the command to hand down.
 """
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from finpod import grammar
 from finpod.errors import FinpodError
+from finpod.pipeline import check_writable, resolve_strategy
+from finpod.runs import LEADERBOARD_FILE, find_run
 
 
 def positive(flag: str, value: int | float | None, example: str) -> None:
@@ -36,8 +39,6 @@ def strategy_file(path: Path | None) -> Path | None:
     by :func:`finpod.strategy.load_strategy`, before any data is read."""
     if path is None:
         return None
-    from finpod.pipeline import resolve_strategy  # light: pipeline loads its work lazily
-
     found = resolve_strategy(path)
     if not found.exists():
         near = sorted(p.name for p in found.parent.glob("*.toml")) if found.parent.is_dir() else []
@@ -84,8 +85,6 @@ def device(name: str | None) -> grammar.Device | None:
 
 def writable(folder: Path, flag: str, what: str = "write to") -> None:
     """``folder`` can be created and written (nothing is created)."""
-    from finpod.pipeline import check_writable  # light: pipeline loads its work lazily
-
     check_writable(Path(folder), what, flag=flag)
 
 
@@ -125,8 +124,6 @@ def run_with_board(run: str | Path, runs: Path) -> Path:
     """The run directory ``run`` names (a path, or a run id under ``runs``), with the
     leaderboard a backtest or a paper trader reads: one line for a run that is not there
     and another for a run that has not scored a checkpoint on validation yet."""
-    from finpod.runs import LEADERBOARD_FILE, find_run  # light: no torch
-
     run_path = find_run(run, runs)
     if not (run_path / LEADERBOARD_FILE).is_file():
         raise FinpodError(

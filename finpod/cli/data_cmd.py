@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from finpod.cli.backtest_cmd import show_run_info
 from finpod.cli.interrupted import same_command
 from finpod.cli.stop_signals import Stopped, stop_signals_raise
 from finpod.errors import FinpodError
@@ -317,9 +318,6 @@ def info(
     ] = False,
 ) -> None:
     """Print a dataset's manifest as a table (a run's verdict, given a run)."""
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.cli.backtest_cmd import show_run_info
-
     if not verify and show_run_info(dataset):
         return
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas

@@ -12,6 +12,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from finpod.errors import FinpodError
+from finpod.runs import Leaderboard, RunDir
+
 #: What the running command writes and how to continue it (named in the stop line).
 _state: dict[str, object] = {}
 
@@ -52,9 +55,6 @@ def noted_resume() -> str | None:
 def _resumable(run_dir: Path) -> bool:
     """Has the run something to continue from: one agent's last checkpoint, or a
     tournament's leaderboard with an entry?"""
-    from finpod.errors import FinpodError  # lazy: the CLI's start-up stays light
-    from finpod.runs import Leaderboard, RunDir
-
     if RunDir(run_dir).checkpoint("last").is_file():
         return True
     try:

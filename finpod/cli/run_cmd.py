@@ -4,15 +4,18 @@
 from __future__ import annotations
 
 import time
+import tomllib
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from finpod.cli import checks
+from finpod.cli.backtest_cmd import print_result
 from finpod.cli.options import DEVICE_HELP, REPORTS_HELP, RUNS_HELP
-from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy
+from finpod.pipeline import QUICKSTART_STRATEGY, SAMPLE_DATASET_DIR, resolve_strategy, run_all
 
 console = Console()
 
@@ -20,9 +23,6 @@ console = Console()
 def _strategy_default(table: str, key: str) -> str:
     """``--help``'s default of an option that the strategy file sets: its ``[table] key``,
     with the value the quick-start strategy gives it."""
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    import tomllib
-
     try:
         with open(resolve_strategy(QUICKSTART_STRATEGY), "rb") as f:
             value = tomllib.load(f)[table][key]
@@ -103,13 +103,8 @@ def run(
     checks.writable(runs, "--runs", "create the run directory under")
     checks.writable(reports, "--reports", "write the report to")
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.benchmarks import ROLLOUTS
-    from finpod.cli.backtest_cmd import print_result
     from finpod.cli.tournament_cmd import TournamentView
-    from finpod.pipeline import run_all
 
     titles = {
         "dataset": "1/3 dataset",

@@ -22,6 +22,8 @@ from finpod.cli.options import (
     STRATEGY_HELP,
 )
 from finpod.errors import FinpodError
+from finpod.pipeline import train, wants_tournament
+from finpod.runs import RUN_FILE, check_run_id
 
 #: Progress and the friendly lines go to stderr: stdout holds only the run directory, so
 #: ``RUN=$(finpod train …)`` captures it.
@@ -112,8 +114,6 @@ def register(app: typer.Typer) -> None:
         --budget, --address, --resume is given; otherwise one agent is trained. Either way
         checkpoints are chosen on the validation split only.
         """
-        from finpod.runs import RUN_FILE, check_run_id  # light: no torch
-
         if run_id is not None:
             check_run_id(run_id)  # one folder under --runs, never a path out of it
         continuing = resume is None and run_id is not None and (runs / run_id / RUN_FILE).is_file()
@@ -136,7 +136,6 @@ def register(app: typer.Typer) -> None:
             checks.writable(runs, "--runs", "create the run directory under")
         # lazy: the tournament's live view (and pandas, for its tables) loads only to train
         from finpod.cli.tournament_cmd import TournamentView
-        from finpod.pipeline import train, wants_tournament
 
         view = TournamentView()
         parsed = None

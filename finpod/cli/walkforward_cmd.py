@@ -13,6 +13,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from finpod.cli import checks
 from finpod.cli.interrupted import note_resume, same_command
@@ -127,16 +135,6 @@ def register(app: typer.Typer) -> None:
             if not bar.live.is_started:
                 bar.start()
             bar.update(task, completed=done, total=total)
-
-        # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
 
         # lazy: `finpod --help` and usage errors answer without loading torch and pandas
         from finpod.cli.tables import print_table

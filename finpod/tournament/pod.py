@@ -298,11 +298,6 @@ class PodWorker:
         # pod's CPUs for torch's intra-op pool (the pool is per process, so this caps the
         # whole pod at about its CPUs).
         torch.set_num_threads(threads_per_learner(cpus, num_learners))
-        # Import what training and scoring need now, so a pod's time is training time.
-        import empyrical  # noqa: F401
-
-        import finpod.agents  # noqa: F401
-
         dev = pick_device(device)
         devices = None
         if dev.type == "cuda":

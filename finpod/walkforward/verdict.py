@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from finpod.backtest.run_record import market_regime
 from finpod.backtest.verdict import (
     Verdict,
     edge_sentence,
     folds_luck_sentence,
     null_market_sentence,
 )
+from finpod.data import load_manifest
 from finpod.walkforward.results import EQUAL_WEIGHT
 
 if TYPE_CHECKING:
@@ -45,10 +47,6 @@ def steps_text(env_steps: dict, strategy: dict) -> str:
 
 def _regime(summary: dict) -> str | None:
     """``"null"`` / ``"alpha"`` for a synthetic dataset (its manifest), else None."""
-    # lazy: only the walk-forward page reads the dataset's manifest here
-    from finpod.backtest.run_record import market_regime
-    from finpod.data import load_manifest
-
     path = (summary.get("settings", {}).get("dataset") or {}).get("path")
     try:
         return market_regime(load_manifest(path)) if path else None
