@@ -9,7 +9,6 @@ redraw the tearsheet without running anything again.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -136,6 +135,10 @@ class BacktestResult:
     benchmark_cash: pd.DataFrame | None = None
     """(T, B') cash of each rule-based benchmark at each close, dollars (None: not
     recorded; their exposure is then unknown)."""
+    env_config: EnvConfig | None = None
+    """The env settings the backtest ran with, as the agent's rollout got them (saved as
+    ``info["env"]`` of ``backtest.json``; a setting a saved result did not record is
+    :class:`~finpod.env.EnvConfig`'s default, the one it ran with). None: not recorded."""
     metrics: pd.DataFrame = field(init=False)
     """(M, 1 + B) metrics (rows :data:`finpod.backtest.metrics.METRIC_NAMES`) per strategy."""
 
@@ -170,17 +173,10 @@ class BacktestResult:
             return self.benchmark_returns[m.REFERENCE]
         return None
 
-    @functools.cached_property
-    def env_config(self) -> EnvConfig:
-        """The env settings the backtest ran with, read once from the recorded
-        ``info["env"]``: a setting it did not record is :class:`~finpod.env.EnvConfig`'s
-        default, the one it ran with (never a default of the report's own)."""
-        return EnvConfig.from_dict(dict(self.info.get("env") or {}))
-
     @property
     def start(self) -> str:
         """How the agent and the benchmarks started: ``"cash"`` or ``"reference"``."""
-        return self.env_config.start
+        return (self.env_config or EnvConfig()).start
 
     def compute_metrics(self) -> pd.DataFrame:
         """Metrics table: one column per strategy (agent first), one row per metric."""
@@ -275,7 +271,9 @@ class BacktestResult:
                 "annualization": self.bars_per_year,
                 "statistics": _json_safe(self.statistics),
                 "disclosures": self.disclosures,
-                "info": self.info,
+                "info": self.info
+                if self.env_config is None
+                else {**self.info, "env": self.env_config.to_dict()},
             },
         )
         return directory
@@ -308,6 +306,8 @@ class BacktestResult:
             optional[name] = pd.read_parquet(path) if path.is_file() else None
         if optional["impact"] is not None:
             optional["impact"] = optional["impact"]["impact"]
+        info = dict(meta.get("info") or {})
+        env = info.pop("env", None)
         return cls(
             run_id=meta["run_id"],
             bar=meta["bar"],
@@ -317,7 +317,8 @@ class BacktestResult:
             annualization=meta.get("annualization"),
             statistics=meta.get("statistics") or {},
             disclosures=meta.get("disclosures") or {},
-            info=meta.get("info", {}),
+            info=info,
+            env_config=None if env is None else EnvConfig.from_dict(dict(env)),
             **frames,
             **optional,
         )

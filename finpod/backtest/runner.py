@@ -19,13 +19,9 @@ from finpod.backtest import metrics as m
 from finpod.backtest.agents import (
     Policy,
     agent_description,
-    agent_entries,
     ensemble_policy,
     is_ensemble,
     load_agents,
-    parse_agent,
-    recorded_env_config,
-    resolve_agent,
 )
 from finpod.backtest.benchmarks import (
     benchmark_config,
@@ -53,14 +49,10 @@ from finpod.backtest.result import INDEX, BacktestResult
 from finpod.backtest.returns import index_returns, traded_value
 from finpod.backtest.run_record import (
     RunInputs,
-    check_agent_entries,
-    checkpoint_evaluations,
-    dataset_dir,
+    RunRecord,
     leaderboard_frame,
     market_regime,
-    read_curves,
     run_spend,
-    trial_sharpes,
     validation_bars,
 )
 from finpod.backtest.selection import selection_statistics
@@ -75,7 +67,6 @@ from finpod.env.config import EnvConfig
 from finpod.env.ensemble import EnsemblePolicy, Member
 from finpod.env.observed import observed_feature_names
 from finpod.errors import FinpodError
-from finpod.runs import Leaderboard, load_candidates, read_run_info
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -122,7 +113,6 @@ def backtest_market(
         bench_returns[INDEX] = idx_ret
     costs, traded, values, impact, cash = {}, {}, {}, {}, {}
     info = dict(info or {})
-    info.setdefault("env", config.to_dict())
     if with_benchmarks:
         n = market.num_stocks
         ref = rollout(lambda obs: zero_policy(obs, n), market, reference_config(config))
@@ -202,6 +192,7 @@ def backtest_market(
         info=info,
         leaderboard=leaderboard,
         learning_curves=learning_curves,
+        env_config=config,
     )
 
 
@@ -238,39 +229,32 @@ def run_backtest(
         The agent vs the index and the rule-based benchmarks, with metrics.
     """
 
-    run_dir = Path(run_dir)
+    run = RunRecord.read(run_dir)
     device = torch.device(device)
-    was_selected = agent.strip().lower() == "selected"
-    agent = resolve_agent(run_dir, agent)
-    k = parse_agent(agent)
-    run_meta = read_run_info(run_dir)
-    board = Leaderboard.load(run_dir)
-    if not board.entries:
-        raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
-    check_agent_entries(run_dir.name, agent, k, len(board.entries))
-    chosen = agent_entries(board, agent, k)
-    config, env_source = recorded_env_config(run_dir, run_meta, chosen[0])
+    chosen_agent = run.agent(agent)
+    agent, chosen = chosen_agent.name, list(chosen_agent.entries)
+    config, env_source = run.env_of(chosen[0])
 
-    dataset = dataset_dir(run_dir, run_meta, data)
+    dataset = run.dataset_dir(data)
     manifest = load_manifest(dataset)
-    run_hash = (run_meta.get("dataset") or {}).get("hash")
+    run_hash = run.dataset.hash
     hash_matches = run_hash is None or manifest.get("hash") == run_hash
     if not hash_matches and data is None:
         raise FinpodError(
-            f"the dataset at {dataset} changed since run {run_dir.name} was trained "
+            f"the dataset at {dataset} changed since run {run.path.name} was trained "
             "(content hash differs)",
             "rebuild the same dataset or pass --data to backtest on another one",
         )
     bars_checked = True  # the backtest bars are those the run recorded (when it did)
     if hash_matches and run_hash is not None:
-        bars_checked = check_dataset_bars(
-            dataset, run_meta, str(run_meta.get("run_id") or run_dir.name)
-        )
-    inputs = RunInputs.check(run_dir, run_meta, dataset, manifest, use_recorded=use_recorded_inputs)
+        bars_checked = check_dataset_bars(dataset, run.info, run.run_id)
+    inputs = RunInputs.check(
+        run.path, run.info, dataset, manifest, use_recorded=use_recorded_inputs
+    )
     config = inputs.env(config)
     market = inputs.market(load_split(dataset, "backtest", device=device))
 
-    agents = load_agents(run_dir, chosen, device)
+    agents = load_agents(run.path, chosen, device)
     for a in agents:
         if getattr(a, "action_dim", market.num_stocks) != market.num_stocks:
             raise FinpodError(
@@ -278,56 +262,34 @@ def run_backtest(
                 f"{market.num_stocks}",
                 "backtest on the dataset the run was trained on",
             )
-    curves = read_curves(run_dir)
-    score_name = board.score_name
-    run_id = str(run_meta.get("run_id") or run_dir.name)
-    # N of the Deflated Sharpe: every candidate and checkpoint selection chose among. The
-    # candidate record has them all; older runs fall back to the leaderboard's count or,
-    # for single-agent runs (best of several checkpoints), the validation evaluations.
-    fallback_n = int(board.candidates_evaluated or len(board.entries))
-    if run_meta.get("kind") == "agent":
-        fallback_n = max(fallback_n, checkpoint_evaluations(curves, score_name))
-    candidates = load_candidates(run_dir)
-    sharpes = trial_sharpes(board, curves) if score_name == "sharpe" else []
-    selected_sharpe = chosen[0].score if score_name == "sharpe" else None
+    run_id = run.run_id
     annualization = float(market.annualization)
     ensemble = is_ensemble(agent)
-    ensemble_scored = False
     ceiling_config: EnvConfig | None = None
-    selected_id = chosen[0].pod_id
     policy: Policy = ensemble_policy(agents)
+    label = agent_description(agent, len(chosen))
     if ensemble:
         members = []
         for entry, member_agent in zip(chosen, agents, strict=True):
-            member_config = inputs.env(recorded_env_config(run_dir, run_meta, entry)[0])
+            member_config = inputs.env(run.env_of(entry)[0])
             members.append(Member(ensemble_policy([member_agent]), member_config, entry.pod_id))
         policy = EnsemblePolicy(members, market, device=device)
         config = policy.config
         # The ceiling trades under the best member's own bounds (the ensemble's orders go
         # through a target-weights config).
         ceiling_config = members[0].config
-        label = agent_description(agent, len(chosen))
-        record = board.ensemble or {}
-        if record.get("members") == [e.pod_id for e in chosen]:
-            # The run scored this very ensemble on validation: it is the candidate selected.
-            selected_id = record.get("id")
-            ensemble_scored = True
-            if score_name == "sharpe":
-                selected_sharpe = record.get("score")
-        else:
+        if not chosen_agent.ensemble_scored:
             label += "; not a validation candidate of the run"
-    else:
-        label = agent_description(agent, len(chosen))
-    if was_selected:
+    if chosen_agent.asked_selected:
         label = f"selected on validation: {label}"
-    decision = (board.selection or {}).get("decision")
+    decision = (run.board.selection or {}).get("decision")
     info = {
         "agent": f"{label}: " + ", ".join(e.pod_id for e in chosen),
         "selection_decision": decision,
         "agent_name": agent,
         "pod_ids": [e.pod_id for e in chosen],
         "algorithms": [e.algorithm for e in chosen],
-        "score_name": score_name,
+        "score_name": run.board.score_name,
         "dataset_path": str(dataset),
         "dataset_hash": manifest.get("hash"),
         "run_dataset_hash": run_hash,
@@ -335,13 +297,12 @@ def run_backtest(
         "split": "backtest",
         "start": str(market.timestamps[0]),
         "end": str(market.timestamps[-1]),
-        "env": config.to_dict(),
         "env_source": env_source
         + (" (best member's; each member's own for its targets)" if ensemble else ""),
         "annualization": annualization,
         "device": str(device),
         "market_regime": market_regime(manifest),
-        "spend": run_spend(run_meta, board, curves),
+        "spend": run_spend(run.info, run.board.to_json(), run.curves),
     }
     disclosures = {
         "universe": universe_disclosure(manifest)["text"],
@@ -359,20 +320,15 @@ def run_backtest(
         disclosures["inputs"] = inputs.note
     if not bars_checked:
         disclosures["bars"] = unchecked_bars_note(run_id)
-    stopped = run_meta.get("stopped")
-    if isinstance(stopped, dict):
-        done, target = int(stopped.get("env_steps") or 0), stopped.get("target_steps")
-        at = f"{done:,} of {int(target):,} env steps" if target else f"{done:,} env steps"
+    if run.stopped is not None:
+        done, target = run.stopped.env_steps, run.stopped.target_steps
+        at = f"{done:,} of {target:,} env steps" if target else f"{done:,} env steps"
         disclosures["stopped"] = (
             f"Training was stopped early, at {at}: this is the best checkpoint on "
             "validation so far (finpod train --resume RUN continues it)."
         )
     selection = {
-        "candidates": candidates,
-        "num_trials": fallback_n,
-        "selected_id": selected_id,
-        "fallback_sharpes": sharpes,
-        "selected_sharpe": selected_sharpe,
+        **run.validation.statistics_inputs(chosen_agent.candidate),
         "validation_bars": validation_bars(manifest),
         "annualization": annualization,
     }
@@ -381,10 +337,10 @@ def run_backtest(
         policy,
         config,
         run_id=run_id,
-        num_trials=max(len(candidates), fallback_n),
+        num_trials=run.validation.num_trials,
         info=info,
-        leaderboard=leaderboard_frame(board),
-        learning_curves=curves,
+        leaderboard=leaderboard_frame(run.board, run.entry_scores()),
+        learning_curves=run.curves,
         on_rollout=on_rollout,
         selection=selection,
         disclosures=disclosures,
@@ -395,7 +351,7 @@ def run_backtest(
         ),
     )
     result.trial_variance = result.statistics.get("trial_sharpe_variance")
-    whose = dsr_note(agent, [e.pod_id for e in chosen], ensemble_scored)
+    whose = dsr_note(agent, [e.pod_id for e in chosen], chosen_agent.ensemble_scored)
     if whose:
         why = result.statistics.get("dsr_note")
         result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose

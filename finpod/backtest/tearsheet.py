@@ -45,6 +45,7 @@ from finpod.backtest.verdict import (
     backtest_verdict,
     verdict_html,
 )
+from finpod.env.config import EQUAL_WEIGHT
 
 if TYPE_CHECKING:
     from finpod.backtest.result import BacktestResult
@@ -221,7 +222,7 @@ def _disclosures_html(result: BacktestResult) -> str:
 
 
 def _start_note(result: BacktestResult) -> str:
-    reference = result.env_config.reference
+    reference = result.env_config.reference if result.env_config is not None else EQUAL_WEIGHT
     how = (
         "started invested at the reference"
         if result.start == "reference"
@@ -276,8 +277,8 @@ def render_tearsheet(result: BacktestResult) -> str:
         meta.append(f"selection: {html.escape(str(info['selection_decision']))}")
     if info.get("dataset_hash"):
         meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
-    if info.get("env"):
-        config = result.env_config
+    config = result.env_config
+    if config is not None:
         meta.append(
             f"fills at bar t+1 {html.escape(config.fill_price)}, cost rate "
             f"{config.cost_rate * 100:.2f} %"

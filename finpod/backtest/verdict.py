@@ -316,7 +316,8 @@ def backtest_verdict(result: Any) -> Verdict:
     agent = result.metrics.get("agent", {})
     info = result.info or {}
     stats = result.statistics or {}
-    reference = reference_name(str((info.get("env") or {}).get("reference") or "equal_weight"))
+    config = result.env_config
+    reference = reference_name(config.reference if config is not None else "equal_weight")
     tone, edge = edge_sentence(
         agent.get("active_return"),
         agent.get("information_ratio"),

@@ -74,7 +74,7 @@ def test_backtest_replay_of_a_pods_controls_equals_its_validation_scoring(setup)
     result = run_backtest(run)
     assert result.info["env_source"] == "leaderboard entry"
     for key, value in _pod_env().items():
-        assert result.info["env"][key] == value
+        assert getattr(result.env_config, key) == value
     config = EnvConfig.from_dict(_pod_env())
     agent = load_checkpoint(run / "checkpoints" / "pod000.safetensors")
     # single-agent validation scoring: same per-bar returns, bar for bar

@@ -193,15 +193,40 @@ def test_tearsheet_explains_each_statistic_and_drops_the_wrong_label(result, tmp
     assert "index (level, no costs)" in page
 
 
-def test_the_tearsheet_reads_the_recorded_env_settings_with_no_defaults_of_its_own(result):
+def _saved_with_env(result, folder: Path, env: dict) -> BacktestResult:
+    """``result`` saved, its ``backtest.json`` given ``env`` as its recorded settings, read
+    back."""
+    import json
+
+    result.save(folder)
+    meta = json.loads((folder / "backtest.json").read_text())
+    meta["info"]["env"] = env
+    (folder / "backtest.json").write_text(json.dumps(meta))
+    return BacktestResult.load(folder)
+
+
+def test_the_env_settings_travel_typed_and_are_saved_as_json(result, tmp_path):
+    import json
+
+    assert result.env_config == EnvConfig() and "env" not in result.info
+    result.save(tmp_path / "rep")
+    saved = json.loads((tmp_path / "rep" / "backtest.json").read_text())["info"]["env"]
+    assert saved == json.loads(json.dumps(EnvConfig().to_dict()))
+    back = BacktestResult.load(tmp_path / "rep")
+    assert back.env_config == EnvConfig() and "env" not in back.info
+
+
+def test_the_tearsheet_reads_the_recorded_env_settings_with_no_defaults_of_its_own(
+    result, tmp_path
+):
     from finpod.backtest.tearsheet import render_tearsheet
 
     # Recorded before cost_rate and reference were written: they are EnvConfig's defaults,
     # the settings that backtest ran with (not a 0 % cost of the report's own).
-    older = dataclasses.replace(result, info={**result.info, "env": {"fill_price": "close"}})
+    older = _saved_with_env(result, tmp_path / "older", {"fill_price": "close"})
     assert older.env_config == EnvConfig(fill_price="close")
     page = render_tearsheet(older)
     assert f"fills at bar t+1 close, cost rate {EnvConfig().cost_rate * 100:.2f} %" in page
     assert f"Reference = {EnvConfig().reference}," in page
-    recorded = dataclasses.replace(result, info={**result.info, "env": {"cost_rate": 0.001}})
+    recorded = _saved_with_env(result, tmp_path / "recorded", {"cost_rate": 0.001})
     assert recorded.env_config.cost_rate == 0.001 and recorded.start == EnvConfig().start

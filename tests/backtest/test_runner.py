@@ -17,7 +17,7 @@ from finpod.backtest import BacktestResult, run_backtest
 from finpod.backtest import metrics as m
 from finpod.backtest import selection as sel
 from finpod.backtest.agents import ensemble_policy, load_agents, parse_agent
-from finpod.backtest.runner import trial_sharpes
+from finpod.backtest.run_record import RunRecord
 from finpod.errors import FinpodError
 from finpod.runs import Leaderboard
 
@@ -76,7 +76,7 @@ def test_best_uses_the_top_entry_deterministically(run_dir, splits, monkeypatch)
     assert a.info["pod_ids"] == ["pod000"]
     pd.testing.assert_series_equal(a.account_value, b.account_value)
     # the run's env settings are used (cost rate 0.001 in the run's strategy)
-    assert a.info["env"]["cost_rate"] == 0.001
+    assert a.env_config.cost_rate == 0.001
     assert a.costs.sum() == pytest.approx(0.001 * a.traded_value.sum(), rel=1e-9)
     assert a.initial_capital == 1_000_000.0
     assert a.account_value.iloc[0] == 1_000_000.0
@@ -122,8 +122,7 @@ def test_old_runs_deflate_with_the_leaderboard_count_and_validation_sharpes(
     FakeDataset(splits, manifest=manifest).install(monkeypatch)
     result = run_backtest(run_dir)
     assert result.num_trials == 12
-    curves = pd.read_csv(run_dir / "metrics.csv")
-    sharpes = trial_sharpes(Leaderboard.load(run_dir), curves)
+    sharpes = RunRecord.read(run_dir).validation.annual_sharpes
     assert len(sharpes) == 12  # one per pod: its last validation Sharpe
     var = sel.trial_sharpe_variance(sharpes, 252.0)
     sr = 2.0 / np.sqrt(252.0)  # the top entry's annual validation Sharpe, per bar
