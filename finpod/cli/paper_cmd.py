@@ -91,7 +91,7 @@ def paper(
     trader = PaperTrader(
         run_path,
         agent,
-        data_dir=data,
+        data=data,
         dry_run=dry_run,
         feed=feed,
         plan="paid" if realtime else plan,

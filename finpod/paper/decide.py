@@ -84,7 +84,7 @@ class RunAgent:
 def load_run_agent(
     run_dir: Path,
     agent: str = "selected",
-    data_dir: str | Path | None = None,
+    data: str | Path | None = None,
     feature_file: str | Path | None = None,
 ) -> RunAgent:
     """The run's agent, its recorded settings and its dataset's bar, tickers and calendar.
@@ -98,7 +98,7 @@ def load_run_agent(
     chosen = Leaderboard.load(run_dir).entries[:k]
     if not chosen:
         raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
-    manifest = load_manifest(dataset_dir(run_dir, meta, data_dir))
+    manifest = load_manifest(dataset_dir(run_dir, meta, data))
     device = torch.device("cpu")
     agents = load_agents(run_dir, chosen, device)
     config, _ = recorded_env_config(run_dir, meta, chosen[0])

@@ -132,7 +132,7 @@ class PaperTrader(OrderDesk):
         run_dir: str | Path,
         agent: str = "selected",
         *,
-        data_dir: str | Path | None = None,
+        data: str | Path | None = None,
         dry_run: bool = False,
         feed: str | None = None,
         lookback_sessions: int = DEFAULT_LOOKBACK_SESSIONS,
@@ -144,7 +144,7 @@ class PaperTrader(OrderDesk):
         if plan not in PLANS:
             raise FinpodError(f"unknown data plan {plan!r}", f"use one of {', '.join(PLANS)}")
         self.run_dir = Path(run_dir)
-        self.agent: RunAgent = load_run_agent(self.run_dir, agent, data_dir, feature_file)
+        self.agent: RunAgent = load_run_agent(self.run_dir, agent, data, feature_file)
         self.dry_run = dry_run
         self.feed = feed or self.agent.feed
         self.plan = "paid" if realtime else plan

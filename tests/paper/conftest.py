@@ -63,7 +63,7 @@ def trader(run_dir, trained, server):
 
     def make(**kw):
         lines: list[str] = []
-        t = PaperTrader(run_dir, data_dir=trained[1], lookback_sessions=400, log=lines.append, **kw)
+        t = PaperTrader(run_dir, data=trained[1], lookback_sessions=400, log=lines.append, **kw)
         t.lines = lines
         t.start()
         return t

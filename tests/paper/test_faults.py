@@ -138,7 +138,7 @@ def test_a_failed_connection_at_start_is_retried(server, run_dir, trained):
 
     server.set_clock(after_close(K))
     lines: list[str] = []
-    t = PaperTrader(run_dir, data_dir=trained[1], lookback_sessions=400, log=lines.append)
+    t = PaperTrader(run_dir, data=trained[1], lookback_sessions=400, log=lines.append)
     server.inject("GET", "/v2/account", drop=True, times=3)  # the first start's three tries
     assert t.run(0.01, max_decisions=1) == 0
     (failed,) = [x for x in lines if "poll failed" in x]

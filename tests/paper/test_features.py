@@ -72,7 +72,7 @@ def make(featured, server, tmp_path):
 
     def build(**kw):
         lines: list[str] = []
-        t = PaperTrader(run, data_dir=featured[1], lookback_sessions=400, log=lines.append, **kw)
+        t = PaperTrader(run, data=featured[1], lookback_sessions=400, log=lines.append, **kw)
         t.lines = lines
         t.start()
         return t
@@ -103,7 +103,7 @@ def test_without_the_feature_file_paper_trading_is_refused_in_one_line(featured,
     from finpod.paper.trader import PaperTrader
 
     with pytest.raises(FinpodError) as err:
-        PaperTrader(featured[0], data_dir=featured[1], log=lambda line: None)
+        PaperTrader(featured[0], data=featured[1], log=lambda line: None)
     text = str(err.value)
     assert "observes the user feature(s) sentiment" in text and "--feature-file" in text
     assert "\n" not in text

@@ -73,7 +73,7 @@ def test_on_gapped_bars_only_cash_bound_buys_differ_from_the_env_by_the_gap(
     from finpod.paper.trader import PaperTrader
 
     run = Path(shutil.copytree(trained[0], tmp_path / "runs" / trained[0].name))
-    trader = PaperTrader(run, data_dir=trained[1], lookback_sessions=400, log=lambda line: None)
+    trader = PaperTrader(run, data=trained[1], lookback_sessions=400, log=lambda line: None)
     trader.start()
     entry = Leaderboard.load(run).entries[0]
     config, _ = recorded_env_config(run, read_run_info(run), entry)

@@ -61,7 +61,7 @@ def _trader(run: Path, data: Path, start: bool = True, **kw):
     from finpod.paper.trader import PaperTrader
 
     lines: list[str] = []
-    t = PaperTrader(run, data_dir=data, lookback_sessions=40, log=lines.append, **kw)
+    t = PaperTrader(run, data=data, lookback_sessions=40, log=lines.append, **kw)
     t.lines = lines
     if start:
         t.start()

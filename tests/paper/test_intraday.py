@@ -39,7 +39,7 @@ def setup(intraday_run, tmp_path, monkeypatch):
     lines: list[str] = []
     # bars from files are consolidated (sip) bars; the paid plan serves them in real time
     srv.set_clock(bar_done(FIRST - 1), is_open=True)
-    trader = PaperTrader(run, data_dir=intraday_run[1], lookback_sessions=40, log=lines.append)
+    trader = PaperTrader(run, data=intraday_run[1], lookback_sessions=40, log=lines.append)
     trader.lines = lines
     trader.start()
     yield trader, srv, run
