@@ -128,6 +128,8 @@ def test_every_layer_takes_the_cli_words():
 
     from finpod.agent_run import train_single_agent
     from finpod.backtest import run_backtest
+    from finpod.paper.decide import load_run_agent
+    from finpod.paper.trader import PaperTrader
     from finpod.pipeline import backtest_and_report, run_all, train, train_agent
     from finpod.tournament import run_tournament
 
@@ -140,6 +142,8 @@ def test_every_layer_takes_the_cli_words():
         (run_tournament, {"data", "runs"}),
         (train_single_agent, {"data", "runs"}),
         (run_backtest, {"data"}),
+        (load_run_agent, {"data"}),
+        (PaperTrader, {"data"}),
     ):
         names = set(inspect.signature(fn).parameters)
         assert words <= names and not names & old, (fn.__qualname__, sorted(names))
