@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from finpod.data.vendor import prepare_vendor_frame
+from finpod.data.vendor import TICKER_COLUMNS, prepare_vendor_frame
 from finpod.errors import FinpodError
 
 #: Accepted spellings of each canonical column (matched after lower-casing and stripping).
 COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "timestamp": ("timestamp", "date", "datetime", "time", "dt", "ts"),
-    "tic": ("tic", "ticker", "symbol", "sym"),
+    "tic": TICKER_COLUMNS,
     "open": ("open", "o"),
     "high": ("high", "h"),
     "low": ("low", "l"),

@@ -14,7 +14,8 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
 - unsorted rows are sorted (recorded); exact duplicate rows are dropped; rows that share a
   (timestamp, ticker) but disagree are **all** dropped, since neither can be trusted.
 - impossible bars are rejected: a missing (NaN) or non-positive price, ``high < low``,
-  negative volume. A missing volume is read as 0.
+  negative volume. A missing (empty) volume is read as 0; a volume that is text but no
+  number (``740K``) is an error naming its row.
 - rows outside the calendar's sessions (weekends, holidays, pre/after-market minutes,
   minutes off the bar grid) are dropped.
 - every kept bar is placed on the session grid. Before a ticker's first bar it has no
@@ -28,7 +29,10 @@ What the cleaner does, and records in the cleaning report (``report`` dict, save
 - one bad row is one bad row (:mod:`finpod.data.row_rules`): a few rows far from the rest
   of their ticker (a typed year, 2016-03-15 among 2019 rows) are an error naming them, and
   so is a ticker with fewer than ``min_bars`` bars (dropped and listed with its cause
-  under ``--drop-bad-tickers``).
+  under ``--drop-bad-tickers``), a ticker whose bars lie in two pieces too far apart to
+  keep its coverage, a stamp written like a date that is none (``2024-13-01``), a ticker's
+  last (first) few rows lying over a week past every other ticker's (a typed month), and
+  minute files of one ticker labelled two ways (or against ``--bar-label``).
 - tickers whose bars cover less than ``min_coverage`` of the sessions between their first
   and last bar are dropped and reported. This is a choice of universe made over the whole
   range (like picking the tickers to download); it never changes a price or a feature of
@@ -53,11 +57,14 @@ from finpod.data.bars import (
     ticker_problem,
 )
 from finpod.data.calendar import TZ, bar_grid, bar_minutes, normalize_bar, sessions
-from finpod.data.columns import refuse_separated_numbers
+from finpod.data.columns import refuse_separated_numbers, refuse_unread_volumes
 from finpod.data.row_rules import (
     MIN_TICKER_BARS,
     bar_label_per_ticker,
+    refuse_impossible_dates,
+    refuse_mixed_bar_labels,
     refuse_naive_utc,
+    refuse_stray_edges,
     refuse_stray_rows,
     sparse_tickers,
 )
@@ -73,6 +80,7 @@ from finpod.data.stages import (
 )
 from finpod.data.ticker_rule import (
     EXACT_DUPLICATE,
+    ORIGIN,
     OUT_OF_RANGE,
     OUTSIDE_SESSIONS,
     ticker_rule,
@@ -164,6 +172,7 @@ def clean_long(
         df = df.assign(tic=ticker)
     require_columns(df, ("timestamp", "tic", *PRICE_COLUMNS, "volume"), where)
     refuse_separated_numbers(df, where)
+    refuse_unread_volumes(df, where)
     report: dict = {"input_rows": int(len(df)), "dropped": {}, "repaired": {}}
     dropped = report["dropped"]
     repaired = report["repaired"]
@@ -171,6 +180,7 @@ def clean_long(
     if date_format is None:
         refuse_excel_serials(df["timestamp"], where, df["tic"].astype("string").str.strip())
     instant, wall, notes = read_stamps(df["timestamp"], timezone, date_format)
+    refuse_impossible_dates(df["timestamp"], wall, df, where)
     if instant.notna().sum() == 0:
         first = df["timestamp"].dropna()
         example = f" (first: {str(first.iloc[0])[:40]!r})" if len(first) else ""
@@ -266,6 +276,7 @@ def clean_long(
         )
 
     refuse_stray_rows(ts_ns, tic_codes, tic_names, frame.index.to_numpy(), df, where)
+    refuse_stray_edges(ts_ns, tic_codes, tic_names, frame.index.to_numpy(), df, where)
 
     # Calendar grid.
     local = pd.DatetimeIndex(ts_ns.astype("datetime64[ns]")).tz_localize("UTC").tz_convert(TZ)
@@ -283,6 +294,10 @@ def clean_long(
     stamp = ts_ns
     if not daily:
         shift = np.int64(minutes) * 60_000_000_000
+        origin = df[ORIGIN].to_numpy()[frame.index.to_numpy()] if ORIGIN in df.columns else None
+        refuse_mixed_bar_labels(
+            local, tic_codes, [str(x) for x in tic_names], origin, bar_label, where
+        )
         if bar_label == "auto":
             names_now = [str(x) for x in tic_names]
             is_end, by_label = bar_label_per_ticker(local, tic_codes, names_now, minutes, where)

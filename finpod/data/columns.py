@@ -24,9 +24,9 @@ import pandas as pd
 
 from finpod.data.bars import COLUMN_ALIASES, PRICE_COLUMNS, Bars
 from finpod.data.calendar import TZ, bar_minutes
-from finpod.data.ticker_rule import ORIGIN
+from finpod.data.ticker_rule import ORIGIN, row_place
 from finpod.data.timestamps import read_stamps, stamp_dates
-from finpod.data.vendor import prepare_vendor_frame
+from finpod.data.vendor import MISSING_TEXT, prepare_vendor_frame
 from finpod.errors import FinpodError
 
 #: Column names (lower-case, non-alphanumerics as ``_``) that change prices, by kind, and
@@ -157,6 +157,31 @@ def refuse_separated_numbers(df: pd.DataFrame, where: str) -> None:
             "finpod does not read",
             "save the file with plain numbers like 1234.56: no separator, a decimal point",
         )
+
+
+def refuse_unread_volumes(df: pd.DataFrame, where: str) -> None:
+    """Raise when a volume cell holds text that is no number (``740K``, ``1.2M``, ``-``),
+    naming its row: read as missing it would become a volume of 0. An empty cell (or
+    pandas' ``NA``, ``null``…) is a missing volume; separated numbers (``1,234``) are
+    :func:`refuse_separated_numbers`' to name."""
+    if "volume" not in df.columns:
+        return
+    values = df["volume"]
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return
+    text = values.astype("string").str.strip()
+    unread = pd.to_numeric(values, errors="coerce").isna() & text.notna()
+    unread &= ~text.isin(MISSING_TEXT) & ~text.str.fullmatch(_SEPARATED.pattern).fillna(False)
+    hit = unread.to_numpy(dtype=bool)
+    if not hit.any():
+        return
+    row = int(hit.nonzero()[0][0])
+    more = f" ({int(hit.sum())} cells like it)" if hit.sum() > 1 else ""
+    raise FinpodError(
+        f"{where}: {row_place(df, row)}: volume {str(text.iloc[row])[:40]!r} is not a "
+        f"number{more}; read as missing it would become 0",
+        "write volumes as plain share counts like 740000; finpod reads no K/M suffix",
+    )
 
 
 #: Columns of a bar, which no feature column may name.

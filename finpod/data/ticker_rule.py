@@ -24,6 +24,8 @@ from finpod.errors import FinpodError
 ORIGIN = "_finpod_file"
 #: Optional column: the ticker as written in its file (a cell, or the file name).
 SPELLING = "_finpod_spelling"
+#: Optional column: the row's number in its file as a spreadsheet shows it (for messages).
+LINE = "_finpod_line"
 #: A ticker that loses more than this share of its bars to cleaning fails the rule.
 MOST_BARS = 0.5
 #: Row causes that are no loss of the ticker's data: the user's date range, an exact copy
@@ -138,6 +140,15 @@ def _collision(name: str, ways: list[tuple[str, str]], rows: int) -> str:
         f"two {what} collide: {shown}{more} all read as {name}, and {rows} of their "
         "rows disagree on the same bar"
     )
+
+
+def row_place(df: pd.DataFrame, row: int) -> str:
+    """Where input row ``row`` (a position in ``df``) is: ``row 12 of AAPL.csv`` (from the
+    :data:`ORIGIN` and :data:`LINE` columns) or ``row 12`` (counted from 1)."""
+    line = int(df[LINE].iloc[row]) if LINE in df.columns else row + 1
+    if ORIGIN in df.columns:
+        return f"row {line} of {Path(str(df[ORIGIN].iloc[row])).name}"
+    return f"row {line}"
 
 
 def _origin(df: pd.DataFrame, row: int) -> str:

@@ -12,6 +12,10 @@ What is understood, besides the column aliases of :mod:`finpod.data.clean`:
 
 Refused: Excel serial dates (``43467`` for 2019-01-02, a date cell saved as a number),
 named as such (:func:`refuse_excel_serials`).
+
+A ticker cell is a name, never a missing value: ``NA``, ``NAN``, ``NULL`` or ``N/A`` in a
+ticker column stay tickers (only an empty cell is no ticker); the other columns read
+pandas' usual missing-value spellings (:data:`MISSING_TEXT`) as missing.
 """
 
 from __future__ import annotations
@@ -30,18 +34,31 @@ TABLE_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pq", ".txt")
 DATE_COLUMNS = ("date", "day", "trade_date")
 #: Column names read as the time-of-day part of a split stamp.
 TIME_COLUMNS = ("time", "hhmmss", "trade_time")
+#: Column names (lower-cased, brackets removed) that hold tickers (the ``tic`` aliases).
+TICKER_COLUMNS = ("tic", "ticker", "symbol", "sym")
+#: Cells read as missing in every column but a ticker column: pandas' default
+#: ``na_values`` (a ticker column reads only an empty cell as missing).
+MISSING_TEXT = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+    "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+)  # fmt: skip
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, columns: dict[str, str] | None = None) -> pd.DataFrame:
     """Read one CSV (optionally .gz, or .txt) or Parquet file; an empty or unreadable file is
-    an error."""
+    an error. ``columns`` (vendor → canonical renames) names further ticker columns: a
+    ticker column's cells are read as written (``NA`` is a ticker, see the module doc)."""
     name = path.name.lower()
     try:
         if name.endswith((".parquet", ".pq")):
             return pd.read_parquet(path)
         if name.endswith((".csv", ".csv.gz", ".txt")):
+            header = pd.read_csv(path, nrows=0).columns
+            tickers = ticker_columns(header, columns)
             # Dates and times are read as text: 20260126 must not become an integer count.
-            return pd.read_csv(path, dtype=_text_columns(path))
+            dtype: dict[str, type] = {c: str for c in header if _is_stamp_part(c) or c in tickers}
+            missing = {c: [""] if c in tickers else list(MISSING_TEXT) for c in header}
+            return pd.read_csv(path, dtype=dtype, keep_default_na=False, na_values=missing)
     except pd.errors.EmptyDataError as err:
         raise FinpodError(f"{path} is empty", "remove it or fill it with bars") from err
     except (pd.errors.ParserError, OSError, ValueError) as err:
@@ -52,10 +69,16 @@ def read_table(path: Path) -> pd.DataFrame:
     raise FinpodError(f"{path} is neither CSV nor Parquet", "use .csv, .csv.gz or .parquet files")
 
 
-def _text_columns(path: Path) -> dict[str, type]:
-    """Columns of a CSV header that hold dates or times (read as ``str``)."""
-    header = pd.read_csv(path, nrows=0).columns
-    return {c: str for c in header if _bare(c) in (*DATE_COLUMNS, *TIME_COLUMNS)}
+def _is_stamp_part(column: object) -> bool:
+    """Whether a column of a CSV header holds dates or times (read as ``str``)."""
+    return _bare(column) in (*DATE_COLUMNS, *TIME_COLUMNS)
+
+
+def ticker_columns(header: pd.Index, columns: dict[str, str] | None = None) -> set[object]:
+    """The columns of ``header`` that hold tickers: a ``tic`` alias, or renamed to ``tic``
+    by ``columns``."""
+    renamed = {k for k, v in (columns or {}).items() if v == "tic"}
+    return {c for c in header if _bare(c) in TICKER_COLUMNS or c in renamed}
 
 
 def _bare(name: object) -> str:

@@ -40,10 +40,10 @@ def test_reversed_naive_minute_files_load_in_time_order():
     assert bars.close[-1, j] == pytest.approx(last["close"])
 
 
-def test_minute_files_with_explicit_start_label_lose_the_first_bar():
-    src = load_files(MINUTES, bar_label="start")
-    # Read as bar starts, the 16:00 stamps fall after the close and are dropped.
-    assert src.report["dropped"]["outside_sessions"] == 5 * 7
+def test_minute_files_labelled_at_the_end_are_refused_under_an_explicit_start_label():
+    # Read as bar starts, every bar would move by a minute and the 16:00 bars drop out.
+    with pytest.raises(FinpodError, match="--bar-label start, but the stamps of .* at the end"):
+        load_files(MINUTES, bar_label="start")
 
 
 def test_files_long_table_with_custom_columns_and_aware_time(tmp_path):

@@ -45,7 +45,7 @@ from finpod.data.columns import (
 )
 from finpod.data.sources.folder import LAYOUT_HINT, layout_problem, list_bar_files, skipped_note
 from finpod.data.sources.loaded import LoadedSource, check_known, ticker_list
-from finpod.data.ticker_rule import ORIGIN, SPELLING
+from finpod.data.ticker_rule import LINE, ORIGIN, SPELLING
 from finpod.data.universe import universe_info
 from finpod.data.vendor import (
     apply_ticker_pattern,
@@ -68,7 +68,7 @@ def _stem(name: str) -> str:
 def _rename_example(df: pd.DataFrame, missing: list[str]) -> str:
     """``--column VENDOR=close`` for a file that lacks ``missing``: the one column it has
     that finpod does not read, when there is exactly one of each."""
-    known = (ORIGIN, SPELLING, "tic", *NEEDED)
+    known = (ORIGIN, SPELLING, LINE, "tic", *NEEDED)
     unknown = [str(c) for c in df.columns if c not in known]
     if len(missing) == 1 and len(unknown) == 1:
         return f"--column '{unknown[0]}={missing[0]}'"
@@ -234,7 +234,7 @@ def load_files(
     task = progress.add_task("read files", total=len(files)) if progress is not None else None
     for f in files:
         try:
-            df = read_table(f)
+            df = read_table(f, columns)
         except FinpodError as err:
             layout = layout_problem(f, columns)
             if layout is None:
@@ -274,9 +274,14 @@ def load_files(
             # Row numbers as a spreadsheet shows them: the header is line 1.
             check_tickers(df["tic"].astype("string").str.strip().str.upper(), str(f), 2)
         df[ORIGIN] = str(f)
+        # Rows as a spreadsheet numbers them: a CSV's header is row 1.
+        first = 1 if f.name.lower().endswith((".parquet", ".pq")) else 2
+        df[LINE] = np.arange(first, first + len(df), dtype=np.int64)
         missing = [c for c in NEEDED if c not in df.columns]
         if missing:
-            found = ", ".join(str(c) for c in df.columns if c not in (ORIGIN, SPELLING, "tic"))
+            found = ", ".join(
+                str(c) for c in df.columns if c not in (ORIGIN, SPELLING, LINE, "tic")
+            )
             names = sorted(set(df["tic"].dropna().astype("string").str.strip().str.upper()))
             layout = layout_problem(f, columns)
             if layout is not None:
