@@ -147,8 +147,10 @@ class PaperTrader(OrderDesk):
         self.agent: RunAgent = load_run_agent(self.run_dir, agent, data, feature_file)
         self.dry_run = dry_run
         self.feed = feed or self.agent.feed
-        self.plan = "paid" if realtime else plan
+        self.plan_asked = "paid" if realtime else plan
+        self.plan = self.plan_asked
         """``free`` or ``paid`` once :meth:`start` knows it (``auto`` until then)."""
+        self._sip_live: bool | None = None  # the data API's answer, asked once
         self.delay = pd.Timedelta(0)
         """How late the live bars are: :func:`~finpod.paper.live.plan_delay`."""
         self.lookback = int(lookback_sessions)
@@ -208,15 +210,17 @@ class PaperTrader(OrderDesk):
     def _data_plan(self) -> str:
         """Settle the data plan and the bars' delay (asking the data API under ``auto``);
         the start line's words for them. A strategy the delay does not fit is refused."""
-        auto = self.plan == "auto"
+        auto = self.plan_asked == "auto"
         if self.feed != "sip":
             self.delay = pd.Timedelta(0)
             return f"{self.feed} bars in real time (on every plan)"
         if auto and self.agent.bar == "1d":
             self.plan = "free"  # decided after the close: either plan serves the day's bar
         elif auto:
-            now = _ts(self.broker.clock()["timestamp"])
-            self.plan = "paid" if sip_in_real_time(self.agent.tickers[0], now) else "free"
+            if self._sip_live is None:
+                now = _ts(self.broker.clock()["timestamp"])
+                self._sip_live = sip_in_real_time(self.agent.tickers[0], now)
+            self.plan = "paid" if self._sip_live else "free"
         self.delay = plan_delay(self.feed, self.plan)
         lag = f"{self.delay.total_seconds() / 60:g} min"
         if self.plan == "paid":
@@ -294,7 +298,7 @@ class PaperTrader(OrderDesk):
         if late is not None:
             self.say_once(stale_line(self.feed, self.agent.bar, self.delay, last, now, late))
             return "stale"
-        self._said = None
+        said, self._said = self._said, None
         if not is_decision_bar(self.agent, market):
             return "waiting"
         self.refresh_orders(new_decision=True)
@@ -311,6 +315,7 @@ class PaperTrader(OrderDesk):
             made = decide(self.agent, market, cash, shares, self.state.start_value)
             why = not_a_number_decision(made)
         if why is not None:
+            self._said = said  # a bar skipped poll after poll is said once
             self.say_once(
                 f"no decision at {last}: {why} (nothing is traded on it; a later poll decides "
                 "when the numbers are back)"
