@@ -261,7 +261,7 @@ def random_search(
 ) -> dict:
     """``pods`` fresh pods (default two per slot) drawn from ``[search]``, each trained for
     its share of the budget; the best segment on validation, backtested."""
-    _, config, gen = search_setup(strategy_path, seed)
+    _, _, gen = search_setup(strategy_path, seed)
     n = pods or 2 * budget.cpus
     specs = [gen.fresh(i) for i in range(n)]
     lines, wall = run_lines(data, strategy_path, specs, budget)
@@ -277,7 +277,7 @@ def selection_only(
 ) -> dict:
     """The base ``[agent]`` and ``[env]`` settings with ``seeds`` seeds (default one per
     slot, each for the whole wall time), best on validation, backtested."""
-    _, config, gen = search_setup(strategy_path, seed)
+    _, _, gen = search_setup(strategy_path, seed)
     n = seeds or budget.cpus
     specs = [gen.base(i) for i in range(n)]
     lines, wall = run_lines(data, strategy_path, specs, budget)
