@@ -126,3 +126,20 @@ def test_a_run_that_recorded_no_split_hashes_is_flagged_in_its_report(finished, 
     (old / "run.json").write_text(json.dumps(info))
     result = run_backtest(old, device="cpu")
     assert "recorded no hash of its backtest bars" in result.disclosures["bars"]
+
+
+def test_a_lock_held_on_another_host_refuses_a_resume_and_changes_nothing(finished, finpod_cli):
+    from cli_runner import one_error_line
+
+    from finpod.runs import LOCK_FILE
+
+    run, _, _ = finished
+    lock = run / LOCK_FILE
+    lock.write_text(json.dumps({"pid": 4242, "host": "other-host", "started": "2026-01-01"}))
+    try:
+        before = _files(run)
+        more = finpod_cli("train", "--resume", str(run), "--budget", "3 pods")  # would train
+        one_error_line(more, "in use by process 4242 on other-host", f"delete {lock}")
+        assert _files(run) == before
+    finally:
+        lock.unlink()

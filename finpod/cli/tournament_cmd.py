@@ -217,6 +217,8 @@ class _EventLines:
             # One line per failed pod; its traceback is in the run's log, never here.
             log = f" (full text in {Path(self.run_dir) / LOG_FILE})" if self.run_dir else ""
             statement(self.console, f"[yellow]{escape(str(payload['message']))}{log}[/]")
+        elif kind == "note":  # e.g. a stale lock taken over
+            statement(self.console, f"[yellow]{escape(str(payload['message']))}[/]")
         elif kind == "ensemble_start":
             self.console.print(
                 f"scoring the ensemble of the top {payload['members']} on the validation split",

@@ -30,6 +30,7 @@ from finpod.runs import (
     new_run_id,
     run_folder,
 )
+from finpod.runs.lock import FolderLock
 from finpod.strategy import Strategy, as_strategy, load_strategy
 from finpod.tournament.budget import TIME_SLIVER_S, BudgetClock
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
@@ -151,8 +152,39 @@ def run_tournament(
         display: ``f(snapshot)`` called as the run goes (the CLI's live table).
         stop: ``f() -> bool``; once it returns True no new pod starts and the run ends
             when the running ones finish (e.g. a target score was reached).
-    """
 
+    A resumed run is locked while written (:class:`~finpod.runs.lock.FolderLock`): a
+    second writer, or a lock held on another host, is refused in one line.
+    """
+    kwargs = dict(pods=pods, budget=budget, address=address, runs=runs, device=device)
+    kwargs |= dict(seed=seed, run_id=run_id, num_cpus=num_cpus, on_event=on_event)
+    kwargs |= dict(display=display, stop=stop)
+    if resume is None:
+        return _train(strategy_path, data, resume=None, **kwargs)
+    run_dir = find_run(resume, runs)
+    say = None if on_event is None else (lambda line: on_event("note", {"message": line}))
+    with FolderLock(run_dir, "run", say=say):
+        return _train(strategy_path, data, resume=run_dir, **kwargs)
+
+
+def _train(
+    strategy_path: Strategy | str | Path | None,
+    data: str | Path | None,
+    *,
+    pods: Pods | str | int | None,
+    budget: Budget | str | None,
+    address: str | None,
+    resume: str | Path | None,
+    runs: str | Path,
+    device: str | None,
+    seed: int | None,
+    run_id: str | None,
+    num_cpus: int | None,
+    on_event: Event | None,
+    display: Any,
+    stop: Any,
+) -> TournamentRun:
+    """:func:`run_tournament`'s work (a resumed run's lock held)."""
     # Text is read once, here at the library's edge; typed values go down. A resumed run's
     # own budget is its recorded canonical text, read once by parse_tournament.
     pods = None if pods is None else parse_pods(pods)
