@@ -54,9 +54,6 @@ def paper(
             "or paid (real-time SIP bars).",
         ),
     ] = "auto",
-    realtime: Annotated[
-        bool, typer.Option("--realtime", hidden=True, help="The same as --plan paid.")
-    ] = False,
     poll: Annotated[float, typer.Option(help="Seconds between two polls.")] = DEFAULT_POLL_S,
     lookback: Annotated[
         int, typer.Option(help="Sessions of live history the features are computed on.")
@@ -94,7 +91,7 @@ def paper(
         data=data,
         dry_run=dry_run,
         feed=feed,
-        plan="paid" if realtime else plan,
+        plan=plan,
         lookback_sessions=lookback,
         feature_file=feature_file,
         log=lambda line: statement(console, line, markup=False),

@@ -139,7 +139,6 @@ class PaperTrader(OrderDesk):
         log: Callable[[str], None] = print,
         feature_file: str | Path | None = None,
         plan: str = "auto",
-        realtime: bool = False,
     ) -> None:
         if plan not in PLANS:
             raise FinpodError(f"unknown data plan {plan!r}", f"use one of {', '.join(PLANS)}")
@@ -147,7 +146,7 @@ class PaperTrader(OrderDesk):
         self.agent: RunAgent = load_run_agent(self.run_dir, agent, data, feature_file)
         self.dry_run = dry_run
         self.feed = feed or self.agent.feed
-        self.plan_asked = "paid" if realtime else plan
+        self.plan_asked = plan
         self.plan = self.plan_asked
         """``free`` or ``paid`` once :meth:`start` knows it (``auto`` until then)."""
         self._sip_live: bool | None = None  # the data API's answer, asked once
