@@ -24,7 +24,6 @@ from rich.markup import escape
 
 from finpod import __version__
 from finpod.cli import backtest_cmd, data_cmd, paper_cmd, run_cmd, train_cmd, walkforward_cmd
-
 from finpod.cli.interrupted import interrupted_line, note_command, noted_resume, noted_run_dir
 from finpod.cli.noise import HeldBack
 from finpod.cli.stop_signals import Stopped, install_stop_signals, received_stop_signal
