@@ -294,10 +294,11 @@ def clean_long(
     stamp = ts_ns
     if not daily:
         shift = np.int64(minutes) * 60_000_000_000
-        origin = df[ORIGIN].to_numpy()[frame.index.to_numpy()] if ORIGIN in df.columns else None
-        refuse_mixed_bar_labels(
-            local, tic_codes, [str(x) for x in tic_names], origin, bar_label, where
-        )
+        if ORIGIN in df.columns:  # user files (a vendor API's label is its own)
+            origin = df[ORIGIN].to_numpy()[frame.index.to_numpy()]
+            refuse_mixed_bar_labels(
+                local, tic_codes, [str(x) for x in tic_names], origin, bar_label, where
+            )
         if bar_label == "auto":
             names_now = [str(x) for x in tic_names]
             is_end, by_label = bar_label_per_ticker(local, tic_codes, names_now, minutes, where)
