@@ -33,7 +33,6 @@ from finpod.runs import (
 from finpod.runs.lock import FolderLock
 from finpod.strategy import Strategy, as_strategy, load_strategy
 from finpod.tournament.budget import TIME_SLIVER_S, BudgetClock
-from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
 from finpod.tournament.orchestrator import Event, Orchestrator, Setup, Summary
 from finpod.tournament.search import SearchSpace, parse_search
 from finpod.tournament.settings import TournamentConfig, parse_tournament
@@ -275,15 +274,6 @@ def _train(
             _record_stop(run, board, config)
             raise
         run.record_stopped(None)  # trained to its budget (a resumed stopped run included)
-        if config.ensemble >= 2 and len(board) >= 2:
-            if on_event is not None:
-                on_event("ensemble_start", {"members": min(config.ensemble, len(board))})
-            record = score_leaderboard_ensemble(
-                run, board, config.ensemble, dataset.resolve(), device="cpu"
-            )
-            summary.ensemble = record
-            if on_event is not None and record is not None:
-                on_event("ensemble", {"record": record})
     finally:
         if started:
             ray.shutdown()

@@ -53,6 +53,7 @@ from finpod.tournament.actor_pool import ActorPool
 from finpod.tournament.budget import BudgetClock, eta_seconds
 from finpod.tournament.dataplane import DataPlane
 from finpod.tournament.failures import FailurePolicy
+from finpod.tournament.final_selection import select_final
 from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.outcomes import Books, Breeding, Cluster, Outcomes
 from finpod.tournament.placement import inherit_buffers
@@ -248,6 +249,10 @@ class Orchestrator:
             self.actors.request(self.config.pods)
         try:
             self._loop()
+            # Trained to its budget: the ensemble, then the champion's paired tests.
+            self.summary.ensemble, self.summary.selection = select_final(
+                self.run_dir, self.board, self.config, self.setup.dataset_dir, self.on_event
+            )
         finally:
             self.summary.wall_s = self.clock.session_s()
             self.summary.quarantined = dict(self.policy.quarantined)
