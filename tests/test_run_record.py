@@ -171,3 +171,21 @@ def test_the_backtest_reads_validation_scores_from_the_candidate_record_alone(
     assert second.statistics == first.statistics
     assert second.leaderboard["score"].tolist() == first.leaderboard["score"].tolist()
     assert second.num_trials == first.num_trials == 14
+
+
+def test_paper_trading_trades_the_pod_the_run_selected(tmp_path: Path, monkeypatch):
+    from finpod.paper.decide import load_run_agent
+
+    market = make_market(num_bars=60)
+    (tmp_path / "dataset").mkdir()
+    run = make_run_dir(tmp_path, market, dataset_path=str(tmp_path / "dataset"))
+    board = json.loads((run / "leaderboard.json").read_text())
+    for i, entry in enumerate(board["entries"]):
+        entry["pod_id"] = f"p{i:05d}"  # a tournament's pod ids
+    board["selection"] = {"selected": "p00001", "decision": "p00001 beat the champion"}
+    (run / "leaderboard.json").write_text(json.dumps(board))
+    FakeDataset({}, manifest={"tickers": market.tickers}).install(monkeypatch)
+    assert RunRecord.read(run).selected == "p00001"
+    # Not the top entry (p00000): the one the run selected, as the backtest trades it.
+    assert load_run_agent(run, "selected").pod_ids == ["p00001"]
+    assert RunRecord.read(run).agent().entries[0].pod_id == "p00001"

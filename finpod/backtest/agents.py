@@ -41,25 +41,6 @@ def resolve_agent(run_dir: str | Path, agent: str) -> str:
     return canonical_agent(Leaderboard.load(Path(run_dir)).selected())
 
 
-def agent_entries(board: Leaderboard, agent: str, k: int) -> list[Entry]:
-    """The leaderboard entries that canonical ``agent`` trades (``k``: its
-    :func:`parse_agent` count): a pod id's entry; the members the run scored for
-    ``ensemble-K`` when it scored an ensemble of K; else the top ``k`` entries."""
-    if is_pod_id(agent):
-        entry = board.get(agent)
-        if entry is None:
-            raise FinpodError(
-                f"{agent} is not on the leaderboard", "pick a pod id that leaderboard.json lists"
-            )
-        return [entry]
-    members = (board.ensemble or {}).get("members") or []
-    if is_ensemble(agent) and len(members) == k:
-        entries = [board.get(m) for m in members]
-        if all(e is not None for e in entries):
-            return [e for e in entries if e is not None]
-    return board.entries[:k]
-
-
 # ------------------------------------------------------------------------------- agents
 def ensemble_policy(agents: Sequence[Any]) -> Policy:
     """Deterministic policy averaging the actions of ``agents`` (each (B, A) in [-1, 1])."""

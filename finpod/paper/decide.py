@@ -33,15 +33,8 @@ from typing import Any
 
 import torch
 
-from finpod.backtest.agents import (
-    ensemble_policy,
-    is_ensemble,
-    load_agents,
-    parse_agent,
-    recorded_env_config,
-    resolve_agent,
-)
-from finpod.backtest.run_record import dataset_dir
+from finpod.backtest.agents import ensemble_policy, is_ensemble, load_agents
+from finpod.backtest.run_record import RunRecord
 from finpod.data.features import FEATURES
 from finpod.data.manifest import load_manifest
 from finpod.data.market import MarketData
@@ -52,7 +45,6 @@ from finpod.env.impact import impact_rate
 from finpod.env.observed import observed_feature_names
 from finpod.env.tables import Tables, build_tables
 from finpod.errors import FinpodError
-from finpod.runs import Leaderboard, read_run_info
 
 
 @dataclass
@@ -91,22 +83,18 @@ def load_run_agent(
 
     An agent that observes user feature columns (:mod:`finpod.env.observed`) needs
     ``feature_file`` holding them; without it, one line names the columns."""
-    run_dir = Path(run_dir)
-    name = resolve_agent(run_dir, agent)
-    k = parse_agent(name)
-    meta = read_run_info(run_dir)
-    chosen = Leaderboard.load(run_dir).entries[:k]
-    if not chosen:
-        raise FinpodError(f"the leaderboard of {run_dir.name} is empty", "train longer")
-    manifest = load_manifest(dataset_dir(run_dir, meta, data))
+    run = RunRecord.read(run_dir)
+    chosen_agent = run.agent(agent)  # the entries the backtest trades under that name
+    name, chosen = chosen_agent.name, list(chosen_agent.entries)
+    manifest = load_manifest(run.dataset_dir(data))
     device = torch.device("cpu")
-    agents = load_agents(run_dir, chosen, device)
-    config, _ = recorded_env_config(run_dir, meta, chosen[0])
+    agents = load_agents(run.path, chosen, device)
+    config, _ = run.env_of(chosen[0])
     ensemble = is_ensemble(name)
     policy: Any = ensemble_policy(agents)
     if ensemble:
         policy = [
-            Member(ensemble_policy([a]), recorded_env_config(run_dir, meta, e)[0], e.pod_id)
+            Member(ensemble_policy([a]), run.env_of(e)[0], e.pod_id)
             for e, a in zip(chosen, agents, strict=True)
         ]
         config = replace(
@@ -115,7 +103,7 @@ def load_run_agent(
     configs = [m.config for m in policy] if ensemble else [config]
     needed = live_user_features(manifest, configs, feature_file)
     return RunAgent(
-        run_id=str(meta.get("run_id") or run_dir.name),
+        run_id=run.run_id,
         name=name,
         pod_ids=[e.pod_id for e in chosen],
         config=config,
