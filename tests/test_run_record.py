@@ -189,3 +189,22 @@ def test_paper_trading_trades_the_pod_the_run_selected(tmp_path: Path, monkeypat
     # Not the top entry (p00000): the one the run selected, as the backtest trades it.
     assert load_run_agent(run, "selected").pod_ids == ["p00001"]
     assert RunRecord.read(run).agent().entries[0].pod_id == "p00001"
+
+
+def test_the_selected_ensemble_is_its_members_and_its_own_candidate(tmp_path: Path):
+    run = make_run_dir(tmp_path, make_market(num_bars=60))
+    board = json.loads((run / "leaderboard.json").read_text())
+    board["ensemble"] = {"id": "ens-a", "members": ["pod001", "pod002"], "score": 2.5}
+    board["selected"] = "ensemble-2"
+    board["selection"] = {"selected": "ensemble-2"}
+    (run / "leaderboard.json").write_text(json.dumps(board))
+    record = RunRecord.read(run)
+    chosen = record.agent()
+    assert chosen.name == "ensemble-2" and chosen.asked_selected and chosen.ensemble_scored
+    assert [e.pod_id for e in chosen.entries] == ["pod001", "pod002"]
+    assert chosen.candidate == "ens-a"
+    # No candidate record: the ensemble's score is the leaderboard's, read by the reader.
+    assert record.validation.statistics_inputs(chosen.candidate)["selected_sharpe"] == 2.5
+    # The top entries under another name are not the candidate the run scored.
+    top = record.agent("ensemble-3")
+    assert not top.ensemble_scored and top.candidate == "pod000"
