@@ -22,10 +22,17 @@ minutes before the clock (the decision's bars are the training feed's, and their
 said and recorded): :func:`plan_delay`. :func:`sip_in_real_time` asks the data API which
 plan the keys have; :func:`delay_refusal` says when a strategy decides too often for the
 delay.
+
+An agent of SIP bars trading on IEX bars (``--feed iex``): a minute without an IEX trade
+has no IEX bar, where SIP, which holds every exchange's trades, almost always has one.
+:func:`carry_last_trades` carries the ticker's last trade's price over such bars and
+keeps it tradable there (never valued at zero, never taken for delisted), and the trader
+records which tickers were carried at each decision.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -225,6 +232,22 @@ def delay_refusal(config: EnvConfig, bar: str, feed: str, delay: pd.Timedelta) -
     if after:
         return f"on {late} the decision(s) at {', '.join(after)} come after the close"
     return None
+
+
+def carry_last_trades(market: MarketData) -> tuple[MarketData, dict[str, float]]:
+    """``market`` (IEX bars) with every bar a ticker has no trade in, after its first one
+    in the window, tradable at its last trade's price (the close the cleaner carried), and
+    none delisted; and ``{ticker: carried price}`` of those at the window's last bar."""
+    close = market.close
+    seen = torch.cumsum(market.tradable.to(torch.int32), dim=0) > 0
+    carry = seen & ~market.tradable & torch.isfinite(close) & (close > 0)
+    last = {  # float32 prices, to the hundredth of a cent as quoted
+        t: round(float(close[-1, i]), 4) for i, t in enumerate(market.tickers) if bool(carry[-1, i])
+    }
+    if not bool(carry.any()) and market.delisted is None:
+        return market, last
+    delisted = None if market.delisted is None else market.delisted & ~seen
+    return replace(market, tradable=market.tradable | carry, delisted=delisted), last
 
 
 def stale_tickers(market: MarketData) -> list[str]:

@@ -58,6 +58,7 @@ from finpod.paper.live import (
     DEFAULT_LOOKBACK_SESSIONS,
     PLANS,
     bar_end,
+    carry_last_trades,
     delay_refusal,
     fetch_window,
     plan_delay,
@@ -289,6 +290,9 @@ class PaperTrader(OrderDesk):
                 raise
             self.say_once(f"{err.message}: waiting for the feature file's row of that bar")
             return "waiting"
+        carried: dict[str, float] = {}
+        if self.feed == "iex" and self.agent.feed == "sip" and self.agent.bar != "1d":
+            market, carried = carry_last_trades(market)
         last = market.timestamps[-1]
         done = self.state.last_decision
         if done is not None and last <= pd.Timestamp(done):
@@ -304,6 +308,11 @@ class PaperTrader(OrderDesk):
         self._journal_fills(market, before=pd.Timestamp(last))
         for sym in stale_tickers(market):
             self.log(f"{sym}: no bar at {last} (halted or no trade): not traded at this bar")
+        for sym, price in carried.items():
+            self.log(
+                f"{sym}: no iex trade in the bar at {last}: its last trade's price {price:g} "
+                "carried over (an agent of sip bars sees a bar there)"
+            )
         account = self.broker.account()
         held = self.broker.positions()
         shares = torch.tensor([held.get(s, 0.0) for s in self.agent.tickers], dtype=torch.float64)
@@ -353,6 +362,7 @@ class PaperTrader(OrderDesk):
                     "decision": str(last),
                     "time": str(now),
                     "feed": self.feed,
+                    "carried": carried,
                     "plan": self.plan,
                     "delay_min": lag,
                     "bar_end": str(ended),

@@ -246,3 +246,31 @@ def test_a_kill_in_flight_on_the_free_plan_then_a_restart_sends_nothing_twice(ma
     (decision,) = [r for r in journal(run) if r["kind"] == "decision"]
     assert decision["delay_min"] == LATE and decision["feed"] == "sip"
     assert_journal_is_the_account(run, server)
+
+
+def test_on_iex_bars_a_minute_without_a_trade_carries_the_last_trades_price(market, intraday_run):
+    server, run = market(FREE)
+    server.set_clock(bar_done(FIRST - 1), is_open=True)
+    t = _trader(run, intraday_run[1], feed="iex")
+    gap = BAR  # a decision bar without an IEX trade in BBB
+    last_price = float(server.bars["BBB"]["c"].iloc[gap - 1])
+    server.bars["BBB"] = server.bars["BBB"].drop(index=gap)
+    for bar in range(FIRST, gap + 1):
+        server.set_clock(bar_done(bar), is_open=True)
+        t.step()
+        server.fill_open_orders(str(STARTS[bar + 1].tz_localize(None)))
+    assert server.positions.get("BBB", 0) > 0  # BBB was bought at the first decision
+    (line,) = [x for x in t.lines if "no iex trade" in x]
+    assert line == (
+        f"BBB: no iex trade in the bar at {STARTS[gap]}: its last trade's price "
+        f"{last_price:g} carried over (an agent of sip bars sees a bar there)"
+    )
+    assert not any(x.startswith("BBB: no bar at") for x in t.lines)
+    decisions = [r for r in journal(run) if r["kind"] == "decision"]
+    at_gap = decisions[-1]
+    assert at_gap["decision"] == str(STARTS[gap])
+    assert at_gap["carried"] == {"BBB": last_price}
+    assert (at_gap["feed"], at_gap["delay_min"]) == ("iex", 0)
+    assert at_gap["held_weights"]["BBB"] > 0.3 and at_gap["intended_weights"]["BBB"] > 0.3
+    assert all(r["carried"] == {} for r in decisions[:-1])
+    assert_journal_is_the_account(run, server)
