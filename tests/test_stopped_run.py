@@ -35,7 +35,7 @@ def _train_until(tmp_path: Path, dataset: Path, segments: int) -> tuple[Path, st
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-m", "finpod", "train", "--strategy", str(strategy)]
-        + ["--data", str(dataset), "--out", str(tmp_path / "runs")],
+        + ["--data", str(dataset), "--runs", str(tmp_path / "runs")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -65,7 +65,7 @@ def test_a_run_stopped_by_sigterm_can_be_backtested(tmp_path, dataset, finpod_cl
     assert entry.score == max(h["score"] for h in entry.history)
     stopped = json.loads((run_dir / "run.json").read_text())["stopped"]
     assert stopped["target_steps"] == 10_000_000 and stopped["env_steps"] >= entry.env_steps
-    res = finpod_cli("backtest", str(run_dir), "--out", str(tmp_path / "reports"))
+    res = finpod_cli("backtest", str(run_dir), "--reports", str(tmp_path / "reports"))
     assert res.returncode == 0, res.stderr
     text = " ".join(res.stderr.split())
     assert "stopped early" in text and "best checkpoint on validation so far" in text

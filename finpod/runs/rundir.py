@@ -168,7 +168,8 @@ def _checked_run_json(path: Path) -> dict[str, Any]:
     dataset = info.get("dataset")
     if dataset is not None and not (
         isinstance(dataset, dict)
-        and all(isinstance(dataset.get(k), str) for k in ("path", "hash"))
+        and isinstance(dataset.get("path"), str)
+        and isinstance(dataset.get("hash"), str | None)
         and isinstance(dataset.get("splits", {}), dict)
     ):
         raise FinpodError(f"{path}: dataset is not an object with a path and a hash", hint)
