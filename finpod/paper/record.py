@@ -1,6 +1,7 @@
 """The paper trading record of a run (``RUN/paper/journal.jsonl``) as a table and a page.
 
-One row per decision: its bar, the account value and cash, the orders sent, filled,
+One row per decision: its bar, the bars it was taken on (feed, and how late the plan served
+them: the free plan's SIP bars 15 minutes), the account value and cash, the orders sent, filled,
 partly filled or cancelled and rejected, and the largest gap between the weight the agent
 intended and the weight the account held after the fills (the ``fills`` line written at
 the next decision; empty until then). ``finpod report`` writes the page beside the
@@ -33,9 +34,12 @@ def paper_record(run_dir: Path) -> pd.DataFrame:
         if done:
             intended, filled = r["intended_weights"], done["filled_weights"]
             gap = max(abs(intended[s] - filled.get(s, 0.0)) for s in intended)
+        lag = r.get("delay_min")
         rows.append(
             {
                 "decision": str(r["decision"])[:16],
+                "bars": f"{r.get('feed', '')}"
+                + ("" if lag is None else f", {lag:g} min late" if lag else ", real time"),
                 "account value": float(r["account_value"]),
                 "cash": float(r["cash"]),
                 "orders": len(r.get("orders", [])),

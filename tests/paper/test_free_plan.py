@@ -90,6 +90,9 @@ def test_on_the_free_plan_the_agent_decides_on_sip_bars_15_minutes_late(market, 
     # the plan's probe is the one request refused: the bars are asked for up to 15 min ago
     assert len(server.refused) == 1
     assert_journal_is_the_account(run, server)
+    from finpod.paper.record import paper_record
+
+    assert paper_record(run)["bars"].tolist() == ["sip, 15 min late"]
 
 
 def test_the_free_plans_orders_are_the_paid_plans_on_the_same_bars(market, intraday_run):
