@@ -277,3 +277,14 @@ def test_on_iex_bars_a_minute_without_a_trade_carries_the_last_trades_price(mark
     assert at_gap["held_weights"]["BBB"] > 0.3 and at_gap["intended_weights"]["BBB"] > 0.3
     assert all(r["carried"] == {} for r in decisions[:-1])
     assert_journal_is_the_account(run, server)
+
+
+def test_an_unknown_plan_is_one_line(market, intraday_run, capsys):
+    from finpod.cli import main
+
+    _, run = market(FREE)
+    with pytest.raises(SystemExit) as exit_:
+        main(["paper", str(run), "--data", str(intraday_run[1]), "--plan", "gold", "--once"])
+    assert exit_.value.code == 1
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(err) == 1 and "unknown data plan 'gold'" in err[0], err
