@@ -402,7 +402,7 @@ def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
     """``finpod backtest`` of a run: the agent's backtest line (and the scripted rule's)."""
     import pandas as pd
 
-    stdout, _ = finpod(["backtest", str(run_dir), "--out", str(reports)], log, Load())
+    stdout, _ = finpod(["backtest", str(run_dir), "--reports", str(reports)], log, Load())
     # The selected agent's folder: reports/<run>/, or reports/<run>/ensemble-K/ when the
     # leaderboard ensemble won on validation.
     page = [
@@ -571,7 +571,7 @@ def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
         load = Load()
         tour = seeded_strategy(strategy, seed, work, single=False)
         run_id = f"tour-{tag}-s{seed}"
-        cmd = ["train", "-s", str(tour), "--data", str(data), "--out", str(runs)]
+        cmd = ["train", "-s", str(tour), "--data", str(data), "--runs", str(runs)]
         cmd += ["--run-id", run_id, "--pods", str(args.cpus)]
         if args.wall:
             cmd += ["--budget", f"{args.wall:g}s"]
@@ -606,7 +606,7 @@ def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
             single = seeded_strategy(strategy, seed, work, single=True)
             lid = f"learner-{tag}-s{seed}"
             _, lwall = finpod(
-                ["train", "-s", str(single), "--data", str(data), "--out", str(runs)]
+                ["train", "-s", str(single), "--data", str(data), "--runs", str(runs)]
                 + ["--run-id", lid],
                 log,
                 load,
