@@ -106,14 +106,15 @@ def test_finpod_report_draws_the_paper_record(trader, server, run_dir, trained, 
         play(t, server, k)
     reports = tmp_path / "reports"
     for args in (
-        ["backtest", str(run_dir), "--data", str(trained[1]), "--out", str(reports)],
-        ["report", str(run_dir), "--out", str(reports)],
+        ["backtest", str(run_dir), "--data", str(trained[1]), "--reports", str(reports)],
+        ["report", str(run_dir), "--reports", str(reports)],
     ):
         try:
             main(args)
         except SystemExit as exit_:
             assert exit_.code in (0, None), capsys.readouterr().err
-    out = capsys.readouterr().out
+    said = capsys.readouterr()
+    out = said.out + said.err  # the report folder on stdout, its lines on stderr
     assert out.count("paper trading:") == 1, out
     page = (reports / run_dir.name / "paper.html").read_text()
     assert "3 decisions" in page and "max |intended - filled| weight" in page
