@@ -33,7 +33,7 @@ def test_train_writes_run_directory(dataset, tmp_path):
             str(strategy),
             "--data",
             str(dataset),
-            "--out",
+            "--runs",
             str(tmp_path / "runs"),
             "--run-id",
             "r1",
@@ -68,7 +68,7 @@ def test_train_writes_run_directory(dataset, tmp_path):
     # The same --run-id again continues that run (a retried job) instead of failing.
     again = CliRunner().invoke(
         app,
-        ["train", "--out", str(tmp_path / "runs"), "--run-id", "r1", "--steps", "512"],
+        ["train", "--runs", str(tmp_path / "runs"), "--run-id", "r1", "--steps", "512"],
     )
     assert again.exit_code == 0, again.output
     assert "continuing run" in again.output
@@ -104,7 +104,7 @@ def test_killed_single_agent_run_resumes_to_the_same_curve_and_checkpoint(datase
     strategy = tmp_path / "s.toml"
     strategy.write_text(_RESUME_STRATEGY)
     runs = tmp_path / "runs"
-    base = ["train", "--strategy", str(strategy), "--data", str(dataset), "--out", str(runs)]
+    base = ["train", "--strategy", str(strategy), "--data", str(dataset), "--runs", str(runs)]
     runner = CliRunner()
     assert runner.invoke(app, [*base, "--run-id", "whole"]).exit_code == 0
     # The state a kill leaves after the third segment: checkpoints and curves up to it,
@@ -114,7 +114,7 @@ def test_killed_single_agent_run_resumes_to_the_same_curve_and_checkpoint(datase
     (runs / "cut" / "leaderboard.json").unlink()
     before = (runs / "cut" / "metrics.csv").read_text().splitlines()
 
-    resumed = runner.invoke(app, ["train", "--resume", "cut", "--out", str(runs), "--steps", "768"])
+    resumed = runner.invoke(app, ["train", "--resume", "cut", "--runs", str(runs), "--steps", "768"])
     assert resumed.exit_code == 0, resumed.output
 
     whole, cut_run = runs / "whole", runs / "cut"
@@ -159,7 +159,7 @@ def test_train_reads_the_strategy_file_once(dataset, tmp_path, monkeypatch):
     monkeypatch.setattr(finpod.strategy, "strategy_from_dict", counting)
     strategy = tmp_path / "s.toml"
     strategy.write_text(tiny_agent(train={"total_steps": 128, "eval_every": 128}))
-    args = ["train", "-s", str(strategy), "-d", str(dataset), "--out", str(tmp_path / "runs")]
+    args = ["train", "-s", str(strategy), "-d", str(dataset), "--runs", str(tmp_path / "runs")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert parsed == [strategy]

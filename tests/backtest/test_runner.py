@@ -219,7 +219,7 @@ def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
     FakeDataset(splits).install(monkeypatch)
     out = tmp_path / "reports"
     cli = CliRunner()
-    res = cli.invoke(app, ["backtest", str(run_dir), "--out", str(out), "--device", "cpu"])
+    res = cli.invoke(app, ["backtest", str(run_dir), "--reports", str(out), "--device", "cpu"])
     assert res.exit_code == 0, res.output
     assert "PSR (backtest Sharpe > 0)" in res.output and "DSR (selection among 12" in res.output
     folder = out / "run-test"
@@ -237,7 +237,7 @@ def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
     import finpod.env
 
     patch_everywhere(finpod.env, "rollout", no_rollout)
-    res = cli.invoke(app, ["report", "run-test", "--out", str(out)])
+    res = cli.invoke(app, ["report", "run-test", "--reports", str(out)])
     assert res.exit_code == 0, res.output
     assert (folder / "tearsheet.html").stat().st_size > 10_000
 
@@ -286,7 +286,7 @@ def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
     FakeDataset(splits).install(monkeypatch)
     out = tmp_path / "reports"
     cli = CliRunner()
-    res = cli.invoke(app, ["backtest", str(run_dir), "--out", str(out), "--device", "cpu"])
+    res = cli.invoke(app, ["backtest", str(run_dir), "--reports", str(out), "--device", "cpu"])
     assert res.exit_code == 0, res.output
     folder = out / "run-test" / "ensemble-2"
     result = BacktestResult.load(folder)
@@ -306,7 +306,7 @@ def test_report_defaults_to_the_agent_backtest_selected_and_says_what_it_trades(
         (str(out / "run-test"), []),  # a reports/<run> folder
         ("run-test", ["--agent", "ensemble-2"]),
     ):
-        res = cli.invoke(app, ["report", run, "--out", str(out), *args])
+        res = cli.invoke(app, ["report", run, "--reports", str(out), *args])
         assert res.exit_code == 0, res.output
         assert (folder / "tearsheet.html").is_file()
         (folder / "tearsheet.html").unlink()

@@ -65,7 +65,7 @@ def test_a_lying_bar_count_is_one_line_when_training_opens_it(honest, tmp_path, 
     strategy = tmp_path / "s.toml"
     strategy.write_text(STRATEGY, encoding="utf-8")
     runs = tmp_path / "runs"
-    out = finpod_cli("train", "--strategy", str(strategy), "--data", str(data), "--out", str(runs))
+    out = finpod_cli("train", "--strategy", str(strategy), "--data", str(data), "--runs", str(runs))
     one_error_line(out, "200 bars", alone=False)
     assert not runs.exists() or not any(runs.iterdir())
 

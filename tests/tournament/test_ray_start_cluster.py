@@ -263,7 +263,7 @@ def test_tournament_grows_onto_a_node_started_with_ray_start(
                 cluster.address,
                 "--budget",
                 f"{BUDGET_PODS} pods",
-                "--out",
+                "--runs",
                 str(runs),
             ],
             env=cluster.env,
