@@ -283,8 +283,9 @@ def _train(
 
 def _finished(info: dict[str, Any], config: TournamentConfig, board: Leaderboard) -> bool:
     """Has the run trained to its budget (``config``'s: a larger ``--budget`` asks for
-    more)? A run marked stopped is not finished."""
-    if "stopped" in info:
+    more)? A run marked stopped is not finished, nor one killed after its last pod and
+    before its final selection (a resume makes the selection and trains nothing)."""
+    if "stopped" in info or (len(board) and board.selection is None):
         return False
     clock = BudgetClock(config.budget, board, time_cap=config.time_cap)
     return not clock.allows_more(clock.left(0, 0))
