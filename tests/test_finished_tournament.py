@@ -143,3 +143,21 @@ def test_a_lock_held_on_another_host_refuses_a_resume_and_changes_nothing(finish
         assert _files(run) == before
     finally:
         lock.unlink()
+
+
+def test_a_tournament_killed_before_its_selection_makes_it_on_resume(finished, finpod_cli, tmp_path):
+    """Killed after its last pod and before its final selection: a resume trains nothing
+    and makes the selection, so ``selected`` never falls back to the top score."""
+    run, _, _ = finished
+    cut = tmp_path / "runs" / "cut"
+    shutil.copytree(run, cut)
+    board = json.loads((cut / "leaderboard.json").read_text())
+    for key in ("selection", "selected", "ensemble"):
+        board.pop(key, None)
+    (cut / "leaderboard.json").write_text(json.dumps(board))
+    resumed = finpod_cli("train", "--resume", str(cut))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    after = json.loads((cut / "leaderboard.json").read_text())
+    assert after["candidates_evaluated"] == board["candidates_evaluated"]  # nothing trained
+    assert after["selection"]["selected"] == after["selected"]
+    assert "selection" in json.loads((cut / "run.json").read_text())
