@@ -264,17 +264,26 @@ class PaperTrader(OrderDesk):
         if not self.dry_run:
             for cid in self.state.pending_orders():  # before anything is decided
                 self.resolve(cid)
-        bars = fetch_window(
-            self.agent.tickers,
-            self.agent.bar,
-            now,
-            feed=self.feed,
-            lookback_sessions=self.lookback,
-            calendar=self.agent.calendar,
-            cache_dir=paper_dir(self.run_dir) / "cache",
-            delay=self.delay,
-            write_cache=not self.dry_run,
-        )
+        try:
+            bars = fetch_window(
+                self.agent.tickers,
+                self.agent.bar,
+                now,
+                feed=self.feed,
+                lookback_sessions=self.lookback,
+                calendar=self.agent.calendar,
+                cache_dir=paper_dir(self.run_dir) / "cache",
+                delay=self.delay,
+                write_cache=not self.dry_run,
+            )
+        except FinpodError as err:
+            if getattr(err, "status", None) == 403 and self.feed == "sip" and not self.delay:
+                raise FinpodError(
+                    err.message,
+                    "the keys' data plan does not serve real-time SIP bars: leave --plan out "
+                    "(auto) or pass --plan free to decide on SIP bars 15 minutes late",
+                ) from None
+            raise
         try:
             market = window_market(
                 bars,

@@ -288,3 +288,14 @@ def test_an_unknown_plan_is_one_line(market, intraday_run, capsys):
     assert exit_.value.code == 1
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
     assert len(err) == 1 and "unknown data plan 'gold'" in err[0], err
+
+
+def test_plan_paid_on_free_keys_is_one_line_saying_what_to_pass(market, intraday_run):
+    server, run = market(FREE)
+    server.set_clock(bar_done(BAR), is_open=True)
+    t = _trader(run, intraday_run[1], plan="paid")
+    with pytest.raises(FinpodError) as err:
+        t.step()
+    text = str(err.value)
+    assert "HTTP 403" in text and "pass --plan free" in text and "\n" not in text
+    assert server.posts == [] and journal(run) == []
