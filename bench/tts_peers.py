@@ -593,8 +593,8 @@ def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, p
     errored = sum(1 for r in results if r.error is not None)
     own = sum(float(rec["own_s"]) for rec in rows)
 
-    def outside(first: bool) -> float | None:
-        """Median seconds of an iteration outside finpod's learner (Tune's
+    def outside(first: bool, total: bool = False) -> float | None:
+        """Median (or ``total``) seconds of an iteration outside finpod's learner (Tune's
         ``time_this_iter_s`` minus the segment's own time): the first iteration after a
         trial (re)starts (actor, imports, restore) or the others (report, checkpoint)."""
         xs = [
@@ -602,7 +602,9 @@ def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, p
             for rec in rows
             if (float(rec.get("setup_s") or 0) > 0) == first
         ]
-        return round(statistics.median(xs), 3) if xs else None
+        if not xs:
+            return None
+        return round(sum(xs) if total else statistics.median(xs), 3)
 
     cost = {
         "ray_version": ray.__version__,
@@ -616,6 +618,7 @@ def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, p
         "learner_s": round(own, 1),
         "slot_utilisation": round(own / max(1e-9, wall * budget.cpus), 3),
         "trial_start_s_median": outside(first=True),
+        "trial_start_s_total": outside(first=True, total=True),
         "iteration_s_median": outside(first=False),
         "reuse_actors": True,
     }
