@@ -30,7 +30,8 @@ def test_backtest_reads_a_run_directory_of_the_old_format(legacy: Path, run: str
     out = legacy / "reports"
     res = CliRunner().invoke(
         app,
-        ["backtest", str(legacy / run), "--data", str(legacy / "dataset"), "--reports", str(out)],
+        ["backtest", str(legacy / run), "--data", str(legacy / "dataset"), "--reports", str(out)]
+        + ["--details"],
     )
     assert res.exit_code == 0, res.output
     assert (out / run / "tearsheet.html").stat().st_size > 10_000

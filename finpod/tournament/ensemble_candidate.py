@@ -26,6 +26,7 @@ import torch
 
 from finpod.backtest.agents import ensemble_policy, load_agents, recorded_env_config
 from finpod.data import load_split
+from finpod.data.market import MarketData
 from finpod.env.ensemble import Member, score_ensemble
 from finpod.errors import FinpodError
 from finpod.runs import Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
@@ -41,7 +42,7 @@ def score_leaderboard_ensemble(
     run: RunDir,
     board: Leaderboard,
     size: int,
-    dataset_dir: str | Path,
+    validation: MarketData | str | Path,
     device: torch.device | str = "cpu",
 ) -> dict[str, Any] | None:
     """Score the ensemble of the top ``size`` entries on the validation split, record it as
@@ -67,7 +68,11 @@ def score_leaderboard_ensemble(
             Member(ensemble_policy([agent]), recorded_env_config(run.path, run_meta, e)[0], pid)
             for agent, e, pid in zip(agents, chosen, pod_ids, strict=True)
         ]
-        market = load_split(Path(dataset_dir), "validation", device=device)
+        market = (
+            validation
+            if isinstance(validation, MarketData)
+            else load_split(Path(validation), "validation", device=device)
+        )
         score, out = score_ensemble(members, market, board.score_name, device=device)
     except FinpodError as err:
         run.log(f"ensemble of {', '.join(pod_ids)} not scored: {err}")

@@ -3,10 +3,9 @@ run hands over (:mod:`finpod.tournament.champion`) and record the decision."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from finpod.data import load_split
+from finpod.data.market import MarketData
 from finpod.runs import Leaderboard, RunDir, load_candidates
 from finpod.tournament.champion import select
 from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
@@ -18,23 +17,25 @@ def select_final(
     run: RunDir,
     board: Leaderboard,
     config: TournamentConfig,
-    dataset_dir: Path,
+    validation: MarketData,
     on_event: Event | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Score the ensemble of the top complete entries (``tournament.ensemble`` ≥ 2), then
     run the champion's paired tests; returns (ensemble record, selection record). Both go
-    to ``leaderboard.json``; the selection also to ``run.json``."""
+    to ``leaderboard.json``; the selection also to ``run.json``. ``validation``: the
+    validation split (the driver's copy in the object store: the dataset's files are not
+    read again)."""
     ensemble = None
     complete = [e for e in board.entries if not e.partial]
     if config.ensemble >= 2 and len(complete) >= 2:
         if on_event is not None:
             on_event("ensemble_start", {"members": min(config.ensemble, len(complete))})
-        ensemble = score_leaderboard_ensemble(run, board, config.ensemble, dataset_dir, "cpu")
+        ensemble = score_leaderboard_ensemble(run, board, config.ensemble, validation, "cpu")
         if on_event is not None and ensemble is not None:
             on_event("ensemble", {"record": ensemble})
     if not len(board):
         return ensemble, None
-    bars_per_year = load_split(dataset_dir, "validation", device="cpu").annualization
+    bars_per_year = validation.annualization
     record = select(
         board,
         load_candidates(run.path),

@@ -48,6 +48,8 @@ from typing import Any
 
 import ray
 
+from finpod.data.market import MarketData
+from finpod.data.payload import market_from_payload
 from finpod.runs import Leaderboard, RunDir
 from finpod.tournament.actor_pool import ActorPool
 from finpod.tournament.budget import BudgetClock, eta_seconds
@@ -251,7 +253,7 @@ class Orchestrator:
             self._loop()
             # Trained to its budget: the ensemble, then the champion's paired tests.
             self.summary.ensemble, self.summary.selection = select_final(
-                self.run_dir, self.board, self.config, self.setup.dataset_dir, self.on_event
+                self.run_dir, self.board, self.config, self._validation(), self.on_event
             )
         finally:
             self.summary.wall_s = self.clock.session_s()
@@ -280,6 +282,11 @@ class Orchestrator:
             )
         )
         return self.summary
+
+    def _validation(self) -> MarketData:
+        """The validation split, from the object store (the driver put it there)."""
+        assert self.data is not None
+        return market_from_payload(self.ray.get(self.data.refs["validation"]), "cpu")
 
     def _publish(self) -> None:
         if self.data is None:

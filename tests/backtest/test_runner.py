@@ -219,7 +219,8 @@ def test_cli_backtest_writes_reports_and_report_redraws_without_a_rollout(
     FakeDataset(splits).install(monkeypatch)
     out = tmp_path / "reports"
     cli = CliRunner()
-    res = cli.invoke(app, ["backtest", str(run_dir), "--reports", str(out), "--device", "cpu"])
+    args = ["backtest", str(run_dir), "--reports", str(out), "--device", "cpu", "--details"]
+    res = cli.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "PSR (backtest Sharpe > 0)" in res.output and "DSR (selection among 12" in res.output
     folder = out / "run-test"

@@ -155,5 +155,5 @@ def test_the_rayjob_entrypoint_continues_a_fixed_run_id_on_its_volume():
     assert opts.get("--run-id"), "a restarted job must find its run again by id"
     head = _cluster_spec(job)["headGroupSpec"]["template"]["spec"]
     mounts = {m["mountPath"] for c in head["containers"] for m in c.get("volumeMounts", [])}
-    assert opts["--out"] in mounts  # the run directory is on the claim, not the pod's disk
+    assert opts["--runs"] in mounts  # the run directory is on the claim, not the pod's disk
     assert job["spec"]["backoffLimit"] >= 1  # a failed attempt is retried (and resumes)
