@@ -403,12 +403,11 @@ def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
     import pandas as pd
 
     stdout, _ = finpod(["backtest", str(run_dir), "--reports", str(reports)], log, Load())
-    # The selected agent's folder: reports/<run>/, or reports/<run>/ensemble-K/ when the
-    # leaderboard ensemble won on validation.
-    page = [
-        ln.split(":", 1)[1].strip() for ln in stdout.splitlines() if ln.startswith("tearsheet:")
-    ]
-    folder = Path(page[-1]).parent if page else reports / run_dir.name
+    # `finpod backtest` prints the selected agent's report folder alone on stdout:
+    # reports/<run>/ (best), reports/<run>/<pod id>/ (the champion or a challenger) or
+    # reports/<run>/ensemble-K/.
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    folder = Path(lines[-1]) if lines else reports / run_dir.name
     metrics = pd.read_csv(folder / "metrics.csv", index_col=0)
     out: dict[str, Any] = {"agent_folder": folder.name}
     for name in ("agent", "signal_rule"):

@@ -16,10 +16,17 @@ have picked it) unless a **challenger** beats it by more than the noise:
   decision intervals and trends put in daily returns), drawn jointly for both series and
   centred on the observed difference. ``p`` is one-sided: the chance of a difference at
   least this large if the two agents were equally good.
-- **Many challengers, one level.** Every complete entry on the board is a challenger;
-  Holm's step-down correction keeps the chance that *any* of them replaces an equal
-  champion at ``tournament.challenge_alpha``. Of those that pass, the largest difference
-  wins.
+- **One challenger per line, one level for all.** A line is what grew from one fresh pod
+  or from one fork off the champion; its checkpoints are near copies of each other, so
+  each line sends its best complete checkpoint. Holm's step-down correction over the lines
+  keeps the chance that *any* of them replaces an equally good champion at
+  ``tournament.challenge_alpha``. Of those that pass, the largest difference wins.
+- **What one validation year can tell.** On T validation bars the IR of one agent is
+  known to about ±√(bars per year / T); two agents whose active returns are uncorrelated
+  differ by chance by √2 times that. On 220 daily bars a challenger uncorrelated with the
+  champion needs about +2 IR to pass at 0.10, a fork that trades like it much less. A
+  challenger that does not pass may still be better: the champion is kept because it is
+  not shown to be worse, never because it is shown to be best.
 - **Never on one score.** An entry whose segment was cut short (the budget's end, the
   wall-time cap) is not a challenger, and neither its score nor its test decides.
 - **The ensemble is a challenger too.** The mean target weights of the top complete
@@ -38,6 +45,7 @@ The decision, each test and its p-value go to ``leaderboard.json`` (``"selection
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -182,12 +190,17 @@ def select(
         record["skipped"][incumbent.pod_id] = "no recorded validation returns"
     elif role == "champion":
         tests = []
-        for entry in board.entries:
+        line = _line_of(board)
+        seen: set[str] = set()
+        for entry in board.entries:  # best first: a line's first complete entry is its best
             if entry.champion:
                 continue
             if entry.partial:
                 record["skipped"][entry.pod_id] = "segment cut short"
                 continue
+            if line(entry) in seen:
+                continue
+            seen.add(line(entry))
             other = returns.get(entry.pod_id)
             if other is None or other.shape != base.shape:
                 record["skipped"][entry.pod_id] = "no validation returns on the same bars"
@@ -252,6 +265,20 @@ def select(
         else:
             record["skipped"][ensemble_id] = "no validation returns on the same bars"
     return record
+
+
+def _line_of(board: Leaderboard) -> Callable[[Entry], str]:
+    """Entry → its line: the first pod of its lineage that is not on the champion line
+    (the fresh pod it grew from, or the fork off the champion)."""
+    champion: set[str] = set()
+    for e in board.entries:
+        if e.champion:
+            champion |= {*e.lineage, e.pod_id}
+
+    def line(entry: Entry) -> str:
+        return next((p for p in [*entry.lineage, entry.pod_id] if p not in champion), entry.pod_id)
+
+    return line
 
 
 def _tracking_error(returns: np.ndarray | None, bars_per_year: float) -> float | None:

@@ -98,7 +98,9 @@ def score_leaderboard_ensemble(
         "score": float(score),
         "best_single": best.pod_id,
         "best_single_score": float(best.score),
-        "selected": bool(score > best.score),
+        # Decided by the final selection's paired test (finpod.tournament.champion),
+        # never by the higher of two scores.
+        "selected": False,
         "turnover": float(out.turnover.iloc[1:].mean()) if len(out.turnover) > 1 else 0.0,
     }
     board.ensemble = record
@@ -106,7 +108,6 @@ def score_leaderboard_ensemble(
     run.log(
         f"ensemble of the top {len(pod_ids)} ({', '.join(pod_ids)}): validation "
         f"{board.score_name} {score:.4f} vs best single {best.pod_id} {best.score:.4f}"
-        + (" → selected" if record["selected"] else "")
     )
     return record
 

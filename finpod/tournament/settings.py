@@ -70,10 +70,12 @@ class TournamentConfig:
     run's *champion*: it trains without being cut, holding one slot, and the final agent
     is its best checkpoint unless a challenger beats it on a paired test
     (:mod:`finpod.tournament.champion`)."""
-    challenge_alpha: float = 0.05
+    challenge_alpha: float = 0.10
     """Significance level a challenger (a fork, other controls, the ensemble) must reach
     on the paired test over the validation sessions to replace the champion (Holm's
-    correction over the challengers tested)."""
+    correction over the lines tested: the chance that any line replaces an equally good
+    champion). 0.10: on one validation year a stricter level keeps a champion that trails
+    by 2 IR (:mod:`finpod.tournament.champion`)."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""

@@ -241,3 +241,24 @@ def test_a_perturbed_copy_keeps_the_observation_width_of_its_parent(tmp_path):
         assert all((k > 1) == (interval > 1) for k in kids)
         if interval > 1:
             assert set(kids) == {5, 10}  # still searched within the same layout
+
+
+def test_each_line_sends_one_challenger_its_best_complete_checkpoint(tmp_path):
+    """A line's checkpoints are near copies: one test per line, so Holm's correction
+    counts lines, not checkpoints. A fork off the champion is a line of its own."""
+    rng = np.random.default_rng(9)
+    market = rng.normal(0.0, 0.003, 252)
+    series = {p: market + rng.normal(0.0, 0.001, 252) for p in ("p00000", "p00003")}
+    series |= {p: market + rng.normal(0.0002, 0.001, 252) for p in ("p00001", "p00002", "p00004")}
+    entries = [
+        _entry("p00000", 1.0, champion=True),
+        _entry("p00003", 2.0, champion=True),
+        _entry("p00001", 2.5),
+        _entry("p00002", 3.0),  # continues p00001: the same line, its best
+        _entry("p00004", 2.2),  # a fork off the champion's p00003
+    ]
+    entries[1].lineage = ["p00000"]
+    entries[3].lineage = ["p00001"]
+    entries[4].lineage = ["p00000", "p00003"]
+    record = select(_board(tmp_path, entries), _candidates(series), alpha=0.05, bars_per_year=252)
+    assert sorted(t["challenger"] for t in record["challengers"]) == ["p00002", "p00004"]
