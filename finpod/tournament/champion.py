@@ -252,15 +252,20 @@ def select(
             won = test.delta > 0 and test.p_value <= alpha
             record["ensemble"] = {**test.to_json(), "selected": won}
             record["tracking_error"][ensemble_id] = _tracking_error(blend, bars_per_year)
+            te = _te_text(
+                "tracking error" if board.score_name == "information_ratio" else "volatility",
+                record["tracking_error"][ensemble_id],
+                record["tracking_error"][selected],
+            )
             if won:
                 record["selected"] = ensemble_name
                 record["decision"] += (
                     f"; ensemble {ensemble_name} selected: {test.delta:+.2f} {_unit(board)} "
-                    f"over {selected}, p = {test.p_value:.3f}"
+                    f"over {selected}, p = {test.p_value:.3f}{te}"
                 )
             else:
                 record["decision"] += (
-                    f"; ensemble not selected ({test.delta:+.2f}, p = {test.p_value:.2f})"
+                    f"; ensemble not selected ({test.delta:+.2f}, p = {test.p_value:.2f}{te})"
                 )
         else:
             record["skipped"][ensemble_id] = "no validation returns on the same bars"
@@ -281,9 +286,18 @@ def _line_of(board: Leaderboard) -> Callable[[Entry], str]:
     return line
 
 
+def _te_text(label: str, ensemble: float | None, single: float | None) -> str:
+    """The two tracking errors (or volatilities, for a score of plain returns) side by
+    side: averaging targets shrinks the bets."""
+    if ensemble is None or single is None:
+        return ""
+    return f"; {label} {ensemble:.2%} against {single:.2%} for the single agent"
+
+
 def _tracking_error(returns: np.ndarray | None, bars_per_year: float) -> float | None:
-    """Annualized standard deviation of the scored series (the tracking error of an
-    active series)."""
+    """Annualized standard deviation of the scored series: the tracking error of an
+    active series, the volatility of plain returns (``record["tracking_error"]`` holds
+    the former for an active score)."""
     if returns is None or len(returns) < 2:
         return None
     return float(np.std(returns, ddof=1) * math.sqrt(bars_per_year))
