@@ -68,8 +68,8 @@ class Entry:
     """Gradient steps the agent's weights have taken, ancestors included (0: not recorded)."""
     champion: bool = False
     """A checkpoint of the run's champion line (``base_pod = true``): the strategy's own
-    settings, trained without being cut. The board keeps the line's best and newest
-    checkpoints whatever their rank."""
+    settings, trained without being cut. The board keeps every checkpoint of the line
+    whatever its rank."""
     partial: bool = False
     """Its segment was cut short (the budget's end or the wall-time cap stopped it before
     its env steps or validation points were done): never selected on one score."""
@@ -217,14 +217,11 @@ class Leaderboard:
         return entry.pod_id in self._kept([*self.entries, entry])
 
     def _kept(self, entries: list[Entry]) -> set[str]:
-        """Ids the board keeps of ``entries`` (best first): the top ``top_k``, plus the
-        champion line's best and newest checkpoints (its next segment continues the
-        newest; the final selection starts from the best)."""
+        """Ids the board keeps of ``entries`` (best first): the top ``top_k``, plus every
+        checkpoint of the champion line (its next segment continues the newest; the final
+        selection picks among them by a smoothed score, not by rank)."""
         keep = {e.pod_id for e in entries[: self.top_k]}
-        champions = [e for e in entries if e.champion]
-        if champions:
-            keep.add(champions[0].pod_id)
-            keep.add(max(champions, key=lambda e: (e.env_steps, e.pod_id)).pod_id)
+        keep |= {e.pod_id for e in entries if e.champion}
         return keep
 
     def save(self) -> None:

@@ -142,17 +142,46 @@ def holm_passes(tests: list[PairedTest], alpha: float) -> list[PairedTest]:
     return passed
 
 
+def smoothed_scores(entries: list[Entry]) -> dict[str, float]:
+    """Entry id → the mean validation score of its segment and the segments on either side
+    along its line (the longest history on the board that runs through it: a later
+    checkpoint of the same line knows what came after). A checkpoint that scored high once
+    between two low scores is luck; one in a run of high scores is the line's level."""
+    out: dict[str, float] = {}
+    for e in entries:
+        own = [h["score"] for h in e.history]
+        if not own or not math.isfinite(e.score):
+            out[e.pod_id] = e.score if math.isfinite(e.score) else -math.inf
+            continue
+        seq = own
+        for d in entries:
+            later = [h["score"] for h in d.history]
+            if e.pod_id in d.lineage and len(later) > len(seq) and later[: len(own)] == own:
+                seq = later
+        i = len(own) - 1
+        window = [v for v in seq[max(0, i - 1) : i + 2] if math.isfinite(v)]
+        out[e.pod_id] = float(sum(window) / len(window)) if window else e.score
+    return out
+
+
+def _by_smoothed(entries: list[Entry], board: Leaderboard) -> list[Entry]:
+    """``entries`` best first by :func:`smoothed_scores` over the whole board (their own
+    score breaks ties)."""
+    smooth = smoothed_scores(list(board.entries))
+    return sorted(entries, key=lambda e: (-smooth.get(e.pod_id, e.score), -e.score))
+
+
 def incumbent_of(board: Leaderboard) -> tuple[Entry | None, str]:
-    """The incumbent a challenger must beat, and what it is: the champion line's best
-    complete checkpoint (its best checkpoint when none is complete), else the best
-    complete entry."""
+    """The incumbent a challenger must beat, and what it is: the champion line's complete
+    checkpoint with the best :func:`smoothed_scores` (any of its checkpoints when none is
+    complete), else the best complete entry by the same rule."""
     champions = [e for e in board.entries if e.champion]
     if champions:
         complete = [e for e in champions if not e.partial]
-        return (complete or champions)[0], "champion"
+        return _by_smoothed(complete or champions, board)[0], "champion"
     complete = [e for e in board.entries if not e.partial]
     if complete:
-        return complete[0], "best complete entry"
+        return _by_smoothed(complete, board)[0], "best complete entry"
     return (board.entries[0] if board.entries else None), "best entry"
 
 
@@ -192,7 +221,8 @@ def select(
         tests = []
         line = _line_of(board)
         seen: set[str] = set()
-        for entry in board.entries:  # best first: a line's first complete entry is its best
+        # Each line sends its complete checkpoint with the best smoothed score.
+        for entry in _by_smoothed(list(board.entries), board):
             if entry.champion:
                 continue
             if entry.partial:

@@ -262,3 +262,23 @@ def test_each_line_sends_one_challenger_its_best_complete_checkpoint(tmp_path):
     entries[4].lineage = ["p00000", "p00003"]
     record = select(_board(tmp_path, entries), _candidates(series), alpha=0.05, bars_per_year=252)
     assert sorted(t["challenger"] for t in record["challengers"]) == ["p00002", "p00004"]
+
+
+def test_the_champion_hands_over_a_checkpoint_in_a_run_of_high_scores_not_a_lucky_one(
+    tmp_path,
+):
+    """Its first segment scored 2.2 by luck, then 1.0 and 1.1; later segments hold 1.8 to
+    2.0. The single maximum is the lucky one; the smoothed score picks the line's level."""
+    scores = [2.2, 1.0, 1.1, 1.8, 1.9, 2.0]
+    entries = []
+    for i, score in enumerate(scores):
+        e = _entry(f"p{i:05d}", score, champion=True, steps=100 * (i + 1))
+        e.lineage = [f"p{j:05d}" for j in range(i)]
+        e.history = [
+            {"env_steps": 100 * (j + 1), "score": s} for j, s in enumerate(scores[: i + 1])
+        ]
+        entries.append(e)
+    rng = np.random.default_rng(10)
+    series = {e.pod_id: rng.normal(0.0, 0.003, 252) for e in entries}
+    record = select(_board(tmp_path, entries), _candidates(series), alpha=0.1, bars_per_year=252)
+    assert record["incumbent"] == "p00005"
