@@ -29,13 +29,19 @@ from finpod.data import load_split
 from finpod.data.market import MarketData
 from finpod.env.ensemble import Member, score_ensemble
 from finpod.errors import FinpodError
-from finpod.runs import Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
+from finpod.runs import Entry, Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
 from finpod.scores import scored_series
 
 
 def ensemble_id(pod_ids: list[str]) -> str:
     """Candidate id of the ensemble of ``pod_ids`` (best first)."""
     return "ensemble[" + ",".join(pod_ids) + "]"
+
+
+def ensemble_members(board: Leaderboard, size: int) -> list[Entry]:
+    """The ensemble's members: the top ``size`` *complete* entries. A segment cut short
+    by the budget's end or the time cap is never chosen on one score."""
+    return [e for e in board.entries if not e.partial][: max(0, int(size))]
 
 
 def score_leaderboard_ensemble(
@@ -53,8 +59,7 @@ def score_leaderboard_ensemble(
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    # Members are complete segments only: one cut short is never chosen on one score.
-    chosen = [e for e in board.entries if not e.partial][: max(0, int(size))]
+    chosen = ensemble_members(board, size)
     if int(size) < 2 or len(chosen) < 2:
         board.ensemble = None
         return None

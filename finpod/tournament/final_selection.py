@@ -8,7 +8,7 @@ from typing import Any
 from finpod.data.market import MarketData
 from finpod.runs import Leaderboard, RunDir, load_candidates
 from finpod.tournament.champion import select
-from finpod.tournament.ensemble_candidate import score_leaderboard_ensemble
+from finpod.tournament.ensemble_candidate import ensemble_members, score_leaderboard_ensemble
 from finpod.tournament.settings import TournamentConfig
 from finpod.tournament.setup import Event
 
@@ -26,10 +26,10 @@ def select_final(
     validation split (the driver's copy in the object store: the dataset's files are not
     read again)."""
     ensemble = None
-    complete = [e for e in board.entries if not e.partial]
-    if config.ensemble >= 2 and len(complete) >= 2:
+    members = ensemble_members(board, config.ensemble)
+    if config.ensemble >= 2 and len(members) >= 2:
         if on_event is not None:
-            on_event("ensemble_start", {"members": min(config.ensemble, len(complete))})
+            on_event("ensemble_start", {"members": len(members)})
         ensemble = score_leaderboard_ensemble(run, board, config.ensemble, validation, "cpu")
         if on_event is not None and ensemble is not None:
             on_event("ensemble", {"record": ensemble})
