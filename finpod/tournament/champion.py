@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from finpod.runs.candidates import CandidateSet
+from finpod.runs.candidates import CandidateSet, per_bar_sharpes
 from finpod.runs.leaderboard import Entry, Leaderboard
 
 #: Bootstrap draws of a paired test.
@@ -81,12 +81,9 @@ class PairedTest:
 
 
 def annualized_ratio(returns: np.ndarray, bars_per_year: float) -> np.ndarray:
-    """Annualized mean/std along axis 0 of ``returns`` ((T, ...) per-bar); 0 where the
-    series has no spread (as a score of a constant series is 0)."""
-    mean = returns.mean(axis=0)
-    std = returns.std(axis=0, ddof=1)
-    safe = np.where(std > 1e-12, std, 1.0)
-    return np.where(std > 1e-12, mean / safe, 0.0) * math.sqrt(bars_per_year)
+    """Annualized mean/std along axis 0 of ``returns`` ((T, ...) per-bar): the candidate
+    record's per-bar Sharpe (0 for a series with no spread) times √(bars per year)."""
+    return per_bar_sharpes(returns) * math.sqrt(bars_per_year)
 
 
 def block_length(bars: int) -> int:
