@@ -26,6 +26,8 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}thead th{background
 tbody th{text-align:left;font-weight:500}img{max-width:100%;display:block;margin:.5em 0}
 .note{color:#555;font-size:.85em;max-width:900px}td.l{text-align:left;max-width:560px}
 .warn{background:#fff6e0;border:1px solid #e8c66a;padding:6px 12px;margin:1em 0;font-size:.9em}
+table.metrics td,table.metrics thead th{white-space:nowrap}
+table.metrics thead th+th{min-width:6.5em}
 """
 
 
@@ -70,7 +72,12 @@ def metrics_table(
         cells = "".join(f"<td>{format_value(str(name), float(v))}</td>" for v in row)
         label = METRIC_LABELS.get(str(name), str(name))
         rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
-    return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    # class "metrics": values and column names stay on one line, and every strategy's
+    # column is at least as wide as a number (the agent's is never squeezed).
+    return (
+        f"<table class='metrics'><thead><tr><th></th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def warning_box(items: Iterable[object]) -> str:

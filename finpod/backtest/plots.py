@@ -59,6 +59,29 @@ def column_label(name: str) -> str:
     return name
 
 
+def relative_luminance(rgba) -> float:
+    """WCAG relative luminance of an sRGB colour (channels in 0-1): 0 black, 1 white."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(a, b) -> float:
+    """WCAG contrast ratio of two colours, 1 (none) to 21 (black on white)."""
+    la, lb = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def readable_text_colour(background) -> str:
+    """Black or white, whichever contrasts more with ``background`` (an RGBA tuple): the
+    heatmap's numbers stay readable on its dark reds and greens (at least 4.5:1)."""
+    black, white = (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)
+    return (
+        "black"
+        if contrast_ratio(background, black) >= contrast_ratio(background, white)
+        else "white"
+    )
+
+
 def is_daily(result: BacktestResult) -> bool:
     return result.bar.endswith("d")
 
@@ -167,10 +190,13 @@ def monthly_panel(result: BacktestResult) -> Callable[[Figure], None]:
         values = table.to_numpy(dtype=float)
         limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 1.0, 0.1)
         cmap = matplotlib.colormaps.get_cmap("RdYlGn").with_extremes(bad="#f3f3f3")
-        ax1.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto")
+        image = ax1.imshow(
+            np.ma.masked_invalid(values), cmap=cmap, vmin=-limit, vmax=limit, aspect="auto"
+        )
         for (i, j), v in np.ndenumerate(values):
             if np.isfinite(v):
-                ax1.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7)
+                colour = readable_text_colour(image.to_rgba(v))
+                ax1.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color=colour)
         ax1.set_xticks(range(12), ["J", "F", "M", "A", "M", "J", "J", "A", "S", "O", "N", "D"])
         ax1.set_yticks(range(len(table.index)), [str(y) for y in table.index])
         ax1.set_title("Agent monthly returns (%); grey: no bars")

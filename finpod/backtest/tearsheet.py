@@ -259,6 +259,38 @@ def _capacity_sections(info: dict) -> list[str]:
     ]
 
 
+def _dollars(value: float) -> str:
+    return f"${value:,.0f}"
+
+
+def _costs_meta(result: BacktestResult) -> list[str]:
+    """The costs in dollars among the run facts at the top of the page (the first screen):
+    the agent's, split into fees and market impact under the square-root model, and the
+    zero-tilt reference's beside them."""
+    metrics = result.metrics
+    if "costs_paid" not in metrics.index or "agent" not in metrics.columns:
+        return []
+    paid = float(metrics.at["costs_paid", "agent"])
+    if not np.isfinite(paid):
+        return []
+    text = f"costs paid by the agent: {_dollars(paid)}"
+    share = (
+        metrics.at["costs_pct_capital", "agent"] if "costs_pct_capital" in metrics.index else None
+    )
+    if share is not None and np.isfinite(share):
+        text += f" ({share * 100:.2f} % of initial capital"
+        impact = metrics.at["impact_paid", "agent"] if "impact_paid" in metrics.index else None
+        config = result.env_config
+        if config is not None and config.cost_model == "sqrt" and impact is not None:
+            text += f"; fees {_dollars(paid - impact)}, market impact {_dollars(impact)}"
+        text += ")"
+    if m.REFERENCE in metrics.columns:
+        reference = float(metrics.at["costs_paid", m.REFERENCE])
+        if np.isfinite(reference):
+            text += f", the reference's: {_dollars(reference)}"
+    return [text]
+
+
 def render_tearsheet(result: BacktestResult) -> str:
     """The full tearsheet of ``result`` as one HTML document (no external resources)."""
     info = result.info or {}
@@ -271,6 +303,7 @@ def render_tearsheet(result: BacktestResult) -> str:
         f"backtest split: {span} ({len(levels)} bars of {html.escape(result.bar)}, "
         f"{len(idx)} returns)",
         f"initial capital: ${result.initial_capital:,.0f}",
+        *_costs_meta(result),
         f"candidates selection chose among: N = {result.num_trials}",
     ]
     if info.get("selection_decision"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import empyrical as ep
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
@@ -183,3 +184,55 @@ def test_learning_curves_mark_few_points_and_skip_metrics_without_values(result)
     assert valid.get_title() == "validation sharpe per pod (2 points each)"
     assert all(line.get_marker() == "o" for line in valid.get_lines())
     _legend_clear_of_its_axes(fig)
+
+
+def test_monthly_heatmap_numbers_contrast_with_their_cells(result):
+    """No black digits on dark red: each month's number is black or white, whichever
+    contrasts more with its cell (WCAG ratio at least 4.5:1)."""
+    from finpod.backtest.plots import contrast_ratio
+
+    fig = _drawn(monthly_panel(result), (11, 3.8))
+    heatmap = fig.axes[0]
+    image = heatmap.get_images()[0]
+    cells = image.get_array()
+    colours = set()
+    for text in heatmap.texts:
+        j, i = (round(v) for v in text.get_position())
+        background = image.to_rgba(cells[i, j])
+        colour = matplotlib.colors.to_rgb(text.get_color())
+        colours.add(colour)
+        assert contrast_ratio(background, colour) >= 4.5, (text.get_text(), background, colour)
+    assert len(heatmap.texts) >= 12 and len(colours) == 2  # the darkest cells get white
+
+
+@pytest.fixture(scope="module")
+def page(result, tmp_path_factory) -> str:
+    """The tearsheet of ``result`` as HTML text (drawn once for the tests below)."""
+    return result.to_html(tmp_path_factory.mktemp("page") / "t.html").read_text()
+
+
+def _top_of_page(page: str) -> str:
+    """The title and run facts: everything before the verdict box."""
+    return page.split("<div class='verdict", 1)[0]
+
+
+def test_the_costs_in_dollars_are_among_the_run_facts_at_the_top(result, page):
+    paid = result.metrics.at["costs_paid", "agent"]
+    assert paid > 0
+    top = _top_of_page(page)
+    assert f"costs paid by the agent: ${paid:,.0f}" in top
+    share = result.metrics.at["costs_pct_capital", "agent"]
+    assert f"({share * 100:.2f} % of initial capital" in top
+
+
+def test_metric_tables_keep_values_and_names_on_one_line(page):
+    """The agent's column is no narrower than a number and no cell of a metrics table
+    wraps (a narrow agent column once broke "-13.67 %" over two lines)."""
+    from finpod.backtest.page import PAGE_CSS
+
+    metrics = page.split("<h2>Metrics</h2>", 1)[1]
+    assert metrics.lstrip().startswith("<table class='metrics'>")
+    css = PAGE_CSS.replace("\n", "")
+    assert "table.metrics td,table.metrics thead th{white-space:nowrap}" in css
+    assert "table.metrics thead th+th{min-width:6.5em}" in css
+    assert page.count("<table class='metrics'>") >= 3  # metrics, market-level, distribution
