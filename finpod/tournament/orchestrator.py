@@ -163,7 +163,12 @@ class Orchestrator:
             return self.outcomes.take_requeued(size, lambda s: group_key(self.generator, s))
         if self.config.budget.kind == "pods":
             size = int(max(1, min(size, self._budget_left())))
-        specs = self.scheduler.next_specs(size, busy=bool(self._inflight() or self.outcomes.retry))
+        reserve = self._champion_reserve()
+        specs = self.scheduler.next_specs(
+            size,
+            busy=bool(self._inflight() or self.outcomes.retry),
+            explore=self._budget_left() - reserve > 0,
+        )
         if not specs:
             return None
         parents: list[bytes | None] = []
@@ -180,8 +185,23 @@ class Orchestrator:
         if size == 1 and specs[0].parent:
             buffer = self.updater.buffers.get(specs[0].parent)
         left = self._budget_left()
-        specs = [self.clock.fit(spec, left, len(specs)) for spec in specs]
+        specs = [
+            self.clock.fit(spec, left if spec.champion else left - reserve, len(specs))
+            for spec in specs
+        ]
         return specs, parents, buffer
+
+    def _champion_reserve(self) -> float:
+        """Env steps of a step budget kept for the champion line
+        (:meth:`Scheduler.champion_reserve`): its share is the budget over the pool's
+        slots. Time budgets share out by themselves, and pod budgets count segments."""
+        if self.config.budget.kind != "steps":
+            return 0.0
+        planned = sum(s.steps for job in self._inflight() for s in job.specs if s.champion) + sum(
+            s.steps for s, _, _ in self.outcomes.retry if s.champion
+        )
+        share = self.config.budget.amount / max(1, self.actors.target)
+        return self.scheduler.champion_reserve(share, planned)
 
     def _dispatch(self) -> None:
         for slot in sorted(self.actors.slots.values(), key=lambda s: s.index):

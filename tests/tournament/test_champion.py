@@ -85,6 +85,26 @@ def test_a_champion_segment_that_failed_runs_again(tmp_path):
     assert again.champion and again.parent == champ.pod_id and again.pod_id != lost.pod_id
 
 
+def test_the_champion_share_of_a_step_budget_is_kept_for_it(tmp_path):
+    """Explorers whose env steps are cheaper must not spend the champion's share: once
+    only the champion's share is left, a free slot gets the champion's next segment or
+    nothing, and the share counts what the line trained and what it runs now."""
+    sched, board = _scheduler(tmp_path)
+    champ = sched.next_specs(1, busy=False)[0]
+    assert sched.champion_reserve(share=250, planned=100) == 150
+    assert sched.next_specs(1, busy=True, explore=False) == []  # the champion runs
+    assert sched.next_specs(1, busy=True)[0].champion is False  # with budget: explores
+    _report(sched, board, champ, 1.0)  # 100 steps trained
+    assert sched.champion_reserve(share=250, planned=0) == 150
+    nxt = sched.next_specs(1, busy=True, explore=False)
+    assert len(nxt) == 1 and nxt[0].champion and nxt[0].parent == champ.pod_id
+    _report(sched, board, nxt[0], 1.0)
+    _report(sched, board, sched.next_specs(1, busy=True)[0], 1.0)
+    assert sched.champion_reserve(share=250, planned=0) == 0  # 300 trained: share spent
+    sched.champion.stopped = "2 segments failed in a row"
+    assert sched.champion_reserve(share=1000, planned=0) == 0  # a stopped line keeps none
+
+
 # ----------------------------------------------------------------------------- selection
 
 

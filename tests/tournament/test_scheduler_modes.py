@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_strategy import tiny_tournament
 
 from finpod.tournament import run_tournament
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.modes import MODES, register
 from finpod.tournament.schedulers.base import Scheduler
 
-from .conftest import write_strategy
+from .conftest import SEARCH, write_strategy
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
@@ -108,3 +109,32 @@ def test_the_champion_line_trains_in_its_own_slot_and_is_selected_unless_beaten(
     # and the ensemble.
     n = 7 + (1 if "ensemble" in board else 0)
     assert board["candidates_evaluated"] == n and backtest.num_trials == n
+
+
+def test_the_champion_trains_its_share_of_a_step_budget(tmp_path, tiny_dataset):
+    """A step budget over two slots, the champion's env steps dearer than the explorers'
+    (60 passes over each rollout against one; explorers always draw fresh pods): the
+    champion line still trains
+    half of the budget (one learner's share), and the run spends the budget exactly."""
+    search = SEARCH.replace("[search.a2c]", "update_epochs = [1]\n[search.a2c]")
+    text = tiny_tournament(
+        hparams={"update_epochs": 60},
+        tournament={"pod_steps": 128, "epochs": 1, "top_k": 2, "epsilon": 1.0},
+        tail='mode = "asha"\nbase_pod = true\n' + search,
+    )
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(text, encoding="utf-8")
+    started = []
+    result = run_tournament(
+        strategy,
+        tiny_dataset,
+        pods=2,
+        budget="1280 steps",
+        runs=tmp_path / "runs",
+        on_event=lambda kind, p: started.append(p["spec"]) if kind == "start" else None,
+    )
+    run_dir = Path(result.run_dir)
+    champion = json.loads((run_dir / "scheduler.json").read_text())["champion"]
+    assert champion["steps"] >= 640
+    assert sum(s.steps for s in started if not s.champion) <= 640
+    assert sum(s.steps for s in started) == 1280

@@ -82,6 +82,8 @@ class ChampionLine:
     """Consecutive failed segments."""
     stopped: str = ""
     """Why the line stopped ("": it goes on until the budget ends)."""
+    steps: int = 0
+    """Env steps its scored segments trained."""
 
 
 class Scheduler:
@@ -114,14 +116,17 @@ class Scheduler:
             self.restore(self.legacy_state())
 
     # ----- the questions every mode answers ------------------------------------------------
-    def next_specs(self, size: int, busy: bool) -> list[PodSpec]:
+    def next_specs(self, size: int, busy: bool, explore: bool = True) -> list[PodSpec]:
         """Up to ``size`` pods for one free slot (``[]``: nothing to start now); ``busy``:
         pods are still running or waiting to be retried. The champion's next segment comes
-        first; then the mode's :meth:`choose`."""
+        first; then the mode's :meth:`choose`, unless ``explore`` is False (what is left
+        of the budget is the champion's: :meth:`champion_reserve`)."""
         spec = self._champion_next()
         if spec is not None:
             self.save()
             return [spec]
+        if not explore:
+            return []
         specs = self.choose(size, busy)
         self.save()
         return specs
@@ -131,6 +136,7 @@ class Scheduler:
         if spec.champion:
             self.champion.running = False
             self.champion.failures = 0
+            self.champion.steps += int(result.steps_done)
         self.on_scored(result, spec)
         self.save()
 
@@ -207,6 +213,18 @@ class Scheduler:
         index = self.board.progress.next_pod
         self.board.progress.next_pod = index + count
         return index
+
+    def champion_reserve(self, share: float, planned: float) -> float:
+        """Env steps of a step budget that only the champion may spend: its ``share`` (the
+        budget over the pool's slots, what one learner of the file gets on its share of
+        the machine) less what its segments trained and the ``planned`` steps of its
+        segment now running. Without it, explorers whose env steps are cheaper (an A2C
+        pod beside the PPO champion) would spend the budget first and end the run with the
+        champion short of its share. 0 when no champion line trains."""
+        line = self.champion
+        if not self.config.base_pod or line.stopped:
+            return 0.0
+        return max(0.0, float(share) - line.steps - float(planned))
 
     def champion_ids(self) -> set[str]:
         """Pod ids of the champion line."""
