@@ -67,6 +67,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -398,6 +399,35 @@ def variant_strategy(strategy: Path, base: str, work: Path) -> Path:
     return out
 
 
+def time_to_fraction(curve: list[tuple[float, float]], fraction: float = 0.9) -> float | None:
+    """Seconds until the best validation score so far first reaches ``fraction`` of the
+    run's final best (``curve``: (seconds since the system started, score) pairs); None
+    when the final best is not positive (a share of it means nothing) or not finite."""
+    scores = [v for _, v in curve if math.isfinite(v)]
+    if not scores or max(scores) <= 0:
+        return None
+    target = fraction * max(scores)
+    for t, v in sorted(curve):
+        if math.isfinite(v) and v >= target:
+            return round(t, 1)
+    return None
+
+
+def tournament_curve(run_dir: Path, started: float) -> list[tuple[float, float]]:
+    """(seconds since ``started`` (epoch), validation score) of every pod the tournament
+    scored, read from its ``train.log``."""
+    import datetime
+
+    pattern = re.compile(r"^(\S+ \S+) INFO done (p\d+) \S+ score (\S+) ")
+    curve = []
+    for line in (run_dir / "train.log").read_text(encoding="utf-8").splitlines():
+        m = pattern.match(line)
+        if m:
+            stamp = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            curve.append((round(stamp - started, 2), float(m.group(3))))
+    return curve
+
+
 def backtest_line(run_dir: Path, reports: Path, log: Path) -> dict[str, Any]:
     """``finpod backtest`` of a run: the agent's backtest line (and the scripted rule's)."""
     import pandas as pd
@@ -577,9 +607,13 @@ def run_seed(args, market: str, data: Path, seed: int) -> list[dict[str, Any]]:
         if (runs / run_id).exists():  # an earlier invocation's run: this one is new
             run_id = f"{run_id}-{int(time.time())}"
             cmd[-3] = run_id
+        started = time.time()
         _, wall = finpod(cmd, log, load)
         t_row = {**base, "system": "tournament", "cpus": args.cpus, "wall_s": round(wall, 1)}
         t_row.update(run_summary(runs / run_id))
+        curve = tournament_curve(runs / run_id, started)
+        t_row["curve"] = curve
+        t_row["time_to_90pct_validation_s"] = time_to_fraction(curve)
         t_row["backtest"] = backtest_line(runs / run_id, reports, log)
         record({**t_row, **load.row()})
     elif t_row:

@@ -574,10 +574,10 @@ def tune_search(
         wall = time.time() - t0
     finally:
         ray.shutdown()
-    return tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, points)
+    return tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, points, t0)
 
 
-def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, points) -> dict:
+def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, points, t0) -> dict:
     """A Tune system's row: its best reported checkpoint on validation, backtested, and
     what Tune cost (wall seconds outside finpod's learner, per trial start and iteration)."""
     import ray
@@ -624,6 +624,17 @@ def tune_row(results, wall, init_s, budget, data, strategy_path, scheduler, n, p
     }
     row: dict[str, Any] = {"wall_s": round(wall, 1), "tune": cost, "samples": n}
     row["starts_from_base"] = bool(points)
+    # Every reported validation score, in seconds since the clock started (before Ray):
+    # Tune stamps its results in whole seconds.
+    curve = sorted(
+        (round(float(rec["timestamp"]) - t0, 1), float(rec["val_ir"]))
+        for rec in rows
+        if rec.get("val_ir") is not None and rec.get("timestamp") is not None
+    )
+    from time_to_signal import time_to_fraction
+
+    row["curve"] = curve
+    row["time_to_90pct_validation_s"] = time_to_fraction(curve)
     if best is None:
         return {**row, "error": "no trial reported a checkpoint"}
     with best.as_directory() as folder:
