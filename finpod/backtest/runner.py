@@ -44,6 +44,7 @@ from finpod.backtest.disclosures import (
     largest_tilts,
     start_disclosure,
 )
+from finpod.backtest.in_sample import NOT_APPLICABLE, InSample, Presence, check_run_bars
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.backtest.returns import index_returns, traded_value
@@ -203,6 +204,7 @@ def run_backtest(
     device: torch.device | str = "cpu",
     on_rollout: Callable[[str], None] | None = None,
     use_recorded_inputs: bool = False,
+    allow_in_sample: bool = False,
 ) -> BacktestResult:
     """Backtest a run's selected agent on its dataset's backtest split.
 
@@ -224,6 +226,11 @@ def run_backtest(
         use_recorded_inputs: read the run's copies of the reference file and the
             benchmark levels; otherwise a file that changed since the run is refused
             (:class:`~finpod.backtest.run_record.RunInputs`).
+        allow_in_sample: backtest another dataset's bars even where they overlap the run's
+            train or validation bars (:mod:`finpod.backtest.in_sample`); otherwise such
+            bars, or bars that cannot be compared, are refused before any rollout. The
+            verdict of overlapping bars is IN-SAMPLE and the run's DSR and PBO are marked
+            not applicable.
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
@@ -253,6 +260,12 @@ def run_backtest(
     )
     config = inputs.env(config)
     market = inputs.market(load_split(dataset, "backtest", device=device))
+    # The run's own dataset keeps its splits apart; bars of another may lie in its past.
+    in_sample: InSample | None = None
+    if data is not None and not (run_hash is not None and manifest.get("hash") == run_hash):
+        in_sample = check_run_bars(run, Presence.of_market(market))
+        if (in_sample.found or in_sample.unchecked) and not allow_in_sample:
+            raise in_sample.refusal(str(dataset))
 
     agents = load_agents(run.path, chosen, device)
     for a in agents:
@@ -320,6 +333,10 @@ def run_backtest(
         disclosures["inputs"] = inputs.note
     if not bars_checked:
         disclosures["bars"] = unchecked_bars_note(run_id)
+    if in_sample is not None and in_sample.found:
+        info["in_sample"] = in_sample.to_info()
+    elif in_sample is not None and in_sample.unchecked:
+        disclosures["in_sample"] = in_sample.unchecked_note()
     if run.stopped is not None:
         done, target = run.stopped.env_steps, run.stopped.target_steps
         at = f"{done:,} of {target:,} env steps" if target else f"{done:,} env steps"
@@ -355,4 +372,9 @@ def run_backtest(
     if whose:
         why = result.statistics.get("dsr_note")
         result.statistics["dsr_note"] = f"{whose}; {why}" if why else whose
+    if "in_sample" in info:
+        # The selection's statistics are about validation; on these bars they test nothing.
+        for key in ("dsr", "pbo"):
+            result.statistics[key] = None
+            result.statistics[f"{key}_note"] = NOT_APPLICABLE
     return result

@@ -12,8 +12,12 @@ Three questions, one line each (:class:`Verdict`):
 
 A one-word headline (:data:`HEADLINES`) sums the edge up, with a tone the pages colour. A
 synthetic market with no planted signal (a null market) gets its own headline whatever the
-agent did: nothing there can be an edge. The tearsheet, the walk-forward page, the
-console's last lines and ``finpod info RUN`` all print these same lines.
+agent did: nothing there can be an edge. Bars the run was trained or selected on
+(``finpod backtest --allow-in-sample``, :mod:`finpod.backtest.in_sample`) get theirs,
+IN-SAMPLE, before anything else: the line says which of the run's splits they overlap,
+and the selection line says that the run's DSR and PBO do not apply to them. The
+tearsheet, the walk-forward page, the console's last lines and ``finpod info RUN`` all
+print these same lines.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ HEADLINES = {
     "none": ("NO EDGE", "#6e6e6e"),
     "loss": ("UNDERPERFORMS", "#b42318"),
     "null": ("NULL MARKET", "#1f5fbf"),
+    "in_sample": ("IN-SAMPLE", "#8250df"),
 }
 
 #: The thresholds as the pages state them.
@@ -46,6 +51,18 @@ THRESHOLDS_TEXT = (
     f"candidates selection chose among. PBO ≥ {PBO_THRESHOLD}: the selection is noise (the "
     "validation winner does no better than the median candidate on held-out validation bars)."
 )
+#: What the IN-SAMPLE box says in place of the thresholds.
+IN_SAMPLE_TEXT = (
+    "In-sample: the backtest bars lie inside the run's train or validation period. No "
+    "threshold turns them into evidence: the t-statistic measures fit to bars the agent has "
+    "seen, and the DSR and PBO measure the selection on validation, which these bars do not "
+    "test."
+)
+#: The selection line of an IN-SAMPLE verdict.
+IN_SAMPLE_LUCK = (
+    "Selection statistics (DSR, PBO): not applicable: they measure the run's selection on its "
+    "validation split, and these bars lie inside its train or validation period."
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +70,7 @@ class Verdict:
     """A headline and the lines under it."""
 
     tone: str
-    """One of :data:`HEADLINES`: ``edge``, ``none``, ``loss`` or ``null``."""
+    """One of :data:`HEADLINES`: ``edge``, ``none``, ``loss``, ``null`` or ``in_sample``."""
     edge: str
     """Did the agent beat its reference after costs, in one sentence."""
     luck: str
@@ -62,10 +79,13 @@ class Verdict:
     """What the run spent, one sentence per line (empty when not recorded)."""
     extra: tuple[str, ...] = ()
     """Further context (e.g. the planted signal's ceiling)."""
+    lead: tuple[str, ...] = ()
+    """What the reader must know before the edge (e.g. the bars are in-sample)."""
 
     @property
     def word(self) -> str:
-        """The one-word (or two-word) headline: EDGE, NO EDGE, UNDERPERFORMS, NULL MARKET."""
+        """The one-word (or two-word) headline: EDGE, NO EDGE, UNDERPERFORMS, NULL MARKET,
+        IN-SAMPLE."""
         return HEADLINES[self.tone][0]
 
     @property
@@ -76,7 +96,7 @@ class Verdict:
     @property
     def lines(self) -> tuple[str, ...]:
         """Every line under the headline, in reading order."""
-        return (self.edge, *self.extra, self.luck, *self.spend)
+        return (*self.lead, self.edge, *self.extra, self.luck, *self.spend)
 
 
 def _finite(value: Any) -> float | None:
@@ -354,7 +374,15 @@ def backtest_verdict(result: Any) -> Verdict:
         dsr_note=stats.get("dsr_note"),
         pbo_note=stats.get("pbo_note"),
     )
-    return Verdict(tone, edge, luck, spend_lines(info.get("spend")), tuple(extra))
+    lead: tuple[str, ...] = ()
+    if isinstance(info.get("in_sample"), Mapping):
+        # lazy: the verdict of an out-of-sample backtest needs none of it
+        from finpod.backtest.in_sample import InSample
+
+        lead = (InSample.from_info(info["in_sample"]).sentence(),)
+        tone, luck = "in_sample", IN_SAMPLE_LUCK
+        edge = f"On these bars: {edge[0].lower()}{edge[1:]}"
+    return Verdict(tone, edge, luck, spend_lines(info.get("spend")), tuple(extra), lead)
 
 
 #: Style of the verdict box (added to every page's style sheet).
@@ -371,8 +399,9 @@ def verdict_html(verdict: Verdict, subject: str = "") -> str:
     thresholds that make them a verdict."""
     lines = "".join(f"<p>{html.escape(line)}</p>" for line in verdict.lines)
     subject = f" <span class='subject'>{html.escape(subject)}</span>" if subject else ""
+    footnote = IN_SAMPLE_TEXT if verdict.tone == "in_sample" else THRESHOLDS_TEXT
     return (
         f"<div class='verdict verdict-{verdict.tone}' style='--tone:{verdict.colour}'>"
         f"<div class='word'>{html.escape(verdict.word)}{subject}</div>{lines}"
-        f"<p class='thresholds'>{html.escape(THRESHOLDS_TEXT)}</p></div>"
+        f"<p class='thresholds'>{html.escape(footnote)}</p></div>"
     )

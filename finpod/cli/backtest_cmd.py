@@ -54,8 +54,10 @@ def _print_summary(result) -> None:
 
 
 def _print_statistics(result) -> None:
-    """PSR, DSR and PBO on one line each, with what they measure or why they are undefined."""
+    """PSR, DSR and PBO on one line each, with what they measure or why they are undefined
+    (on in-sample bars the DSR and PBO are not applicable, and say so)."""
     stats = result.statistics or {}
+    in_sample = "in_sample" in (result.info or {})
     names = {
         "psr": "PSR (backtest Sharpe > 0)",
         "dsr": f"DSR (selection among {stats.get('num_trials') or '?'} on validation)",
@@ -65,6 +67,8 @@ def _print_statistics(result) -> None:
         value = stats.get(key)
         shown = f"{value:.3f}" if isinstance(value, int | float) else "undefined"
         note = stats.get(f"{key}_note")
+        if in_sample and key != "psr":
+            shown, note = "not applicable", str(note or "").removeprefix("not applicable: ")
         note = f" ({escape(str(note))})" if note else ""
         console.print(f"{title}: [bold]{shown}[/]{note}", highlight=False)
     ceiling = (result.info or {}).get("ceiling")
@@ -117,11 +121,21 @@ def backtest(
             "not only the verdict and the summary table.",
         ),
     ] = False,
+    allow_in_sample: Annotated[
+        bool,
+        typer.Option(
+            "--allow-in-sample",
+            help="Backtest another dataset's bars even where they overlap the run's train or "
+            "validation bars: the verdict is then IN-SAMPLE, without the run's DSR and PBO.",
+        ),
+    ] = False,
 ) -> None:
     """Backtest the run's agent on the backtest split against the index and simple rules.
 
     The verdict comes first, then one table of the agent beside the reference and the
-    benchmarks (on stderr); stdout holds only the report folder."""
+    benchmarks (on stderr); stdout holds only the report folder. Bars of another dataset
+    (--data) that overlap what the run trained or selected on are refused before the
+    rollouts, unless --allow-in-sample."""
     checks.device(device)
     if data is not None:
         checks.dataset_dir(data)
@@ -134,6 +148,7 @@ def backtest(
         runs=runs,
         use_recorded_inputs=use_recorded_inputs,
         details=details,
+        allow_in_sample=allow_in_sample,
     )
 
 
@@ -146,11 +161,12 @@ def show_backtest(
     runs: Path = Path("runs"),
     use_recorded_inputs: bool = False,
     details: bool = False,
+    allow_in_sample: bool = False,
 ) -> Path:
     """Run :func:`finpod.pipeline.backtest_and_report` with a progress bar; print the
     verdict, the summary table (every metric block with ``details``), the disclosures and
     where the tearsheet is (on stderr), then the report folder alone on stdout. Returns
-    the report folder."""
+    the report folder. ``allow_in_sample``: see :func:`finpod.backtest.run_backtest`."""
     run_path = checks.run_with_board(run, runs)  # before torch and pandas load
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
     from finpod.backtest.agents import resolve_agent
@@ -180,6 +196,7 @@ def show_backtest(
             runs=runs,
             on_event=on_event,
             use_recorded_inputs=use_recorded_inputs,
+            allow_in_sample=allow_in_sample,
         )
     print_result(result, html, details=details)
     typer.echo(str(html.parent))  # alone on stdout, so scripts can capture it
@@ -197,7 +214,7 @@ def print_result(result, html: Path, verdict: bool = True, details: bool = False
         _print_details(result)
     else:
         _print_summary(result)
-    for topic in ("stopped", "dataset", "bars", "universe", "inputs"):
+    for topic in ("stopped", "dataset", "in_sample", "bars", "universe", "inputs"):
         if result.disclosures.get(topic):
             text = escape(str(result.disclosures[topic]))
             console.print(f"[yellow]note:[/] {text}", highlight=False)

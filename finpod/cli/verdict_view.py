@@ -9,7 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 
 #: Console style of each verdict tone (:data:`finpod.backtest.verdict.HEADLINES`).
-TONE_STYLES = {"edge": "bold green", "none": "bold yellow", "loss": "bold red", "null": "bold blue"}
+TONE_STYLES = {
+    "edge": "bold green",
+    "none": "bold yellow",
+    "loss": "bold red",
+    "null": "bold blue",
+    "in_sample": "bold magenta",
+}
 
 
 def print_verdict(console: Console, verdict: Any) -> None:

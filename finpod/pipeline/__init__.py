@@ -113,6 +113,7 @@ def backtest_and_report(
     runs: str | Path = "runs",
     on_event: Event | None = None,
     use_recorded_inputs: bool = False,
+    allow_in_sample: bool = False,
 ) -> tuple[Any, Path]:
     """Backtest a run's agent, save its outputs and tearsheet in :func:`report_folder`
     (``reports/<run>`` for the best agent, ``reports/<run>/<agent>`` for another).
@@ -125,6 +126,7 @@ def backtest_and_report(
     tearsheet is written. Returns the :class:`finpod.backtest.BacktestResult` and the
     tearsheet path. ``use_recorded_inputs`` reads the run's copies of the files it read
     (reference weights, benchmark levels); otherwise a changed one is refused.
+    ``allow_in_sample``: see :func:`finpod.backtest.run_backtest`.
     """
     from finpod.backtest import run_backtest  # lazy: the CLI imports pipeline at start-up
     from finpod.backtest.agents import resolve_agent  # lazy: the CLI imports pipeline at start-up
@@ -140,6 +142,7 @@ def backtest_and_report(
         device=pick_device(device or "auto"),
         on_rollout=lambda name: _emit(on_event, "rollout", name=name),
         use_recorded_inputs=use_recorded_inputs,
+        allow_in_sample=allow_in_sample,
     )
     report_dir = report_folder(reports, result.run_id, name)
     result.save(report_dir)
