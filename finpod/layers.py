@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "finpod.device",
         "finpod.scores",
         "finpod.grammar",
+        "finpod.dates",
     ),
     # The run directory (read and written by every layer above) and the market data.
     ("finpod.runs", "finpod.data"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from datetime import datetime
+from itertools import combinations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +18,7 @@ from rich.table import Table
 from finpod.cli.backtest_cmd import show_run_info
 from finpod.cli.interrupted import same_command
 from finpod.cli.stop_signals import Stopped, stop_signals_raise
+from finpod.dates import check_date_format, iso_text, parse_date, parse_date_range
 from finpod.errors import FinpodError
 
 if TYPE_CHECKING:
@@ -25,16 +28,41 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-def _split_dates(value: str | None, name: str) -> tuple[str | None, str | None] | None:
+def _split_dates(
+    value: str | None, name: str, date_format: str | None
+) -> tuple[str | None, str | None] | None:
+    """``--<name> FIRST:LAST`` as ISO dates (``None`` for an open side), read once here."""
     if value is None:
         return None
-    if ":" not in value:
-        raise FinpodError(
-            f"--{name} must be FIRST:LAST dates, got {value!r}",
-            f"e.g. --{name} 2017-01-01:2018-12-31",
-        )
-    lo, hi = value.split(":", 1)
-    return (lo or None, hi or None)
+    first, last = parse_date_range(value, f"--{name}", date_format)
+    return (
+        None if first is None else iso_text(first),
+        None if last is None else iso_text(last),
+    )
+
+
+def _check_split_order(dates: dict[str, tuple[str | None, str | None]]) -> None:
+    """Refuse splits that overlap or come out of order (train → validation → backtest)."""
+    names = list(dates)
+    # Neighbours first: the message names the two splits that touch.
+    pairs = sorted(combinations(names, 2), key=lambda p: names.index(p[1]) - names.index(p[0]))
+    for prev, nxt in pairs:
+        (p0, p1), (n0, n1) = dates[prev], dates[nxt]
+        if n1 is not None and p0 is not None and n1 < p0:
+            raise FinpodError(
+                f"--{nxt} ({n0 or '…'}:{n1}) comes before --{prev} ({p0}:{p1 or '…'})",
+                "the splits go train → validation → backtest in time",
+            )
+        if n0 is not None and p1 is not None and n0 <= p1:
+            raise FinpodError(
+                f"the {prev} and {nxt} splits overlap (--{prev} ends {p1}, --{nxt} starts {n0})",
+                f"make --{nxt} start after --{prev} ends",
+            )
+
+
+def _one_date(value: str | None, flag: str, date_format: str | None) -> datetime | None:
+    """``--start``/``--end``, read once here."""
+    return None if value is None else parse_date(value, flag, date_format)
 
 
 def _columns(values: list[str] | None) -> dict[str, str] | None:
@@ -72,13 +100,19 @@ def download(
             help="Comma-separated symbols; 'nasdaq100' = yfinance/alpaca point-in-time universe.",
         ),
     ] = None,
-    start: Annotated[str | None, Opt("--start", help="First date (YYYY-MM-DD).")] = None,
-    end: Annotated[str | None, Opt("--end", help="Last date (inclusive).")] = None,
+    start: Annotated[
+        str | None, Opt("--start", help="First date, YYYY-MM-DD (a time as YYYY-MM-DD HH:MM).")
+    ] = None,
+    end: Annotated[str | None, Opt("--end", help="Last date (inclusive), YYYY-MM-DD.")] = None,
     bar: Annotated[
         str | None, Opt("--bar", help="Bar size: 1d, 1min, 5min, 1h … (source default).")
     ] = None,
     train: Annotated[
-        str | None, Opt("--train", help="Train dates FIRST:LAST (all three splits or none).")
+        str | None,
+        Opt(
+            "--train",
+            help="Train dates FIRST:LAST, YYYY-MM-DD:YYYY-MM-DD (all three splits or none).",
+        ),
     ] = None,
     validation: Annotated[
         str | None, Opt("--validation", help="Validation dates FIRST:LAST.")
@@ -187,8 +221,9 @@ def download(
         str | None,
         Opt(
             "--date-format",
-            help="files: strftime pattern of the timestamps, e.g. '%d/%m/%Y' or "
-            "'%m/%d/%Y %H:%M', for dates whose day/month order the values do not prove.",
+            help="strftime pattern, e.g. '%d/%m/%Y' or '%m/%d/%Y %H:%M', that --start, --end "
+            "and the split dates are read with instead of YYYY-MM-DD; files: also the "
+            "timestamps, for dates whose day/month order the values do not prove.",
         ),
     ] = None,
     drop_bad_tickers: Annotated[
@@ -222,11 +257,22 @@ def download(
         if value is not None and not math.isfinite(value):
             raise FinpodError(f"{flag} must be a finite number, got {value}", "e.g. 0.8")
 
+    # Every date of the command line is read here, one way: ISO, or --date-format strictly.
+    if date_format is not None:
+        check_date_format(date_format)
+    first, last = _one_date(start, "--start", date_format), _one_date(end, "--end", date_format)
+    if first is not None and last is not None and last < first:
+        raise FinpodError(
+            f"--end {iso_text(last)} is before --start {iso_text(first)}", "swap them"
+        )
+    start = None if first is None else iso_text(first)
+    end = None if last is None else iso_text(last)
     dates = {
-        k: _split_dates(v, k)
+        k: _split_dates(v, k, date_format)
         for k, v in (("train", train), ("validation", validation), ("backtest", backtest))
     }
     given = {k: v for k, v in dates.items() if v is not None}
+    _check_split_order(given)
     if given and len(given) != 3:
         missing = ", ".join(f"--{k}" for k in dates if k not in given)
         raise FinpodError(
@@ -250,7 +296,8 @@ def download(
         "signal_persistence": signal_persistence,
         "adjust": adjust,
         "point_in_time": point_in_time or None,
-        "date_format": date_format,
+        # The files' own timestamps are read with it too; other sources have no text dates.
+        "date_format": date_format if source == "files" else None,
         "drop_bad_tickers": drop_bad_tickers or None,
         "cache_dir": cache_dir,
         "feed": feed,
@@ -258,7 +305,7 @@ def download(
     }
     opts = {k: v for k, v in opts.items() if v is not None}
     # lazy: `finpod --help` and usage errors answer without loading torch and pandas
-    from finpod.data.dataset import build_dataset
+    from finpod.data.dataset import SPLIT_GAP, build_dataset
     from finpod.data.manifest import Manifest
 
     if plan:
@@ -302,6 +349,9 @@ def download(
         code = 128 + stop.signum if isinstance(stop, Stopped) else 130
         raise typer.Exit(code) from None
     manifest = Manifest.load(result)
+    for note in manifest.notes or ():
+        if note.startswith(SPLIT_GAP):
+            err_console.print(f"[yellow]notice:[/] {escape(note)}", highlight=False, soft_wrap=True)
     err_console.print(
         f"[green]dataset written[/] to {result} in {time.perf_counter() - t0:.1f} s: "
         f"{len(manifest.tickers)} tickers × {manifest.bars} {manifest.bar} bars, hash {manifest.hash[:12]}"

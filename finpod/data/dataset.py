@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
@@ -47,7 +48,7 @@ from finpod.atomic import atomic_write, atomic_write_json
 from finpod.data import sources
 from finpod.data.bars import Bars
 from finpod.data.benchmark import align_benchmark
-from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year
+from finpod.data.calendar import BARS_PER_YEAR_RULE, TZ, bars_per_year, session_of
 from finpod.data.disclosure import benchmark_name, universe_disclosure
 from finpod.data.features import SCALING_DOC
 from finpod.data.inmemory import bars_to_market, from_frame, market_features
@@ -98,6 +99,7 @@ __all__ = [
     "MIN_SESSIONS_TO_SPLIT_BY_SESSION",
     "ROWS_PER_GROUP_BARS",
     "SPLITS",
+    "SPLIT_GAP",
     "Manifest",
     "align_benchmark",
     "bars_to_market",
@@ -110,6 +112,7 @@ __all__ = [
     "load_manifest",
     "load_split",
     "plan_splits",
+    "split_gaps",
     "universe_disclosure",
     "verify_dataset",
 ]
@@ -220,6 +223,38 @@ def build_dataset(
         raise
 
 
+#: How a manifest note about sessions that no split holds begins (see :func:`split_gaps`).
+SPLIT_GAP = "no split holds"
+
+
+def split_gaps(
+    timestamps: pd.DatetimeIndex, plan: dict[str, dict[str, Any]], embargo_sessions: int
+) -> list[str]:
+    """One note per gap between consecutive splits longer than the embargo: the sessions
+    of the dataset that no split holds, e.g. ``"no split holds 2019-01-02 → 2019-08-30
+    (167 sessions between validation and backtest; the embargo is 5)"``. Empty when every
+    gap is the embargo (or shorter: splits that meet).
+
+    Args:
+        timestamps: (T,) bar times of the dataset.
+        plan: :func:`~finpod.data.splits.plan_splits`' row ranges.
+        embargo_sessions: the sessions a gap holds by design.
+    """
+    sessions = session_of(timestamps)
+    notes = []
+    for prev, nxt in zip(SPLITS, SPLITS[1:], strict=False):
+        r0, r1 = plan[prev]["stop_index"], plan[nxt]["start_index"]
+        days = np.unique(sessions[r0:r1])
+        if len(days) <= embargo_sessions:
+            continue
+        first, last = (pd.Timestamp(int(d)).strftime("%Y-%m-%d") for d in (days[0], days[-1]))
+        notes.append(
+            f"{SPLIT_GAP} {first} → {last} ({len(days)} sessions between {prev} and {nxt}; "
+            f"the embargo is {embargo_sessions})"
+        )
+    return notes
+
+
 #: A dataset needs at least this many bars: the features look back 30 bars (RSI, CCI, DX)
 #: and three splits must fit; a shorter series holds no defined feature value.
 MIN_DATASET_BARS = 30
@@ -306,6 +341,9 @@ def _build_into(
         else:
             emb = int(embargo)
         plan = plan_splits(bars.timestamps, split_dates, emb)
+        # Sessions between two splits beyond the embargo belong to none: said, never dropped
+        # silently (a split's dates read another way than meant leave such a gap).
+        gaps = split_gaps(bars.timestamps, plan, emb)
         bench_vals = (
             None if loaded.benchmark is None else loaded.benchmark.to_numpy(dtype=np.float64)
         )
@@ -331,7 +369,7 @@ def _build_into(
             split_rule="explicit dates" if split_dates is not None else "70/15/15 % of sessions",
             embargo_sessions=emb,
             cleaning=cleaning_summary(loaded.report),
-            notes=tuple(loaded.notes),
+            notes=(*loaded.notes, *gaps),
             rows_per_group_bars=ROWS_PER_GROUP_BARS,
             benchmark=benchmark_entry(loaded),
             masks={name: getattr(bars, name) is not None for name in MASKS},
