@@ -31,10 +31,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from finpod.backtest.agents import ensemble_policy, is_ensemble, load_agents
+from finpod.backtest.in_sample import run_manifest, validation_end
 from finpod.backtest.run_record import RunRecord
+from finpod.data.calendar import TZ
 from finpod.data.features import FEATURES
 from finpod.data.manifest import load_manifest
 from finpod.data.market import MarketData
@@ -71,6 +74,12 @@ class RunAgent:
     again at each decision (:mod:`finpod.data.feature_table`)."""
     feed: str = "sip"
     """The Alpaca feed of the bars the agent trained on (:func:`dataset_feed`)."""
+    trained_until: str | None = None
+    """The last session of the run's validation split (YYYY-MM-DD): the agent trained
+    and was selected on bars up to it, so it trades only later bars
+    (:func:`in_sample_refusal`). None when the run's own dataset cannot be read."""
+    trained_unknown: str | None = None
+    """Why :attr:`trained_until` is not known (None: it is)."""
 
 
 def load_run_agent(
@@ -102,6 +111,11 @@ def load_run_agent(
         )
     configs = [m.config for m in policy] if ensemble else [config]
     needed = live_user_features(manifest, configs, feature_file)
+    if data is None or manifest.get("hash") == run.dataset.hash:
+        until, unknown = validation_end(manifest), None  # the run's own dataset
+    else:
+        _, own, unknown = run_manifest(run)
+        until = None if own is None else validation_end(own)
     return RunAgent(
         run_id=run.run_id,
         name=name,
@@ -115,6 +129,26 @@ def load_run_agent(
         user_features=needed,
         feature_file=None if feature_file is None else Path(feature_file),
         feed=dataset_feed(manifest),
+        trained_until=until,
+        trained_unknown=unknown,
+    )
+
+
+def in_sample_refusal(agent: RunAgent, last: pd.Timestamp) -> FinpodError | None:
+    """The refusal of a decision on the bar at ``last`` when its session is not after
+    :attr:`RunAgent.trained_until` (the agent trained or was selected on that day's bars);
+    None when it is after, or when that day is not known."""
+    if agent.trained_until is None:
+        return None
+    day = pd.Timestamp(last).tz_convert(TZ).tz_localize(None).normalize()
+    if day > pd.Timestamp(agent.trained_until):
+        return None
+    return FinpodError(
+        f"the live bar at {last} falls on or before {agent.trained_until}, the end of run "
+        f"{agent.run_id}'s validation split: the agent was trained or selected on the bars "
+        "of that day",
+        "paper trading decides only on bars after them; check the machine's clock, or trade "
+        "a run trained on a dataset that ends before today",
     )
 
 

@@ -32,7 +32,9 @@ Transient failures (HTTP 5xx or 429 after the retries, a lost connection, also a
 end the poll with one line, and the next poll comes after a backoff (the poll interval,
 doubling, at most :data:`MAX_RETRY_WAIT_S`); :data:`MAX_FAILED_POLLS` failed polls in a
 row stop the trader with one line, its state ready to resume. Keys, configuration and
-any other error stop it at once, the state saved.
+any other error stop it at once, the state saved; so does a live bar on or before the end
+of the run's validation split (the agent trained or was selected on that day's bars:
+:func:`~finpod.paper.decide.in_sample_refusal`).
 
 One line and a safe state each (the next poll starts from the account): market closed,
 a stale last bar, a halted symbol, a rejected order, a partial fill, a transient failure.
@@ -53,7 +55,13 @@ import torch
 from finpod.data.user_features import MissingUserValues
 from finpod.errors import FinpodError
 from finpod.paper.broker import Broker, transient
-from finpod.paper.decide import RunAgent, decide, is_decision_bar, load_run_agent
+from finpod.paper.decide import (
+    RunAgent,
+    decide,
+    in_sample_refusal,
+    is_decision_bar,
+    load_run_agent,
+)
 from finpod.paper.live import (
     DEFAULT_LOOKBACK_SESSIONS,
     PLANS,
@@ -182,6 +190,12 @@ class PaperTrader(OrderDesk):
             f"{len(self.agent.tickers)} tickers, {mode}"
             f"{', dry run: nothing is sent' if self.dry_run else ''}"
         )
+        if self.agent.trained_unknown:
+            self.log(
+                f"run {self.agent.run_id}'s validation end is not known "
+                f"({self.agent.trained_unknown}): finpod cannot check that the live bars "
+                "come after the bars the agent was trained and selected on"
+            )
         if self.feed != self.agent.feed:
             self.log(
                 f"live bars from the {self.feed} feed, the dataset's are {self.agent.feed}: "
@@ -303,6 +317,9 @@ class PaperTrader(OrderDesk):
         if self.feed == "iex" and self.agent.feed == "sip" and self.agent.bar != "1d":
             market, carried = carry_last_trades(market)
         last = market.timestamps[-1]
+        refused = in_sample_refusal(self.agent, last)
+        if refused is not None:
+            raise refused
         done = self.state.last_decision
         if done is not None and last <= pd.Timestamp(done):
             return "waiting"

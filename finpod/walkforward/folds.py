@@ -21,6 +21,9 @@ The row ranges have the shape of a dataset manifest's ``splits`` entry (``start`
 ``end``, ``start_index``, ``stop_index``, ``bars``, ``sessions``), over the rows of the
 whole dataset (``load_split(dataset, "all")``). Features are computed once over the
 whole time line and are causal, so re-splitting never lets a bar see a later one.
+A fold whose backtest window shares a session with its own train or validation window is
+refused (:func:`check_out_of_sample`): the plan never cuts one, and a job checks the rows
+it is given before it trains.
 """
 
 from __future__ import annotations
@@ -203,8 +206,33 @@ def plan_folds(
             splits[name] = window_record(
                 timestamps, first_row, stop_row, ranges[2 * j], ranges[2 * j + 1]
             )
-        out.append(Fold(k, splits))
+        fold = Fold(k, splits)
+        check_out_of_sample(k, {n: fold.rows(n) for n in SPLITS}, sess)
+        out.append(fold)
     return out
+
+
+def check_out_of_sample(index: int, rows: dict[str, tuple[int, int]], sessions: np.ndarray) -> None:
+    """Refuse fold ``index`` when its backtest window shares a session with its train or
+    validation window: its agent would be backtested on bars it trained or was selected
+    on. ``rows``: split → (start, stop) rows; ``sessions``: (T,) session id of every row
+    of the dataset (:func:`~finpod.data.calendar.session_of`). :func:`plan_folds` never
+    cuts such a fold; this checks rows that come from elsewhere (a job's own)."""
+    b0, b1 = rows["backtest"]
+    tested = np.unique(sessions[b0:b1])
+    for name in ("train", "validation"):
+        s0, s1 = rows[name]
+        shared = np.intersect1d(np.unique(sessions[s0:s1]), tested, assume_unique=True)
+        if len(shared):
+            first, last = (f"{pd.Timestamp(int(d)):%Y-%m-%d}" for d in (shared[0], shared[-1]))
+            used = "trained" if name == "train" else "selected"
+            raise FinpodError(
+                f"fold {index}'s backtest window overlaps its {name} window on {first} → "
+                f"{last} ({len(shared)} session{'' if len(shared) == 1 else 's'}): its "
+                f"agent would be backtested on bars it was {used} on",
+                "cut the folds with plan_folds, whose backtest windows lie after their train "
+                "and validation windows",
+            )
 
 
 def _too_small(ranges: tuple[int, ...], first_row: np.ndarray, stop_row: np.ndarray) -> str | None:
@@ -236,6 +264,7 @@ __all__ = [
     "Fold",
     "FoldSpec",
     "Length",
+    "check_out_of_sample",
     "check_spec",
     "default_embargo",
     "folds_frame",

@@ -24,12 +24,14 @@ import torch
 from finpod.agents import checkpoint_to_bytes, make_agent, read_checkpoint_bytes
 from finpod.agents.train import checkpoint_id, make_trading_eval, train
 from finpod.backtest.runner import backtest_market
+from finpod.data.calendar import session_of
 from finpod.data.payload import market_from_payload
 from finpod.data.payload import market_to_payload as market_payload
 from finpod.env import VecTradingEnv
 from finpod.errors import FinpodError
 from finpod.runs.candidates import candidate_set
 from finpod.strategy import strategy_from_dict
+from finpod.walkforward.folds import check_out_of_sample
 
 
 @dataclass
@@ -99,6 +101,9 @@ def run_seed_job(payload: dict[str, Any], job: SeedJob) -> SeedResult:
 
     torch.set_num_threads(max(1, int(job.threads)))
     market = market_from_payload(payload)
+    # Before any training: a backtest window inside the train or validation window is
+    # not out of sample.
+    check_out_of_sample(job.fold, job.rows, session_of(market.timestamps))
     dev = torch.device(job.device)
     # Each window on the job's device (a no-op on CPU), so the env, the validation scoring
     # and the backtest rollout all run where the agent is.
