@@ -273,6 +273,17 @@ class InSample:
         )
 
 
+def unused_allow(dataset: str | Path | None = None) -> FinpodError:
+    """The refusal of :data:`ALLOW_IN_SAMPLE` where it would change nothing: the run's own
+    dataset (``dataset``, or the one it recorded when None)."""
+    which = "the run's own dataset" if dataset is None else f"{dataset} is the run's own dataset"
+    return FinpodError(
+        f"{ALLOW_IN_SAMPLE} applies to another dataset's bars (--data): {which}, whose "
+        "backtest split never overlaps its train and validation splits",
+        f"leave out {ALLOW_IN_SAMPLE}",
+    )
+
+
 def validation_end(manifest: Mapping[str, Any]) -> str | None:
     """The last session of a dataset's validation split (YYYY-MM-DD), None if it has none."""
     end = ((manifest.get("splits") or {}).get("validation") or {}).get("end")

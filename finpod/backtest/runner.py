@@ -44,7 +44,13 @@ from finpod.backtest.disclosures import (
     largest_tilts,
     start_disclosure,
 )
-from finpod.backtest.in_sample import NOT_APPLICABLE, InSample, Presence, check_run_bars
+from finpod.backtest.in_sample import (
+    NOT_APPLICABLE,
+    InSample,
+    Presence,
+    check_run_bars,
+    unused_allow,
+)
 from finpod.backtest.metrics import REFERENCE
 from finpod.backtest.result import INDEX, BacktestResult
 from finpod.backtest.returns import index_returns, traded_value
@@ -230,7 +236,7 @@ def run_backtest(
             train or validation bars (:mod:`finpod.backtest.in_sample`); otherwise such
             bars, or bars that cannot be compared, are refused before any rollout. The
             verdict of overlapping bars is IN-SAMPLE and the run's DSR and PBO are marked
-            not applicable.
+            not applicable. Refused with the run's own dataset (nothing to allow).
 
     Returns:
         The agent vs the index and the rule-based benchmarks, with metrics.
@@ -266,6 +272,8 @@ def run_backtest(
         in_sample = check_run_bars(run, Presence.of_market(market))
         if (in_sample.found or in_sample.unchecked) and not allow_in_sample:
             raise in_sample.refusal(str(dataset))
+    elif allow_in_sample:
+        raise unused_allow(None if data is None else dataset)
 
     agents = load_agents(run.path, chosen, device)
     for a in agents:

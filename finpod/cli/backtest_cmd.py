@@ -139,6 +139,12 @@ def backtest(
     checks.device(device)
     if data is not None:
         checks.dataset_dir(data)
+    elif allow_in_sample:
+        raise FinpodError(
+            "--allow-in-sample applies to another dataset's bars (--data DIR): the run's own "
+            "backtest split never overlaps its train and validation splits",
+            "leave out --allow-in-sample",
+        )
     show_backtest(
         run,
         agent=agent,

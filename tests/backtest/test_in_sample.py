@@ -209,3 +209,10 @@ def test_the_in_sample_tearsheet_labels_the_dsr_and_pbo_not_applicable(allowed):
     assert saved["statistics"]["dsr"] is None and saved["statistics"]["pbo"] is None
     assert saved["statistics"]["dsr_note"].startswith("not applicable")
     assert page.count("not applicable: the backtest bars lie inside") == 2  # DSR and PBO rows
+
+
+def test_allow_in_sample_on_the_runs_own_bars_is_refused_as_unused(world, finpod_cli, no_rollout):
+    out = finpod_cli("backtest", str(world["run"]), "--allow-in-sample", "--device", "cpu")
+    one_error_line(out, "--allow-in-sample applies to another dataset's bars", "leave out")
+    with pytest.raises(FinpodError, match=f"{world['own']} is the run's own dataset"):
+        run_backtest(world["run"], data=world["own"], allow_in_sample=True)
