@@ -78,12 +78,24 @@ def audit(run_dir: Path, reports: Path) -> dict[str, Any]:
                 "backtest_ir": backtest_ir(run_dir, pod, reports),
             }
         )
+    if sel.get("ensemble"):
+        test = sel["ensemble"]
+        row["ensemble"] = {
+            "against": test.get("incumbent"),
+            "validation_delta": test.get("delta"),
+            "p_value": test.get("p_value"),
+            "selected": bool(test.get("selected")),
+            "backtest_ir": backtest_ir(run_dir, "ensemble", reports),
+        }
     chosen = next((c for c in row["challengers"] if c["pod"] == row["selected"]), None)
     base = row["incumbent"]["backtest_ir"]
     if chosen is not None and chosen["backtest_ir"] is not None and base is not None:
         row["switch_gain"] = round(chosen["backtest_ir"] - base, 4)
     elif row["selected"] == incumbent:
         row["switch_gain"] = 0.0
+    elif str(row["selected"]).startswith("ensemble") and base is not None:
+        ir = (row.get("ensemble") or {}).get("backtest_ir")
+        row["switch_gain"] = None if ir is None else round(ir - base, 4)
     return row
 
 
