@@ -24,9 +24,10 @@ have picked it) unless a **challenger** beats it by more than the noise:
 - **What one validation year can tell.** On T validation bars the IR of one agent is
   known to about ±√(bars per year / T); two agents whose active returns are uncorrelated
   differ by chance by √2 times that. On 220 daily bars a challenger uncorrelated with the
-  champion needs about +2 IR to pass at 0.10, a fork that trades like it much less. A
-  challenger that does not pass may still be better: the champion is kept because it is
-  not shown to be worse, never because it is shown to be best.
+  champion needs about +1 IR to pass at 0.30 (the default) and +2 IR at 0.10, a fork that
+  trades like it much less. A challenger that does not pass may still be better: the
+  champion is kept because it is not shown to be worse, never because it is shown to be
+  best.
 - **Never on one score.** An entry whose segment was cut short (the budget's end, the
   wall-time cap) is not a challenger, and neither its score nor its test decides.
 - **The ensemble is a challenger too.** The mean target weights of the top complete

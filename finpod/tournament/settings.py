@@ -70,12 +70,16 @@ class TournamentConfig:
     run's *champion*: it trains without being cut, holding one slot, and the final agent
     is its best checkpoint unless a challenger beats it on a paired test
     (:mod:`finpod.tournament.champion`)."""
-    challenge_alpha: float = 0.10
+    challenge_alpha: float = 0.30
     """Significance level a challenger (a fork, other controls, the ensemble) must reach
     on the paired test over the validation sessions to replace the champion (Holm's
     correction over the lines tested: the chance that any line replaces an equally good
-    champion). 0.10: on one validation year a stricter level keeps a champion that trails
-    by 2 IR (:mod:`finpod.tournament.champion`)."""
+    champion). 0.30, because the two errors do not cost alike: replacing a champion by an
+    equally good challenger costs nothing on average, and the chance of taking a clearly
+    worse one is far below the level; keeping a timid champion 3 IR behind costs all the
+    search found. On one validation year of daily bars a challenger that trades unlike the
+    champion needs about +1 IR at 0.30 and +2 IR at 0.10 (:mod:`finpod.tournament.champion`;
+    ``bench/selection_audit.py`` measures the rule on finished runs)."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""
