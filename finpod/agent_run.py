@@ -12,6 +12,8 @@ split is left for the backtest.
 from __future__ import annotations
 
 import errno
+import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +55,50 @@ from finpod.runs.lock import LOCK_FILE, FolderLock
 from finpod.runs.stopped import resume_checkpoint, write_stopped_board
 from finpod.strategy import Strategy, as_strategy, load_strategy
 
+#: Idle CPUs per torch thread of one agent: a thread is added for every two idle CPUs, so
+#: a busy neighbour never leaves a thread waiting for a core (bench/threads.py: on 2 CPUs
+#: beside one busy process, 2 threads trained 14× slower than 1).
+CPUS_PER_THREAD = 2
+#: The most threads :func:`train_threads` chooses: one agent's networks are small, and
+#: more threads than this add only contention.
+MAX_THREADS = 4
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask (``os.sched_getaffinity``), capped
+    by a cgroup v2 CPU quota (``/sys/fs/cgroup/cpu.max``) where one is set."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cpus = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota readable: the affinity mask is the limit
+    return max(1, cpus)
+
+
+def train_threads(cpus: int | None = None, load: float | None = None) -> int:
+    """Torch intra-op threads for one agent's training: one per :data:`CPUS_PER_THREAD`
+    idle usable CPUs, at least 1 and at most :data:`MAX_THREADS`.
+
+    ``cpus``: :func:`usable_cpus` by default; ``load``: the 1-minute load average
+    (``os.getloadavg``) by default, the work other processes keep on the machine. An
+    agent on a shared machine trains with a thread a core can always be found for (torch's
+    default, one thread per CPU, waits at every parallel step for a thread whose core is
+    taken)."""
+    cpus = usable_cpus() if cpus is None else cpus
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):
+            load = 0.0
+    idle = max(0.0, cpus - load)
+    return max(1, min(MAX_THREADS, int(idle // CPUS_PER_THREAD)))
+
 
 def train_single_agent(
     strategy_path: Strategy | str | Path | None,
@@ -62,6 +108,7 @@ def train_single_agent(
     device: str | None = None,
     seed: int | None = None,
     total_steps: int | None = None,
+    threads: int | None = None,
     run_id: str | None = None,
     resume: str | Path | None = None,
     progress: bool = False,
@@ -73,23 +120,62 @@ def train_single_agent(
     See :func:`finpod.pipeline.train_agent` for the arguments; ``on_run(run_dir)`` is
     called once the run directory is known, before training starts; a resumed run's as
     ``on_run(run_dir, resumed_from=N, total_steps=T)`` (N: the env steps of its last
-    checkpoint, T: the steps it trains to), a finished one's with ``finished=True`` (and
-    nothing is written).
+    checkpoint, T: the steps it trains to), a finished one's with ``finished=True`` and
+    ``seed=`` (and nothing is written).
+
+    Torch trains with ``threads`` intra-op threads (default: :func:`train_threads`'s
+    choice, or a resumed run's recorded count), set when training starts and put back
+    when it ends; ``run.json`` records the count beside the seed. A resume cannot change
+    the run's seed (refused).
 
     The run directory is locked while written (:class:`~finpod.runs.lock.FolderLock`): a
     second writer is refused. A finished run (its leaderboard written) is left as it is,
     unless ``total_steps`` asks for more steps than it trained; a run stopped before its
     first checkpoint starts again from the beginning.
     """
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise FinpodError(
+            f"--threads must be a whole number ≥ 1, got {threads}", "e.g. --threads 1"
+        )
     if resume is not None:
         run_dir = find_run(resume, runs)
         with FolderLock(run_dir, "run", say=log), _first_writes(run_dir, made=False):
             return _continue(
-                run_dir, strategy_path, data, device, seed, total_steps, progress, log, on_run
+                run_dir,
+                strategy_path,
+                data,
+                device,
+                seed,
+                total_steps,
+                threads,
+                progress,
+                log,
+                on_run,
             )
     if strategy_path is None or data is None:
         raise FinpodError("training needs --strategy and --data", "or --resume RUN")
     strategy = _strategy(strategy_path, seed, device, total_steps)
+    chosen = threads if threads is not None else train_threads()
+    with _torch_threads(chosen):
+        return _train_new(
+            strategy, data, runs, chosen, threads is not None, run_id, progress, log, on_run
+        )
+
+
+def _train_new(
+    strategy: Strategy,
+    data: str | Path,
+    runs: str | Path,
+    threads: int,
+    asked: bool,
+    run_id: str | None,
+    progress: bool,
+    log: Callable[[str], None] | None,
+    on_run: Callable[..., None] | None,
+) -> Path:
+    """A new run's work, torch's threads set (``asked``: by ``--threads``)."""
     spec = strategy.train
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
@@ -124,7 +210,7 @@ def train_single_agent(
                 raise FinpodError(
                     f"run directory {run_dir} already exists", "choose another --run-id or --runs"
                 )
-            RunDir.create(
+            run = RunDir.create(
                 run_dir,
                 kind="agent",
                 strategy=strategy.to_dict(),
@@ -132,6 +218,7 @@ def train_single_agent(
                 dataset_hash=manifest.hash,
                 dataset_splits=splits,
                 seed=spec.seed,
+                threads=threads,
                 extra={"device": str(dev)},
                 inputs={  # files read outside the run directory: the run keeps a copy and a hash
                     "strategy": strategy.path,
@@ -143,6 +230,7 @@ def train_single_agent(
                     else None,
                 },
             )
+            run.log(_threads_line(threads, asked))
             if on_run is not None:
                 on_run(run_dir, total_steps=spec.total_steps)
             return _train_and_record(
@@ -150,6 +238,31 @@ def train_single_agent(
             )
     finally:
         lock.release()
+
+
+def _threads_line(threads: int, asked: bool) -> str:
+    """The ``train.log`` line that says how many torch threads train and why."""
+    if asked:
+        return f"torch threads: {threads} (--threads)"
+    try:
+        load = f"{os.getloadavg()[0]:.1f}"
+    except (AttributeError, OSError):
+        load = "unknown"
+    return f"torch threads: {threads} (chosen for {usable_cpus()} usable CPUs at load {load})"
+
+
+@contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """Torch's intra-op threads set to ``threads`` in this process (the one that trains)
+    for the block, and put back after it (a notebook's later work keeps its own)."""
+    before = torch.get_num_threads()
+    # Inter-op threads are left alone: training runs no inter-op work, and torch allows
+    # setting them only once per process (a second training in a notebook would fail).
+    torch.set_num_threads(int(threads))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _strategy(
@@ -175,6 +288,7 @@ def _continue(
     device: str | None,
     seed: int | None,
     total_steps: int | None,
+    threads: int | None,
     progress: bool,
     log: Callable[[str], None] | None,
     on_run: Callable[..., None] | None,
@@ -184,9 +298,13 @@ def _continue(
     previous = read_run_info(run_dir)
     check_same_strategy(run_dir, previous, strategy_path)
     data = Path(data) if data is not None else Path(previous["dataset"]["path"])
-    seed = previous["seed"] if seed is None else seed
-    strategy = _strategy(run_dir / STRATEGY_FILE, seed, device, total_steps)
-    spec = strategy.train
+    if seed is not None and int(seed) != int(previous["seed"]):
+        raise FinpodError(
+            f"run {run_dir.name} has seed {previous['seed']}, not {seed}: a run's seed "
+            "cannot change when it is continued",
+            f"leave out --seed to continue it, or start a new run with --seed {seed}",
+        )
+    strategy = _strategy(run_dir / STRATEGY_FILE, previous["seed"], device, total_steps)
     run = RunDir(run_dir)
     last = resume_checkpoint(run_dir)  # last.safetensors, else the board's checkpoint
     # A board written when the run was stopped (run.json's "stopped") is not a finished run.
@@ -195,8 +313,37 @@ def _continue(
         if total_steps is None or total_steps <= reached:
             # Finished, and nothing more asked: said once, and nothing is written.
             if on_run is not None:
-                on_run(run_dir, resumed_from=reached, total_steps=reached, finished=True)
+                on_run(
+                    run_dir,
+                    resumed_from=reached,
+                    total_steps=reached,
+                    finished=True,
+                    seed=previous["seed"],
+                )
             return run_dir
+    recorded = previous.get("threads")
+    chosen = threads if threads is not None else recorded or train_threads()
+    with _torch_threads(chosen):
+        return _continue_training(
+            run_dir, run, strategy, data, previous, last, (chosen, threads), progress, log, on_run
+        )
+
+
+def _continue_training(
+    run_dir: Path,
+    run: RunDir,
+    strategy: Strategy,
+    data: Path,
+    previous: dict[str, Any],
+    last: Path | None,
+    threads: tuple[int, int | None],
+    progress: bool,
+    log: Callable[[str], None] | None,
+    on_run: Callable[..., None] | None,
+) -> Path:
+    """:func:`_continue`'s training, torch's threads set (``threads``: the count set, and
+    the one ``--threads`` asked for)."""
+    spec = strategy.train
     dev = pick_device(spec.device)
     manifest = Manifest.load(data)
     if manifest.hash != previous["dataset"]["hash"]:
@@ -244,7 +391,55 @@ def _continue(
             )
         if on_run is not None:
             on_run(run_dir, resumed_from=int(agent.env_steps), total_steps=spec.total_steps)
+    _record_threads(run, previous.get("threads"), *threads, log)
     return _train_and_record(agent, env, strategy, valid_market, env_config, run_dir, progress, log)
+
+
+def _record_threads(
+    run: RunDir,
+    recorded: int | None,
+    chosen: int,
+    asked: int | None,
+    log: Callable[[str], None] | None,
+) -> None:
+    """A resumed run trains with its recorded thread count unless ``--threads`` asked for
+    another: said (the numbers from here may differ from an uninterrupted run's) and
+    recorded in ``run.json``."""
+    if asked is not None and recorded is not None and asked != recorded:
+        note = (
+            f"training with {asked} torch threads (--threads), not the run's {recorded}: "
+            "its numbers from here may differ from those of a run never stopped"
+        )
+        run.log(note)
+        if log is not None:
+            log(note)
+    elif recorded is None:
+        run.log(_threads_line(chosen, asked is not None))
+    if chosen != recorded:
+        run.record_threads(chosen)
+
+
+def stop_lines(
+    run_dir: Path, env_steps: int, total_steps: int, best: Entry, score: str
+) -> list[str]:
+    """What a run stopped at ``env_steps`` of ``total_steps`` says: where it stopped, the
+    checkpoint ``finpod train --resume`` continues from (the steps after it are trained
+    again), and the best checkpoint so far, which the board holds for a backtest."""
+    last = resume_checkpoint(run_dir)
+    at = None if last is None else int(load_checkpoint(last, torch.device("cpu")).env_steps)
+    if at is None:
+        resume = f"`finpod train --resume {run_dir}` starts it again from the beginning"
+    else:
+        lost = f" (its {env_steps - at:,} env steps after it are trained again)"
+        resume = (
+            f"the last checkpoint is at {at:,}: `finpod train --resume {run_dir}` continues "
+            f"from there{lost if env_steps > at else ''}"
+        )
+    return [
+        f"stopped at {env_steps:,} env steps of {total_steps:,}; {resume}",
+        f"the board holds the best checkpoint so far ({best.env_steps:,} env steps, "
+        f"validation {score} {best.score:.3f}): `finpod backtest {run_dir}` tests it",
+    ]
 
 
 def _finished_steps(run_dir: Path) -> int:
@@ -369,11 +564,10 @@ def _train_and_record(
             spec.total_steps,
         )
         if entry is not None and log is not None:
-            log(
-                f"stopped at {int(agent.env_steps)} of {spec.total_steps} env steps: the board "
-                f"holds the best checkpoint so far ({entry.env_steps} env steps, validation "
-                f"{spec.score} {entry.score:.3f}); `finpod backtest {run_dir}` tests it"
-            )
+            for line in stop_lines(
+                run_dir, int(agent.env_steps), spec.total_steps, entry, spec.score
+            ):
+                log(line)
         raise
     RunDir(run_dir).record_stopped(None)
     entry = Entry(

@@ -11,12 +11,13 @@ to ±:data:`SCORE_LIMIT`.
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from finpod.errors import FinpodError
+
+if TYPE_CHECKING:  # in annotations only: a strategy's score names load neither
+    import numpy as np
+    import pandas as pd
 
 #: Names a strategy's ``train.score`` and ``tournament.score`` may take.
 SCORES = ("sharpe", "sortino", "calmar", "return", "information_ratio")

@@ -16,7 +16,9 @@
     [search]                             # handed as-is to the tournament layer
 
 Every key is checked when the file is loaded: an unknown key or a bad value raises
-:class:`FinpodError` naming it (``train.num_envs must be …``).
+:class:`FinpodError` naming it (``train.num_envs must be …``). The keys and the ``[train]``
+table are checked first, by :func:`check_tables`, which needs neither torch nor pandas: a
+command refuses a mistyped key before it loads either.
 """
 
 from __future__ import annotations
@@ -26,18 +28,60 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from finpod.agents import ALGORITHMS
-from finpod.agents.hparams import build_hparams
-from finpod.env import EnvConfig
 from finpod.errors import FinpodError
 from finpod.grammar import check_seed, parse_device
 from finpod.runs.toml_writer import toml_dumps
 from finpod.scores import DEFAULT_SCORE, SCORES
 
+if TYPE_CHECKING:
+    from finpod.env import EnvConfig
+
 TOP_LEVEL_KEYS = ("name", "description", "agent", "env", "train", "tournament", "search")
 AGENT_KEYS = ("algorithm", "hparams")
+
+# The key names of the tables typed by torch-side dataclasses, kept here as names so that a
+# file's keys are checked before torch loads (:func:`check_tables`); the dataclasses stay
+# the one definition of their values (tests/test_fast_refusals.py pins the names to them).
+_NET_KEYS = ("net", "ticker_features")
+_ON_POLICY_KEYS = (
+    *_NET_KEYS,
+    *("learning_rate", "horizon", "gamma", "gae_lambda", "norm_adv", "ent_coef", "vf_coef"),
+    *("max_grad_norm", "log_std_init", "actor_hidden", "critic_hidden"),
+)
+_OFF_POLICY_KEYS = (
+    *_NET_KEYS,
+    *("actor_lr", "critic_lr", "gamma", "tau", "batch_size", "buffer_size", "learning_starts"),
+    *("gradient_steps", "actor_hidden", "critic_hidden"),
+)
+_DDPG_KEYS = (*_OFF_POLICY_KEYS, "exploration_noise")
+#: Algorithm → (its hyperparameter dataclass's name, the keys of its ``[agent.hparams]``).
+HPARAM_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "a2c": ("A2CParams", _ON_POLICY_KEYS),
+    "ddpg": ("DDPGParams", _DDPG_KEYS),
+    "ppo": (
+        "PPOParams",
+        (
+            *_ON_POLICY_KEYS,
+            *("update_epochs", "minibatch_size", "minibatches_per_epoch", "clip_coef"),
+            *("clip_vloss", "target_kl"),
+        ),
+    ),
+    "sac": ("SACParams", (*_OFF_POLICY_KEYS, "alpha_lr", "init_alpha", "autotune")),
+    "td3": ("TD3Params", (*_DDPG_KEYS, "policy_noise", "noise_clip", "policy_delay")),
+}
+#: The keys of ``[env]`` (the fields of :class:`finpod.env.EnvConfig`).
+ENV_KEYS = (
+    *("initial_cash", "action_mode", "max_shares", "fill_price", "cost_rate", "slippage"),
+    *("cost_model", "impact_coefficient", "allow_short", "allow_negative_cash"),
+    *("integer_shares", "reward", "reward_scale", "sharpe_decay", "drawdown_weight"),
+    *("episode_length", "start", "reference", "max_active_weight", "active_budget"),
+    *("max_cash_weight", "dtype", "decision_interval", "decision_times", "no_trade_band"),
+    *("band_target", "partial_adjustment", "turnover_penalty", "flat_at_close"),
+    *("calendar_features", "price_window", "user_features", "cross_features"),
+    "train_bootstrap_block",
+)
 
 
 @dataclass(frozen=True)
@@ -135,9 +179,12 @@ class Strategy:
         return toml_dumps(self.to_dict())
 
 
-def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
-    """Validate a parsed strategy mapping (see the module docstring)."""
-
+def check_tables(raw: dict[str, Any], path: Path | None = None) -> TrainSpec:
+    """Check a parsed strategy mapping's keys, its algorithm and its ``[train]`` table, with
+    neither torch nor pandas loaded: the first refusal of :func:`strategy_from_dict`, so a
+    command says a mistyped key before it loads anything heavy. Returns the ``[train]``
+    table typed. The values of ``[agent.hparams]`` and ``[env]`` are checked by
+    :func:`strategy_from_dict`, which builds them."""
     where = f" in {path}" if path else ""
     bad = _non_finite(raw)
     if bad is not None:
@@ -147,18 +194,26 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     agent = _table(raw, "agent", where)
     _unknown(agent, AGENT_KEYS, "agent.", where)
     algorithm = agent.get("algorithm", "ppo")
-    if algorithm not in ALGORITHMS:
+    if not isinstance(algorithm, str) or algorithm not in HPARAM_KEYS:
         raise FinpodError(
             f"agent.algorithm = {algorithm!r}{where} is not known",
-            f"use one of {', '.join(sorted(ALGORITHMS))}",
+            f"use one of {', '.join(sorted(HPARAM_KEYS))}",
         )
     hp_table = agent.get("hparams", {})
     if not isinstance(hp_table, dict):
         raise FinpodError(f"agent.hparams{where} must be a table", "write [agent.hparams]")
-    hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
-
-    config = EnvConfig.from_dict(_table(raw, "env", where))
-
+    params, fields = HPARAM_KEYS[algorithm]
+    unknown = sorted(set(hp_table) - set(fields))
+    if unknown:  # build_hparams's words
+        raise FinpodError(
+            f"unknown key agent.hparams.{unknown[0]!r} for {params}",
+            f"valid keys: {', '.join(sorted(fields))}",
+        )
+    unknown = sorted(set(_table(raw, "env", where)) - set(ENV_KEYS))
+    if unknown:  # EnvConfig.from_dict's words
+        raise FinpodError(
+            f"unknown env setting {unknown[0]!r}", f"known settings: {', '.join(sorted(ENV_KEYS))}"
+        )
     train_table = _table(raw, "train", where)
     known = [f.name for f in dataclasses.fields(TrainSpec)]
     _unknown(train_table, known, "train.", where)
@@ -166,6 +221,26 @@ def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strateg
     for key in ("name", "description"):
         if not isinstance(raw.get(key, ""), str):
             raise FinpodError(f"{key}{where} must be a string", f'e.g. {key} = "my strategy"')
+    _table(raw, "tournament", where)
+    _table(raw, "search", where)
+    return train
+
+
+def strategy_from_dict(raw: dict[str, Any], path: Path | None = None) -> Strategy:
+    """Validate a parsed strategy mapping (see the module docstring): its keys first
+    (:func:`check_tables`), then the values of its typed tables."""
+    # lazy: torch loads only once the keys are known to be right (check_tables needs none)
+    from finpod.agents import ALGORITHMS
+    from finpod.agents.hparams import build_hparams
+    from finpod.env import EnvConfig
+
+    where = f" in {path}" if path else ""
+    train = check_tables(raw, path)
+    agent = _table(raw, "agent", where)
+    algorithm = agent.get("algorithm", "ppo")
+    hp_table = agent.get("hparams", {})
+    hparams = build_hparams(ALGORITHMS[algorithm][0], hp_table, where="agent.hparams")
+    config = EnvConfig.from_dict(_table(raw, "env", where))
     return Strategy(
         algorithm=algorithm,
         hparams=dataclasses.asdict(hparams),

@@ -87,6 +87,36 @@ def test_sigterm_and_ctrl_c_stop_training_alike_with_the_resume_line(
     assert proc.tail == ""  # no run written: stdout never names it
 
 
+def test_the_stop_line_names_the_checkpoint_a_resume_continues_from(tmp_path, dataset):
+    strategy = tmp_path / "long.toml"
+    strategy.write_text(tiny_agent(train={"total_steps": 10_000_000, "eval_every": 128}))
+    proc = _start(["train", "-s", str(strategy), "-d", str(dataset), "--runs", str(tmp_path)])
+    run = _wait_for(proc.stderr, r"^run directory: ", 120)[-1].split(": ", 1)[1].strip()
+    _wait_for(proc.stderr, r": \d+ steps ", 120)  # a segment done: its checkpoint is written
+    err, code = _stop(proc, signal.SIGINT)
+    assert code == 130 and "Traceback" not in err, err
+    text = " ".join(err.split())
+    said = re.search(
+        r"stopped at ([\d,]+) env steps of 10,000,000; the last checkpoint is at ([\d,]+): "
+        rf"`finpod train --resume {re.escape(run)}` continues from there",
+        text,
+    )
+    assert said, err
+    stopped, last = (int(n.replace(",", "")) for n in said.groups())
+    assert stopped >= last >= 128
+    # What it says is what the resume does: it continues from that checkpoint.
+    resumed = subprocess.run(
+        [sys.executable, "-m", "finpod", "train", "--resume", run, "--steps", str(last + 8)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.startswith(f"resuming {run} from {last:,} env steps"), resumed.stderr
+
+
 def test_sigterm_during_a_ray_tournament_is_one_line_without_ray_s_native_stack(tmp_path, dataset):
     ray_dir = Path(f"/tmp/rfs_{secrets.token_hex(3)}")
     ray_dir.mkdir()

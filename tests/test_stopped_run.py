@@ -148,3 +148,21 @@ def test_a_stopped_run_without_a_last_checkpoint_continues_from_its_boards(
     if after.env_steps == entry.env_steps:
         assert (run_dir / after.checkpoint).read_bytes() == kept  # not beaten: kept
     assert "stopped" not in json.loads((run_dir / "run.json").read_text())
+
+
+def test_the_stop_lines_say_where_it_stopped_and_where_a_resume_continues(tmp_path, dataset):
+    from finpod.agent_run import stop_lines
+    from finpod.pipeline import train_agent
+
+    strategy = tmp_path / "s.toml"
+    strategy.write_text(tiny_agent())
+    run_dir = Path(train_agent(strategy, dataset, tmp_path / "runs", run_id="cut"))
+    (entry,) = Leaderboard.load(run_dir).entries
+    stopped, resume = stop_lines(run_dir, 1300, 40_000, entry, "sharpe")
+    assert stopped == (
+        "stopped at 1,300 env steps of 40,000; the last checkpoint is at 256: "
+        f"`finpod train --resume {run_dir}` continues from there (its 1,044 env steps after "
+        "it are trained again)"
+    )
+    assert resume.startswith(f"the board holds the best checkpoint so far ({entry.env_steps:,}")
+    assert resume.endswith(f"`finpod backtest {run_dir}` tests it")

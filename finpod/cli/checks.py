@@ -17,6 +17,7 @@ from finpod import grammar
 from finpod.errors import FinpodError
 from finpod.pipeline import check_writable, resolve_strategy
 from finpod.runs import LEADERBOARD_FILE, find_run
+from finpod.strategy import check_tables
 
 
 def positive(flag: str, value: int | float | None, example: str) -> None:
@@ -35,8 +36,9 @@ def at_least(flag: str, value: int | None, lowest: int, example: str) -> None:
 
 def strategy_file(path: Path | None) -> Path | None:
     """The strategy file as it will be read (``strategies/…`` also from finpod's
-    checkout): it exists, is a file and parses as TOML. Its keys and values are checked
-    by :func:`finpod.strategy.load_strategy`, before any data is read."""
+    checkout): it exists, is a file, parses as TOML, and its keys and ``[train]`` table are
+    right (:func:`finpod.strategy.check_tables`, without torch). The values of its typed
+    tables are checked by :func:`finpod.strategy.load_strategy`, before any data is read."""
     if path is None:
         return None
     found = resolve_strategy(path)
@@ -50,7 +52,7 @@ def strategy_file(path: Path | None) -> Path | None:
         )
     # The messages of finpod.strategy.load_strategy, which reads it again for its keys.
     try:
-        tomllib.loads(found.read_text(encoding="utf-8"))
+        raw = tomllib.loads(found.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise FinpodError(
             f"strategy file {path} is not UTF-8 text (byte 0x{err.object[err.start]:02x} at "
@@ -65,7 +67,17 @@ def strategy_file(path: Path | None) -> Path | None:
         raise FinpodError(
             f"strategy file {path} is not valid TOML: {err}", "fix the syntax"
         ) from err
+    check_tables(raw, found)
     return found
+
+
+def positive_int(flag: str, value: int | None, example: str) -> int | None:
+    """``value`` (when given) is a whole number ≥ 1, e.g. ``--threads``."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise FinpodError(
+            f"{flag} must be a whole number ≥ 1, got {value}", f"e.g. {flag} {example}"
+        )
+    return value
 
 
 def dataset_dir(path: Path, flag: str = "--data", hint: str | None = None) -> None:

@@ -22,8 +22,9 @@ from finpod.cli.options import (
     STRATEGY_HELP,
 )
 from finpod.errors import FinpodError
-from finpod.pipeline import train, wants_tournament
+from finpod.pipeline import check_train, train
 from finpod.runs import RUN_FILE, check_run_id
+from finpod.strategy import load_strategy
 
 #: Progress and the friendly lines go to stderr: stdout holds only the run directory, so
 #: ``RUN=$(finpod train …)`` captures it.
@@ -39,7 +40,11 @@ def run_header(payload: dict) -> str:
     if resumed is None:
         return f"run directory: {run_dir}"
     if payload.get("finished"):
-        return f"run {run_dir} is finished at {resumed:,} env steps: nothing to do, nothing changed"
+        seed = f" (seed {payload['seed']})" if payload.get("seed") is not None else ""
+        return (
+            f"run {run_dir}{seed} is finished at {resumed:,} env steps: nothing to do, "
+            "nothing changed"
+        )
     total = payload.get("total_steps")
     if total is not None and resumed >= total:
         return (
@@ -107,6 +112,15 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--resume", help="Continue this run directory (or run id under --runs)."),
         ] = None,
+        threads: Annotated[
+            int | None,
+            typer.Option(
+                "--threads",
+                help="Single agent: torch threads while it trains (run.json records them; "
+                "a resumed run keeps its own unless this is given).",
+                show_default="one per 2 idle CPUs, 1 to 4",
+            ),
+        ] = None,
     ) -> None:
         """Train one agent, or a tournament of agents on Ray, and write runs/<run-id>/.
 
@@ -121,8 +135,11 @@ def register(app: typer.Typer) -> None:
             # A fixed run id continues its run (e.g. a retried Kubernetes job); said once the
             # run is opened (a refusal is then its one line).
             resume = str(runs / run_id)
-        # Everything that needs no data, before torch, pandas or Ray load.
+        # Everything that needs no data, before torch, pandas or Ray load: the options, the
+        # strategy's keys, then a resumed run's lock and seed, and the options its kind
+        # would not use.
         checks.positive("--steps", steps, "100000")
+        checks.positive_int("--threads", threads, "1")
         checks.device(device)
         budget = checks.budget(budget)  # read once: the typed value goes down
         pods = checks.pods(pods)
@@ -134,19 +151,27 @@ def register(app: typer.Typer) -> None:
             checks.strategy_file(strategy)
             checks.dataset_dir(data)
             checks.writable(runs, "--runs", "create the run directory under")
+        tournament = check_train(
+            strategy,
+            data,
+            runs,
+            pods=pods,
+            budget=budget,
+            address=address,
+            resume=resume,
+            seed=seed,
+            total_steps=steps,
+            threads=threads,
+            run_id=None if continuing else run_id,
+        )
         # lazy: the tournament's live view (and pandas, for its tables) loads only to train
         from finpod.cli.tournament_cmd import TournamentView
 
         view = TournamentView()
         parsed = None
         if resume is None and strategy is not None:
-            from finpod.strategy import load_strategy  # lazy: the CLI starts without it
-
-            parsed = load_strategy(strategy)  # read once, handed down
+            parsed = load_strategy(strategy)  # read once, handed down (torch loads here)
         finished: list[bool] = []
-        tournament = wants_tournament(
-            parsed or strategy, data, runs, pods=pods, budget=budget, address=address, resume=resume
-        )
 
         def show(kind: str, payload: dict) -> None:
             if kind == "run" and tournament and continuing and not payload.get("finished"):
@@ -174,6 +199,7 @@ def register(app: typer.Typer) -> None:
                 device=device,
                 seed=seed,
                 total_steps=steps,
+                threads=threads,
                 run_id=None if continuing else run_id,
                 # Without a terminal a progress bar draws nothing: the log lines carry progress.
                 progress=console.is_terminal,

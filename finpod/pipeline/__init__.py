@@ -25,6 +25,7 @@ events (``"waiting"``, ``"node_lost"``, ``"quarantine"``, ...).
 from __future__ import annotations
 
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +102,18 @@ def ensure_dataset(
     if on_event is not None:
         _emit(on_event, "dataset", path=ready, manifest=Manifest.load(ready))
     return ready
+
+
+def _dataset_source(data: Path) -> str | None:
+    """The source named by the manifest at ``data`` (None: no manifest that loads)."""
+    from finpod.data import Manifest  # lazy: pandas, in the dataset stage only
+
+    if not (data / "manifest.json").is_file():
+        return None
+    try:
+        return Manifest.load(data).source
+    except FinpodError:
+        return None
 
 
 def backtest_and_report(
@@ -182,6 +195,7 @@ def train_agent(
     device: str | None = None,
     seed: int | None = None,
     total_steps: int | None = None,
+    threads: int | None = None,
     run_id: str | None = None,
     resume: str | Path | None = None,
     progress: bool = False,
@@ -189,7 +203,9 @@ def train_agent(
 ) -> Path:
     """Train the strategy's agent on ``data``'s train split; returns the run directory.
 
-    ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values.
+    ``device``, ``seed`` and ``total_steps`` override the strategy's ``[train]`` values;
+    ``threads`` is torch's thread count while it trains (default: a resumed run's recorded
+    count, else :func:`finpod.agent_run.train_threads`'s choice; ``run.json`` records it).
     With ``resume`` (a run directory, or a run id under ``runs``) the run's own strategy,
     dataset and ``checkpoints/last.safetensors`` are used and training continues where the
     last checkpoint left it; its best-on-validation checkpoint is kept unless beaten.
@@ -206,6 +222,7 @@ def train_agent(
         device=device,
         seed=seed,
         total_steps=total_steps,
+        threads=threads,
         run_id=run_id,
         resume=resume,
         progress=progress,
@@ -230,7 +247,7 @@ def wants_tournament(
 
     Tournament options (``pods``, ``budget``, ``address``) or a strategy with a
     ``[tournament]`` table ask for one; a resumed run continues as what it was (its
-    ``run.json`` ``kind``).
+    ``run.json`` ``kind``). A strategy file is only looked into here (no torch loads).
     """
     from finpod.runs import find_run, read_run_info  # lazy: the CLI imports pipeline at start-up
 
@@ -242,9 +259,99 @@ def wants_tournament(
         raise FinpodError(
             "finpod train needs --strategy and --data", "or --resume RUN to continue a run"
         )
-    from finpod.strategy import as_strategy  # lazy: the CLI imports pipeline at start-up
+    return _has_tournament_table(strategy)
 
-    return bool(as_strategy(strategy).tournament)
+
+def _has_tournament_table(strategy: StrategyArg | str | Path) -> bool:
+    """Does the strategy have a ``[tournament]`` table? A file is read as TOML only; one
+    that does not read is read again by :func:`finpod.strategy.load_strategy`, which says
+    what is wrong with it."""
+    if not isinstance(strategy, str | Path):
+        return bool(strategy.tournament)
+    try:
+        with open(resolve_strategy(strategy), "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, ValueError):
+        from finpod.strategy import load_strategy  # lazy: the CLI imports pipeline at start-up
+
+        return bool(load_strategy(strategy).tournament)
+    return bool(raw.get("tournament"))
+
+
+def check_train(
+    strategy: StrategyArg | str | Path | None,
+    data: str | Path | None,
+    runs: str | Path = "runs",
+    *,
+    pods: Pods | str | None = None,
+    budget: Budget | str | None = None,
+    address: str | None = None,
+    resume: str | Path | None = None,
+    seed: int | None = None,
+    total_steps: int | None = None,
+    threads: int | None = None,
+    run_id: str | None = None,
+) -> bool:
+    """Check :func:`train`'s arguments before any data, torch or Ray loads, in the order
+    its refusals come: the options' values; a resumed run's lock (a second writer is
+    refused at once, :func:`finpod.runs.lock.check_free`), its seed (which a resume cannot
+    change) and its kind; then each option the chosen kind would not use is refused in one
+    line rather than ignored. Returns whether a tournament trains
+    (:func:`wants_tournament`)."""
+    from finpod.runs import find_run, read_run_info  # lazy: the CLI imports pipeline at start-up
+    from finpod.runs.lock import check_free  # lazy: the CLI imports pipeline at start-up
+
+    if total_steps is not None and total_steps <= 0:
+        raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise FinpodError(
+            f"--threads must be a whole number ≥ 1, got {threads}", "e.g. --threads 1"
+        )
+    if resume is None:
+        check_writable(Path(runs), "create the run directory under", flag="--runs")
+        tournament = wants_tournament(
+            strategy, data, runs, pods=pods, budget=budget, address=address
+        )
+    else:
+        if run_id is not None:
+            raise FinpodError(
+                "--run-id names a new run and --resume continues one",
+                "give one of them (a --run-id of an existing run also continues it)",
+            )
+        run_dir = find_run(resume, runs)
+        check_free(run_dir, "run")
+        info = read_run_info(run_dir)
+        recorded = info.get("seed")
+        if seed is not None and recorded is not None and int(seed) != int(recorded):
+            raise FinpodError(
+                f"run {run_dir.name} has seed {recorded}, not {seed}: a run's seed cannot "
+                "change when it is continued",
+                f"leave out --seed to continue it, or start a new run with --seed {seed}",
+            )
+        tournament = info["kind"] != "agent"
+        if not tournament:
+            for flag, value in (("--pods", pods), ("--budget", budget), ("--address", address)):
+                if value is not None:
+                    raise FinpodError(
+                        f"run {run_dir.name} is one agent's run: {flag} applies to a tournament",
+                        "leave it out (--steps says how far one agent trains)",
+                    )
+    if tournament:
+        if total_steps is not None:
+            raise FinpodError(
+                "--steps applies to one agent; a tournament's budget is its [tournament] "
+                "budget or --budget",
+                'e.g. --budget "2e6 steps"',
+            )
+        if threads is not None:
+            raise FinpodError(
+                "--threads applies to one agent; a tournament's pods take theirs from "
+                "[tournament] cpus_per_pod",
+                "leave out --threads",
+            )
+    return tournament
 
 
 def train(
@@ -259,6 +366,7 @@ def train(
     device: str | None = None,
     seed: int | None = None,
     total_steps: int | None = None,
+    threads: int | None = None,
     run_id: str | None = None,
     progress: bool = False,
     on_event: Event | None = None,
@@ -266,21 +374,29 @@ def train(
 ) -> Path:
     """``finpod train`` as a library call: one agent or a tournament; the run directory.
 
-    A tournament runs when :func:`wants_tournament` says so (``total_steps`` is then
-    ignored; ``display`` is the tournament's live-view hook); otherwise
-    :func:`train_agent`. The arguments that need no data (``total_steps``, ``budget``,
-    ``pods``, the strategy file, ``runs`` writable) are checked before any work; ``budget``
-    and ``pods`` text is read here once (:mod:`finpod.grammar`) and goes down typed.
+    A tournament runs when :func:`wants_tournament` says so (``display`` is then the
+    tournament's live-view hook); otherwise :func:`train_agent`. The arguments that need
+    no data are checked before any work (:func:`check_train`: an option the chosen kind
+    would not use, e.g. ``total_steps`` or ``threads`` for a tournament, is refused);
+    ``budget`` and ``pods`` text is read here once (:mod:`finpod.grammar`) and goes down
+    typed.
     """
     budget = None if budget is None else parse_budget(budget)
     pods = None if pods is None else parse_pods(pods)
-    if total_steps is not None and total_steps <= 0:
-        raise FinpodError(f"--steps must be positive, got {total_steps}", "e.g. --steps 100000")
-    if resume is None:
-        check_writable(Path(runs), "create the run directory under", flag="--runs")
-    if wants_tournament(
-        strategy, data, runs, pods=pods, budget=budget, address=address, resume=resume
-    ):
+    tournament = check_train(
+        strategy,
+        data,
+        runs,
+        pods=pods,
+        budget=budget,
+        address=address,
+        resume=resume,
+        seed=seed,
+        total_steps=total_steps,
+        threads=threads,
+        run_id=run_id,
+    )
+    if tournament:
         if resume is None and (strategy is None or data is None):
             raise FinpodError(
                 "a new tournament needs --strategy and --data", "or --resume RUN to continue one"
@@ -307,6 +423,7 @@ def train(
         device=device,
         seed=seed,
         total_steps=total_steps,
+        threads=threads,
         run_id=run_id,
         resume=resume,
         progress=progress,
@@ -355,7 +472,12 @@ def run_all(
         )
     t0 = time.perf_counter()
     _emit(on_event, "stage", name="dataset", index=1, total=3)
-    data = ensure_dataset(data, rebuild=rebuild, progress=progress, on_event=on_event)
+    # A dataset already at --data is the one used, whatever its source (the sample is built
+    # only where none is, or with rebuild): it is never replaced by the sample unasked.
+    source = "sample" if rebuild else _dataset_source(Path(data)) or "sample"
+    data = ensure_dataset(
+        data, source=source, rebuild=rebuild, progress=progress, on_event=on_event
+    )
     t1 = time.perf_counter()
     _emit(on_event, "stage", name="tournament", index=2, total=3)
     run = run_tournament(

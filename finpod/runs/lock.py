@@ -155,16 +155,7 @@ class FolderLock:
         holder = read_lock(self.folder)
         if holder is None:
             return  # released meanwhile: try again
-        here = holder.get("host") == socket.gethostname()
-        pid = holder.get("pid")
-        if not here or not isinstance(pid, int) or _pid_alive(pid, holder.get("started")):
-            if here or not holder:
-                hint = f"wait for it to finish, or stop it; its lock is {self.path}"
-            else:
-                hint = f"if that process is gone, delete {self.path}"
-            raise FinpodError(
-                f"the {self.what} folder {self.folder} is in use by {describe(holder)}", hint
-            )
+        _refuse_unless_stale(self.folder, self.path, self.what, holder)
         # Move the stale file aside, then check it is the one read: a live writer that took
         # the lock meanwhile gets its file back.
         aside = self.path.with_name(f"{LOCK_FILE}.stale-{os.getpid()}")
@@ -202,6 +193,29 @@ class FolderLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def check_free(folder: str | Path, what: str = "run") -> None:
+    """Refuse now, as :meth:`FolderLock.acquire` would, when a live writer (or one on
+    another host) holds ``folder``'s lock; a free folder, or a stale lock, passes (the
+    writer takes a stale lock over). A command calls this before its slow start (data,
+    torch, Ray), so a second writer is told at once; the writer still takes the lock."""
+    folder = Path(folder)
+    holder = read_lock(folder)
+    if holder is not None:
+        _refuse_unless_stale(folder, folder / LOCK_FILE, what, holder)
+
+
+def _refuse_unless_stale(folder: Path, path: Path, what: str, holder: dict[str, Any]) -> None:
+    """The refusal of a lock held by ``holder``, unless its process is gone from this host."""
+    here = holder.get("host") == socket.gethostname()
+    pid = holder.get("pid")
+    if not here or not isinstance(pid, int) or _pid_alive(pid, holder.get("started")):
+        if here or not holder:
+            hint = f"wait for it to finish, or stop it; its lock is {path}"
+        else:
+            hint = f"if that process is gone, delete {path}"
+        raise FinpodError(f"the {what} folder {folder} is in use by {describe(holder)}", hint)
 
 
 def _read_file(path: Path) -> dict[str, Any] | None:

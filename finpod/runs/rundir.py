@@ -5,7 +5,9 @@ One format for a single agent (``kind = "agent"``) and a tournament
 
     runs/<run-id>/
       run.json           run id, kind, creation time, resolved strategy, dataset path and
-                         hash, seed, package versions (and each Ray node's)
+                         hash, seed, torch threads (one agent's: the count it trains
+                         with, changed only by --threads on a resume), package versions
+                         (and each Ray node's)
       strategy.toml      the resolved strategy
       inputs/            a copy of each file the run read outside its directory (strategy
                          file, reference weights, benchmark levels); run.json's ``inputs``
@@ -205,6 +207,7 @@ class RunDir:
         dataset_path: Path,
         dataset_hash: str,
         seed: int,
+        threads: int | None = None,
         kind: str = "tournament",
         extra: dict[str, Any] | None = None,
         inputs: dict[str, str | Path | None] | None = None,
@@ -218,8 +221,10 @@ class RunDir:
         directory: each is copied under ``inputs/`` and hashed in ``run.json``
         (:func:`~finpod.runs.inputs.record_inputs`). ``dataset_splits``: split → SHA-256
         of the bars it reads, kept as ``run.json``'s ``dataset.splits`` (a backtest checks
-        its split against it). The folder's lock file (:mod:`finpod.runs.lock`) may be
-        there already.
+        its split against it). ``threads``: torch's intra-op threads of one agent's
+        training, recorded beside the seed (the count changes float sums, so a run's
+        numbers depend on it; None: not recorded, as for a tournament, whose pods set
+        theirs). The folder's lock file (:mod:`finpod.runs.lock`) may be there already.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
@@ -240,6 +245,7 @@ class RunDir:
                 **({"splits": dict(dataset_splits)} if dataset_splits else {}),
             },
             "seed": int(seed),
+            **({} if threads is None else {"threads": int(threads)}),
             "versions": package_versions(),
             INPUTS_KEY: record_inputs(path, inputs or {}),
             **(extra or {}),
@@ -353,6 +359,13 @@ class RunDir:
         info["throughput"] = record
         atomic_write_json(self.path / RUN_FILE, info)
         return record
+
+    def record_threads(self, threads: int) -> None:
+        """Store ``run.json``'s ``threads``: the torch threads a resumed agent trains with
+        from now on (``--threads`` given on the resume)."""
+        info = self.info()
+        info["threads"] = int(threads)
+        atomic_write_json(self.path / RUN_FILE, info)
 
     def record_stopped(self, env_steps: int | None, target_steps: int | None = None) -> None:
         """Mark in ``run.json`` that training was stopped (SIGINT / SIGTERM) at
