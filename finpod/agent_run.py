@@ -56,8 +56,10 @@ from finpod.runs.stopped import resume_checkpoint, write_stopped_board
 from finpod.strategy import Strategy, as_strategy, load_strategy
 
 #: Idle CPUs per torch thread of one agent: a thread is added for every two idle CPUs, so
-#: a busy neighbour never leaves a thread waiting for a core (bench/threads.py: on 2 CPUs
-#: beside one busy process, 2 threads trained 14× slower than 1).
+#: a neighbour that gets busy later leaves no thread waiting for a core. Measured on 2
+#: CPUs (strategies/ppo.toml, 40,000 env steps): 2 threads took 14 s against 1 thread's
+#: 19 s with the machine nearly idle, but 70 s against 29–31 s beside two busy processes,
+#: and up to 14× longer at a load of 1 to 10 (bench/threads.py).
 CPUS_PER_THREAD = 2
 #: The most threads :func:`train_threads` chooses: one agent's networks are small, and
 #: more threads than this add only contention.
