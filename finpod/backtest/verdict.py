@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from finpod.backtest.in_sample import InSample
+
 #: |t| at or above which the mean active return is significant (two-sided 5 %, normal).
 T_CRITICAL_5PCT = 1.96
 #: The Deflated Sharpe below which the validation edge is consistent with luck.
@@ -376,9 +378,6 @@ def backtest_verdict(result: Any) -> Verdict:
     )
     lead: tuple[str, ...] = ()
     if isinstance(info.get("in_sample"), Mapping):
-        # lazy: the verdict of an out-of-sample backtest needs none of it
-        from finpod.backtest.in_sample import InSample
-
         lead = (InSample.from_info(info["in_sample"]).sentence(),)
         tone, luck = "in_sample", IN_SAMPLE_LUCK
         edge = f"On these bars: {edge[0].lower()}{edge[1:]}"
