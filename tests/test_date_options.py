@@ -325,3 +325,21 @@ def test_every_date_option_refuses_in_one_line_through_the_cli(finpod_cli, tmp_p
     out = finpod_cli("download", "--source", "sample", flag, value, "--out", str(tmp_path))
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     one_error_line(out, flag)
+
+
+def test_build_dataset_from_python_reads_dates_the_same_one_way(tmp_path):
+    """A notebook's ``build_dataset(..., splits=...)`` refuses a non-ISO date as the
+    command line does, instead of handing it to pandas to guess."""
+    from finpod.data import build_dataset
+    from finpod.errors import FinpodError
+
+    splits = {
+        "train": ("2010-01-04", "2016-12-30"),
+        "validation": ("2017-01-10", "2018-12-31"),
+        "backtest": ("09/01/2019", "31/12/2019"),
+    }
+    with pytest.raises(FinpodError, match="not an ISO date"):
+        build_dataset("sample", tmp_path / "ds", splits=splits)
+    with pytest.raises(FinpodError, match="month 13"):
+        build_dataset("sample", tmp_path / "ds", start="2015-13-01")
+    assert not (tmp_path / "ds").exists()

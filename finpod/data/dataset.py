@@ -81,6 +81,7 @@ from finpod.data.store import (
     write_bars,
 )
 from finpod.data.user_features import USER_SCALING
+from finpod.dates import iso_text, parse_date
 from finpod.errors import FinpodError
 
 SOURCES = tuple(sources.LOADERS)
@@ -151,6 +152,14 @@ def _progress(enabled: bool):
 
 
 # --------------------------------------------------------------------------- build
+def _iso_or_as_is(value: Any, what: str) -> Any:
+    """``value`` as ISO text when it is text (:func:`finpod.dates.parse_date`: anything
+    else is one error line), else unchanged (a date, a timestamp or ``None``)."""
+    if isinstance(value, str):
+        return iso_text(parse_date(value, what))
+    return value
+
+
 def build_dataset(
     source: str,
     out: str | Path,
@@ -194,6 +203,17 @@ def build_dataset(
             f"--min-coverage must be a share between 0 and 1, got {min_coverage!r}", "e.g. 0.8"
         )
     out = Path(out)
+    # Dates given as text are read one way from Python too (ISO 8601, as on the command
+    # line): "09/01/2019" is refused, never guessed. Dates given as dates pass through.
+    start, end = _iso_or_as_is(start, "start"), _iso_or_as_is(end, "end")
+    if splits is not None:
+        splits = {
+            name: (
+                _iso_or_as_is(first, f"splits[{name!r}] first"),
+                _iso_or_as_is(last, f"splits[{name!r}] last"),
+            )
+            for name, (first, last) in splits.items()
+        }
     # The output is checked (and its temporary folder made) before any work is done.
     inputs = tuple(opts[k] for k in INPUT_OPTIONS if opts.get(k) is not None)
     tmp, made = prepare_out(out, overwrite, inputs)
