@@ -11,8 +11,8 @@ This reads the backtest split of runs that are already finished and selected: it
 the selection rule across many runs, and nothing here feeds back into any run's
 selection. Read it over many runs and markets, never to pick one agent.
 
-    python bench/selection_audit.py /tmp/tts/work/runs/tour-* --reports /tmp/audit
-    python bench/selection_audit.py - --reports /tmp/audit --rows audit.jsonl  # replay
+    python bench/selection_audit.py WORK/runs/tour-* --reports AUDIT  # WORK: time_to_signal --work
+    python bench/selection_audit.py - --reports AUDIT --rows audit.jsonl  # replay
 
 Each ``--alphas`` value also prints a line: the single agent the rule would have picked
 in every run at that ``challenge_alpha`` (replayed from the recorded p-values), with its
