@@ -19,12 +19,14 @@ def select_final(
     config: TournamentConfig,
     validation: MarketData,
     on_event: Event | None = None,
+    yielded: str | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Score the ensemble of the top complete entries (``tournament.ensemble`` ≥ 2), then
     run the champion's paired tests; returns (ensemble record, selection record). Both go
     to ``leaderboard.json``; the selection also to ``run.json``. ``validation``: the
     validation split (the driver's copy in the object store: the dataset's files are not
-    read again)."""
+    read again); ``yielded``: why the champion line yielded its slot mid-run, when it did
+    (said after the decision)."""
     ensemble = None
     members = ensemble_members(board, config.ensemble)
     if config.ensemble >= 2 and len(members) >= 2:
@@ -46,6 +48,9 @@ def select_final(
     )
     if record is None:
         return ensemble, None
+    if yielded:
+        record["champion_yielded"] = yielded
+        record["decision"] += f"; the champion line {yielded}"
     if ensemble is not None:
         ensemble["selected"] = bool((record.get("ensemble") or {}).get("selected"))
         board.ensemble = ensemble

@@ -50,7 +50,7 @@ import ray
 
 from finpod.data.market import MarketData
 from finpod.data.payload import market_from_payload
-from finpod.runs import Leaderboard, RunDir
+from finpod.runs import Leaderboard, RunDir, load_candidates
 from finpod.tournament.actor_pool import ActorPool
 from finpod.tournament.budget import BudgetClock, eta_seconds
 from finpod.tournament.dataplane import DataPlane
@@ -111,6 +111,7 @@ class Orchestrator:
         self.summary = Summary()
         self.updater = Updater(board, run, self.summary, self.config.pod_steps)
         self.data: DataPlane | None = None
+        self._annualization: float | None = None
         self.actors = ActorPool(ray, setup, self.policy, self.summary, run, self._emit)
         self.clock = BudgetClock(self.config.budget, board, stop, self.config.time_cap)
         self.scheduler = make_scheduler(
@@ -121,8 +122,10 @@ class Orchestrator:
                 run.log,
                 lambda: self.actors.target,
                 run.path / SCHEDULER_FILE,
+                self._bars_per_year,
             )
         )
+        self.scheduler.remember(load_candidates(run.path))
         self.progress = ProgressPoller(ray)
         self.outcomes = Outcomes(
             Cluster(ray, self.actors, self.policy),
@@ -273,7 +276,12 @@ class Orchestrator:
             self._loop()
             # Trained to its budget: the ensemble, then the champion's paired tests.
             self.summary.ensemble, self.summary.selection = select_final(
-                self.run_dir, self.board, self.config, self._validation(), self.on_event
+                self.run_dir,
+                self.board,
+                self.config,
+                self._validation(),
+                self.on_event,
+                yielded=self.scheduler.yield_note(),
             )
         finally:
             self.summary.wall_s = self.clock.session_s()
@@ -302,6 +310,12 @@ class Orchestrator:
             )
         )
         return self.summary
+
+    def _bars_per_year(self) -> float:
+        """Bars per year of the validation split (read once from the object store)."""
+        if self._annualization is None:
+            self._annualization = float(self._validation().annualization)
+        return self._annualization
 
     def _validation(self) -> MarketData:
         """The validation split, from the object store (the driver put it there)."""

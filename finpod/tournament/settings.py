@@ -80,6 +80,16 @@ class TournamentConfig:
     search found. On one validation year of daily bars a challenger that trades unlike the
     champion needs about +1 IR at 0.30 and +2 IR at 0.10 (:mod:`finpod.tournament.champion`;
     ``bench/selection_audit.py`` measures the rule on finished runs)."""
+    yield_alpha: float = 0.01
+    """Mid-run, the champion line *yields its slot* to the search when one complete
+    challenger segment beats the champion's best checkpoint so far on the same paired test
+    at this level, after the champion trained ``grace`` segments (0: never; the champion
+    then trains to the budget's end). Where the base settings are wrong the learner's
+    half of a 2-CPU machine goes to the search instead of a line already beaten on
+    evidence; the final selection is unchanged (the champion's best checkpoint stays the
+    incumbent every challenger must beat). The looks are many (one per scored segment),
+    so the level is strict: on finished runs of five seeds of a well-set market none
+    yielded at 0.01 (two did at 0.05, to lines that the champion later matched)."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
     and still be continued (1: every segment must raise it)."""
@@ -235,6 +245,12 @@ class TournamentConfig:
                 f"must be in (0, 1), got {self.challenge_alpha}",
                 "e.g. challenge_alpha = 0.05",
             )
+        if not 0.0 <= self.yield_alpha < 1.0:
+            raise bad(
+                "yield_alpha",
+                f"must be in [0, 1), got {self.yield_alpha}",
+                "e.g. yield_alpha = 0.01 (0: the champion never yields its slot)",
+            )
         if not self.eta >= 1.0:
             raise bad("eta", f"must be ≥ 1, got {self.eta}", "e.g. eta = 3")
         if not 0.0 <= self.perturb <= 10.0:
@@ -278,6 +294,7 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
             "pod_seconds",
             "eta",
             "challenge_alpha",
+            "yield_alpha",
         ):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise FinpodError(

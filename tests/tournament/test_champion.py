@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from finpod.runs.candidates import candidate_set
+from finpod.runs.candidates import candidate_set, load_candidates
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.champion import holm_passes, paired_test, select
 from finpod.tournament.generator import Generator
@@ -22,7 +22,7 @@ from tests.tournament.test_search import REGISTRY
 
 def _scheduler(tmp_path, mode="asha", **over):
     space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
-    cfg = TournamentConfig(
+    settings = dict(
         mode=mode,
         eta=2.0,
         patience=1,
@@ -32,8 +32,8 @@ def _scheduler(tmp_path, mode="asha", **over):
         pod_steps=100,
         epochs=1,
         base_pod=True,
-        **over,
     )
+    cfg = TournamentConfig(**(settings | over))
     board = Leaderboard(tmp_path, 3, "sharpe")
     gen = Generator(space, cfg, seed=0, num_envs=4)
     context = Context(cfg, gen, board, log=lambda _: None, state_path=tmp_path / "scheduler.json")
@@ -305,3 +305,125 @@ def test_the_champion_hands_over_a_checkpoint_in_a_run_of_high_scores_not_a_luck
     series = {e.pod_id: rng.normal(0.0, 0.003, 252) for e in entries}
     record = select(_board(tmp_path, entries), _candidates(series), alpha=0.1, bars_per_year=252)
     assert record["incumbent"] == "p00005"
+
+
+# ----------------------------------------------------------------------------- yield
+
+
+def _scored(sched, board, spec, score, returns, steps=100, epochs_done=1):
+    """A pod's result with its validation returns: board first, then the scheduler."""
+    from finpod.tournament.pod_results import PodResult
+    from finpod.tournament.updater import entry_of
+
+    history = [*spec.base_history, {"env_steps": 100 * (len(spec.lineage) + 1), "score": score}]
+    result = PodResult(
+        pod_id=spec.pod_id,
+        algorithm=spec.algorithm,
+        hparams=dict(spec.hparams),
+        score=score,
+        history=history,
+        env_steps=100 * (len(spec.lineage) + 1),
+        steps_done=steps,
+        checkpoint=b"weights",
+        epochs_done=epochs_done,
+        env=dict(spec.env),
+        returns=np.asarray(returns, dtype=np.float64),
+    )
+    board.record(entry_of(result, spec), result.checkpoint)
+    sched.scored(result, spec)
+
+
+def _champion_segments(sched, board, returns, count):
+    """The champion's first ``count`` segments, each scored on ``returns``; the explorer
+    dispatched beside the first one is returned."""
+    champ = sched.next_specs(1, busy=False)[0]
+    explorer = sched.next_specs(1, busy=True)[0]
+    for _ in range(count):
+        assert champ.champion
+        _scored(sched, board, champ, 1.0, returns)
+        champ = sched.next_specs(1, busy=True)[0]
+    return explorer, champ
+
+
+def test_a_challenger_far_ahead_mid_run_makes_the_champion_yield_its_slot(tmp_path):
+    """Once the champion trained its grace segments, one complete challenger segment far
+    ahead on the paired test stops the line: no more champion segments, no reserve, and
+    the test is in the state a resumed run reads."""
+    rng = np.random.default_rng(4)
+    market = rng.normal(0.0, 0.003, 252)
+    sched, board = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    explorer, _ = _champion_segments(sched, board, market + rng.normal(0, 0.001, 252), 2)
+    assert not sched.champion.stopped
+    _scored(sched, board, explorer, 9.0, market + rng.normal(0.0008, 0.001, 252))
+    assert sched.champion.stopped.startswith(f"yielded its slot to {explorer.pod_id}")
+    assert sched.champion.yielded["p_value"] <= 0.01 and sched.champion.yielded["segments"] == 2
+    assert sched.champion_reserve(share=10_000, planned=0) == 0
+    assert not any(s.champion for _ in range(3) for s in sched.next_specs(1, busy=True))
+    resumed, _ = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    assert resumed.champion.yielded == sched.champion.yielded
+
+
+def test_a_challenger_ahead_by_less_than_the_level_does_not_stop_the_champion(tmp_path):
+    """The same agent with extra noise (ahead by luck) never makes the champion yield,
+    nor does a challenger far ahead before the champion trained its grace segments, nor
+    a segment cut short, nor any challenger when yield_alpha = 0."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(0.0004, 0.003, 252)
+    sched, board = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    explorer, _ = _champion_segments(sched, board, base, 2)
+    _scored(sched, board, explorer, 2.0, base + rng.normal(0.0, 0.002, 252))
+    assert not sched.champion.stopped
+
+    far = base + 0.002
+    early, board_early = _scheduler(tmp_path / "early", grace=2, yield_alpha=0.01)
+    explorer, _ = _champion_segments(early, board_early, base, 1)
+    _scored(early, board_early, explorer, 9.0, far)
+    assert not early.champion.stopped  # one champion segment: still in its grace
+
+    cut, board_cut = _scheduler(tmp_path / "cut", grace=2, yield_alpha=0.01)
+    explorer, _ = _champion_segments(cut, board_cut, base, 2)
+    _scored(cut, board_cut, explorer, 9.0, far, steps=40)
+    assert not cut.champion.stopped  # the budget's end cut the segment short
+
+    never, board_never = _scheduler(tmp_path / "never", grace=2, yield_alpha=0.0)
+    explorer, _ = _champion_segments(never, board_never, base, 2)
+    _scored(never, board_never, explorer, 9.0, far)
+    assert not never.champion.stopped
+
+
+def test_a_resumed_run_compares_challengers_with_the_champion_it_recorded(tmp_path):
+    """The champion's returns come back from the candidates record: a resumed run yields
+    to the same challenger the stopped one would have."""
+    from finpod.runs.candidates import record_candidate
+
+    rng = np.random.default_rng(4)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0, 0.001, 252)
+    sched, board = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    explorer, _ = _champion_segments(sched, board, champion, 2)
+    for pod in sched.champion.pods[:2]:
+        record_candidate(tmp_path, pod, champion, score=1.0)
+    resumed, _ = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    resumed.board = Leaderboard.load(tmp_path)
+    resumed.remember(load_candidates(tmp_path))
+    assert len(resumed.champion_returns) == 2
+    _scored(resumed, resumed.board, explorer, 9.0, market + rng.normal(0.0008, 0.001, 252))
+    assert resumed.champion.stopped.startswith("yielded its slot")
+
+
+def test_a_mid_run_look_compares_with_the_champion_level_not_its_lucky_segment(tmp_path):
+    """The champion scored 3.0 once between 0.1 and 0.2 (luck): a challenger clearly
+    better than the line's level, but no better than that lucky segment's returns, makes
+    it yield; compared with the lucky segment it would not have."""
+    rng = np.random.default_rng(7)
+    market = rng.normal(0.0, 0.003, 252)
+    level = market + rng.normal(0.0, 0.001, 252)
+    lucky = market + rng.normal(0.0008, 0.001, 252)
+    sched, board = _scheduler(tmp_path, grace=3, yield_alpha=0.01)
+    champ = sched.next_specs(1, busy=False)[0]
+    explorer = sched.next_specs(1, busy=True)[0]
+    for score, returns in ((0.1, level), (3.0, lucky), (0.2, level), (0.3, level)):
+        _scored(sched, board, champ, score, returns)
+        champ = sched.next_specs(1, busy=True)[0]
+    _scored(sched, board, explorer, 2.9, market + rng.normal(0.0008, 0.001, 252))
+    assert sched.champion.stopped.startswith(f"yielded its slot to {explorer.pod_id}")

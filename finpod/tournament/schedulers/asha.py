@@ -463,6 +463,9 @@ class HalvingScheduler(AsyncScheduler):
         if self.board.get(chosen) is None:
             best = self.board.best()
             chosen = best.pod_id if best else ""
-        return self.allocation.report(
+        out = self.allocation.report(
             chosen or None, self.board.progress.env_steps, self.champion_ids()
         )
+        if self.champion.yielded:
+            out["champion"]["yielded"] = {**self.champion.yielded, "why": self.champion.stopped}
+        return out

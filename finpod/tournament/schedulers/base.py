@@ -21,6 +21,19 @@ learner would have got on its share of the machine; the other slots explore, and
 challenger replaces the champion at the end only on evidence
 (:mod:`finpod.tournament.champion`). The champion is served before anything else whenever
 its last segment has reported, and never more than one segment at a time.
+
+**The champion yields its slot on evidence.** Every complete segment of a challenger is
+compared with the champion's best checkpoint so far (by its score averaged with its
+neighbours', as the final selection picks the incumbent) on the final selection's paired
+test (:func:`finpod.tournament.champion.paired_test`, the same validation bars). Once the
+champion has trained ``grace`` segments, a challenger ahead at ``yield_alpha`` (0.01)
+stops the line: its slot goes to the search, and the budget it kept for the champion is
+released. The line's checkpoints stay on the board, and the final selection is
+unchanged: its best checkpoint remains the incumbent every challenger must beat. Where
+the strategy's settings are wrong (a learning rate twenty times too small, decisions
+every quarter for a weekly signal) the learner's share of the machine stops going to a
+line already beaten; where they are right a challenger seldom passes so strict a level
+early, and the line trains to the budget's end.
 """
 
 from __future__ import annotations
@@ -32,9 +45,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from finpod.atomic import atomic_write_json
 from finpod.errors import FinpodError
+from finpod.runs.candidates import CandidateSet
 from finpod.runs.leaderboard import Leaderboard
+from finpod.tournament.champion import paired_test
 from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.pod_results import PodResult
 from finpod.tournament.settings import TournamentConfig
@@ -45,6 +62,9 @@ SCHEDULER_FILE = "scheduler.json"
 #: Consecutive failures of the champion's segments after which the line stops (a line
 #: whose numbers went non-finite would fail for ever).
 CHAMPION_MAX_FAILURES = 2
+
+#: Bootstrap draws of a mid-run look (:meth:`Scheduler.look`): one per scored segment.
+LOOK_DRAWS = 1000
 
 
 def group_key(generator: Generator, spec: PodSpec) -> str:
@@ -68,6 +88,9 @@ class Context:
     """Pod slots the pool has now (generational mode sizes its generations with it)."""
     state_path: Path | None = None
     """Where :meth:`Scheduler.save` writes (``None``: kept in memory only)."""
+    bars_per_year: Callable[[], float] = lambda: 252.0
+    """Bars per year of the validation split (annualizes the mid-run looks' differences;
+    their p-values do not depend on it)."""
 
 
 @dataclass
@@ -84,6 +107,9 @@ class ChampionLine:
     """Why the line stopped ("": it goes on until the budget ends)."""
     steps: int = 0
     """Env steps its scored segments trained."""
+    yielded: dict[str, Any] | None = None
+    """The paired test that made the line yield its slot (module docstring), with the
+    segments it had trained; ``None``: it did not."""
 
 
 class Scheduler:
@@ -102,6 +128,10 @@ class Scheduler:
         self.board = context.board
         self.log = context.log
         self.champion = ChampionLine()
+        self.champion_returns: dict[str, tuple[float, np.ndarray]] = {}
+        """Champion pod id → (validation score, per-bar validation returns): what a
+        challenger's segment is compared with (:meth:`look`). Kept in memory; a resumed
+        run reads them back from its candidates record (:meth:`remember`)."""
         if self.config.base_pod and self.generator.space.base_pod() is None:
             raise FinpodError(
                 f"tournament.base_pod = true, but the [agent] algorithm "
@@ -137,8 +167,73 @@ class Scheduler:
             self.champion.running = False
             self.champion.failures = 0
             self.champion.steps += int(result.steps_done)
+            if result.returns is not None and math.isfinite(result.score):
+                self.champion_returns[result.pod_id] = (float(result.score), result.returns)
+        else:
+            self.look(result, spec)
         self.on_scored(result, spec)
         self.save()
+
+    def look(self, result: PodResult, spec: PodSpec) -> None:
+        """Does this challenger segment make the champion yield its slot (module
+        docstring)? Only a complete segment with recorded returns counts, and only once
+        the champion has scored ``grace`` segments (its first scores are its noisiest,
+        and it is still learning)."""
+        line, alpha = self.champion, self.config.yield_alpha
+        if not self.config.base_pod or line.stopped or alpha <= 0 or result.returns is None:
+            return
+        if len(self.champion_returns) < max(1, self.config.grace):
+            return
+        short_steps = result.steps_done < 0.95 * spec.steps
+        if short_steps or 0 < result.epochs_done < spec.epochs or not math.isfinite(result.score):
+            return
+        best = self._champion_best()
+        base = self.champion_returns[best][1]
+        if base.shape != result.returns.shape:
+            return
+        test = paired_test(
+            base,
+            result.returns,
+            bars_per_year=self.context.bars_per_year(),
+            names=(best, result.pod_id),
+            draws=LOOK_DRAWS,
+            seed=len(line.pods),
+        )
+        if test.delta <= 0 or test.p_value > alpha:
+            return
+        line.yielded = {**test.to_json(), "segments": len(self.champion_returns)}
+        line.stopped = (
+            f"yielded its slot to {result.pod_id} after {len(self.champion_returns)} "
+            f"segments: {test.delta:+.2f} over {best}, p = {test.p_value:.3f} "
+            f"(yield_alpha = {alpha:g})"
+        )
+        self.log(f"champion line stopped: {line.stopped}")
+
+    def _champion_best(self) -> str:
+        """The champion's checkpoint a challenger is compared with mid-run: the best by
+        its score averaged with its neighbours' along the line (as the final selection's
+        incumbent, :func:`finpod.tournament.champion.smoothed_scores`): a checkpoint
+        that scored high once between two low scores is luck."""
+        pods = list(self.champion_returns)
+        scores = [self.champion_returns[p][0] for p in pods]
+
+        def level(i: int) -> tuple[float, float]:
+            window = scores[max(0, i - 1) : i + 2]
+            return sum(window) / len(window), scores[i]
+
+        return pods[max(range(len(pods)), key=level)]
+
+    def remember(self, candidates: CandidateSet) -> None:
+        """A resumed run's champion returns, from its candidates record."""
+        ours = set(self.champion.pods)
+        for k, pod in enumerate(candidates.ids):
+            score = float(candidates.scores[k])
+            if (
+                pod in ours
+                and math.isfinite(score)
+                and candidates.lengths[k] == len(candidates.returns)
+            ):
+                self.champion_returns[pod] = (score, np.asarray(candidates.returns[:, k]))
 
     def failed(self, specs: list[PodSpec], retry: bool = True) -> None:
         """Pods failed and will not report a score: crashed or raised (``retry``: the
@@ -225,6 +320,10 @@ class Scheduler:
         if not self.config.base_pod or line.stopped:
             return 0.0
         return max(0.0, float(share) - line.steps - float(planned))
+
+    def yield_note(self) -> str | None:
+        """Why the champion line yielded its slot (:meth:`look`), or ``None``."""
+        return self.champion.stopped if self.champion.yielded else None
 
     def champion_ids(self) -> set[str]:
         """Pod ids of the champion line."""
