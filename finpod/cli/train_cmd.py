@@ -205,6 +205,7 @@ def register(app: typer.Typer) -> None:
                 progress=console.is_terminal,
                 on_event=show,
                 display=view.display,
+                checked=tournament,  # checked above, before torch loaded
             )
         finally:
             view.close()

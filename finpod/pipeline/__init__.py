@@ -371,6 +371,7 @@ def train(
     progress: bool = False,
     on_event: Event | None = None,
     display: Any = None,
+    checked: bool | None = None,
 ) -> Path:
     """``finpod train`` as a library call: one agent or a tournament; the run directory.
 
@@ -379,23 +380,27 @@ def train(
     no data are checked before any work (:func:`check_train`: an option the chosen kind
     would not use, e.g. ``total_steps`` or ``threads`` for a tournament, is refused);
     ``budget`` and ``pods`` text is read here once (:mod:`finpod.grammar`) and goes down
-    typed.
+    typed. ``checked``: what :func:`check_train` returned for these same arguments, when
+    the caller ran it already (``finpod train`` does, before torch loads), so the strategy
+    is not read and the run's lock not probed twice; ``None``: checked here.
     """
     budget = None if budget is None else parse_budget(budget)
     pods = None if pods is None else parse_pods(pods)
-    tournament = check_train(
-        strategy,
-        data,
-        runs,
-        pods=pods,
-        budget=budget,
-        address=address,
-        resume=resume,
-        seed=seed,
-        total_steps=total_steps,
-        threads=threads,
-        run_id=run_id,
-    )
+    tournament = checked
+    if tournament is None:
+        tournament = check_train(
+            strategy,
+            data,
+            runs,
+            pods=pods,
+            budget=budget,
+            address=address,
+            resume=resume,
+            seed=seed,
+            total_steps=total_steps,
+            threads=threads,
+            run_id=run_id,
+        )
     if tournament:
         if resume is None and (strategy is None or data is None):
             raise FinpodError(
