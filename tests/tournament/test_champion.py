@@ -406,7 +406,7 @@ def test_a_resumed_run_compares_challengers_with_the_champion_it_recorded(tmp_pa
     resumed, _ = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
     resumed.board = Leaderboard.load(tmp_path)
     resumed.remember(load_candidates(tmp_path))
-    assert len(resumed.champion_returns) == 2
+    assert [pod for pod, _ in resumed.champion_scores] == sched.champion.pods[:2]
     _scored(resumed, resumed.board, explorer, 9.0, market + rng.normal(0.0008, 0.001, 252))
     assert resumed.champion.stopped.startswith("yielded its slot")
 
@@ -427,3 +427,16 @@ def test_a_mid_run_look_compares_with_the_champion_level_not_its_lucky_segment(t
         champ = sched.next_specs(1, busy=True)[0]
     _scored(sched, board, explorer, 2.9, market + rng.normal(0.0008, 0.001, 252))
     assert sched.champion.stopped.startswith(f"yielded its slot to {explorer.pod_id}")
+
+
+def test_a_long_champion_line_keeps_only_the_returns_it_may_still_be_compared_on(tmp_path):
+    """Whatever the scores, the checkpoint a challenger would be compared with has its
+    returns at hand, and no more than three series are held."""
+    rng = np.random.default_rng(11)
+    sched, board = _scheduler(tmp_path, grace=2, yield_alpha=0.01)
+    champ = sched.next_specs(1, busy=False)[0]
+    for _ in range(40):
+        _scored(sched, board, champ, float(rng.normal(0, 2)), rng.normal(0, 0.003, 252))
+        assert sched._champion_best() in sched.champion_returns
+        assert len(sched.champion_returns) <= 3
+        champ = sched.next_specs(1, busy=True)[0]

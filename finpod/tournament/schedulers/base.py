@@ -128,10 +128,13 @@ class Scheduler:
         self.board = context.board
         self.log = context.log
         self.champion = ChampionLine()
-        self.champion_returns: dict[str, tuple[float, np.ndarray]] = {}
-        """Champion pod id → (validation score, per-bar validation returns): what a
-        challenger's segment is compared with (:meth:`look`). Kept in memory; a resumed
-        run reads them back from its candidates record (:meth:`remember`)."""
+        self.champion_scores: list[tuple[str, float]] = []
+        """The champion's scored segments in line order: (pod id, validation score)."""
+        self.champion_returns: dict[str, np.ndarray] = {}
+        """Per-bar validation returns of the champion's segments that may be the one a
+        challenger is compared with (:meth:`look`): the best of those whose neighbours
+        have all scored, and the last two. Kept in memory; a resumed run reads them back
+        from its candidates record (:meth:`remember`)."""
         if self.config.base_pod and self.generator.space.base_pod() is None:
             raise FinpodError(
                 f"tournament.base_pod = true, but the [agent] algorithm "
@@ -168,7 +171,7 @@ class Scheduler:
             self.champion.failures = 0
             self.champion.steps += int(result.steps_done)
             if result.returns is not None and math.isfinite(result.score):
-                self.champion_returns[result.pod_id] = (float(result.score), result.returns)
+                self._keep_champion(result.pod_id, float(result.score), result.returns)
         else:
             self.look(result, spec)
         self.on_scored(result, spec)
@@ -182,13 +185,13 @@ class Scheduler:
         line, alpha = self.champion, self.config.yield_alpha
         if not self.config.base_pod or line.stopped or alpha <= 0 or result.returns is None:
             return
-        if len(self.champion_returns) < max(1, self.config.grace):
+        if len(self.champion_scores) < max(1, self.config.grace):
             return
         short_steps = result.steps_done < 0.95 * spec.steps
         if short_steps or 0 < result.epochs_done < spec.epochs or not math.isfinite(result.score):
             return
         best = self._champion_best()
-        base = self.champion_returns[best][1]
+        base = self.champion_returns[best]
         if base.shape != result.returns.shape:
             return
         test = paired_test(
@@ -201,27 +204,38 @@ class Scheduler:
         )
         if test.delta <= 0 or test.p_value > alpha:
             return
-        line.yielded = {**test.to_json(), "segments": len(self.champion_returns)}
+        line.yielded = {**test.to_json(), "segments": len(self.champion_scores)}
         line.stopped = (
-            f"yielded its slot to {result.pod_id} after {len(self.champion_returns)} "
+            f"yielded its slot to {result.pod_id} after {len(self.champion_scores)} "
             f"segments: {test.delta:+.2f} over {best}, p = {test.p_value:.3f} "
             f"(yield_alpha = {alpha:g})"
         )
         self.log(f"champion line stopped: {line.stopped}")
 
-    def _champion_best(self) -> str:
+    def _champion_best(self, settled: bool = False) -> str:
         """The champion's checkpoint a challenger is compared with mid-run: the best by
         its score averaged with its neighbours' along the line (as the final selection's
         incumbent, :func:`finpod.tournament.champion.smoothed_scores`): a checkpoint
-        that scored high once between two low scores is luck."""
-        pods = list(self.champion_returns)
-        scores = [self.champion_returns[p][0] for p in pods]
+        that scored high once between two low scores is luck. ``settled``: among the
+        segments whose neighbours have both scored (their average is final)."""
+        scores = [score for _, score in self.champion_scores]
 
         def level(i: int) -> tuple[float, float]:
             window = scores[max(0, i - 1) : i + 2]
             return sum(window) / len(window), scores[i]
 
-        return pods[max(range(len(pods)), key=level)]
+        last = len(scores) - 1 if settled else len(scores)
+        return self.champion_scores[max(range(max(1, last)), key=level)][0]
+
+    def _keep_champion(self, pod: str, score: float, returns: np.ndarray) -> None:
+        """Record a champion segment; keep the returns only of the segments that may be
+        the best one now or later (the settled best and the last two): a line of a
+        thousand segments on minute bars would otherwise hold a thousand series."""
+        self.champion_scores.append((pod, score))
+        self.champion_returns[pod] = np.asarray(returns, dtype=np.float64)
+        keep = {self._champion_best(settled=True), *(p for p, _ in self.champion_scores[-2:])}
+        for gone in [p for p in self.champion_returns if p not in keep]:
+            del self.champion_returns[gone]
 
     def remember(self, candidates: CandidateSet) -> None:
         """A resumed run's champion returns, from its candidates record."""
@@ -233,7 +247,7 @@ class Scheduler:
                 and math.isfinite(score)
                 and candidates.lengths[k] == len(candidates.returns)
             ):
-                self.champion_returns[pod] = (score, np.asarray(candidates.returns[:, k]))
+                self._keep_champion(pod, score, candidates.returns[:, k])
 
     def failed(self, specs: list[PodSpec], retry: bool = True) -> None:
         """Pods failed and will not report a score: crashed or raised (``retry``: the
