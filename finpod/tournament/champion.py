@@ -162,6 +162,21 @@ def smoothed_scores(entries: list[Entry]) -> dict[str, float]:
     return out
 
 
+def smoothed_best(scores: list[float], settled: bool = False) -> int:
+    """Index of the best of a line's segment ``scores`` (in line order, not empty) by the
+    mean of its score and its neighbours' (its own score breaks ties), as
+    :func:`smoothed_scores` ranks the board; ``settled``: among the segments whose
+    neighbours have both scored (the last one's mean may still change), or the first
+    when none has."""
+
+    def level(i: int) -> tuple[float, float]:
+        window = scores[max(0, i - 1) : i + 2]
+        return sum(window) / len(window), scores[i]
+
+    last = len(scores) - 1 if settled else len(scores)
+    return max(range(max(1, last)), key=level)
+
+
 def _by_smoothed(entries: list[Entry], board: Leaderboard) -> list[Entry]:
     """``entries`` best first by :func:`smoothed_scores` over the whole board (their own
     score breaks ties)."""

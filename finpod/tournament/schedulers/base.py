@@ -51,7 +51,7 @@ from finpod.atomic import atomic_write_json
 from finpod.errors import FinpodError
 from finpod.runs.candidates import CandidateSet
 from finpod.runs.leaderboard import Leaderboard
-from finpod.tournament.champion import paired_test
+from finpod.tournament.champion import paired_test, smoothed_best
 from finpod.tournament.generator import Generator, PodSpec
 from finpod.tournament.pod_results import PodResult
 from finpod.tournament.settings import TournamentConfig
@@ -219,13 +219,7 @@ class Scheduler:
         that scored high once between two low scores is luck. ``settled``: among the
         segments whose neighbours have both scored (their average is final)."""
         scores = [score for _, score in self.champion_scores]
-
-        def level(i: int) -> tuple[float, float]:
-            window = scores[max(0, i - 1) : i + 2]
-            return sum(window) / len(window), scores[i]
-
-        last = len(scores) - 1 if settled else len(scores)
-        return self.champion_scores[max(range(max(1, last)), key=level)][0]
+        return self.champion_scores[smoothed_best(scores, settled)][0]
 
     def _keep_champion(self, pod: str, score: float, returns: np.ndarray) -> None:
         """Record a champion segment; keep the returns only of the segments that may be
