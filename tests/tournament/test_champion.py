@@ -384,6 +384,10 @@ def test_a_challenger_ahead_by_less_than_the_level_does_not_stop_the_champion(tm
     explorer, _ = _champion_segments(cut, board_cut, base, 2)
     _scored(cut, board_cut, explorer, 9.0, far, steps=40)
     assert not cut.champion.stopped  # the budget's end cut the segment short
+    fitted = cut.next_specs(1, busy=True)[0]
+    fitted.steps = 40  # fitted to what was left of the budget: short from its start
+    _scored(cut, board_cut, fitted, 9.0, far, steps=40)
+    assert not cut.champion.stopped
 
     never, board_never = _scheduler(tmp_path / "never", grace=2, yield_alpha=0.0)
     explorer, _ = _champion_segments(never, board_never, base, 2)

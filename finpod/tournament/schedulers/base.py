@@ -187,7 +187,9 @@ class Scheduler:
             return
         if len(self.champion_scores) < max(1, self.config.grace):
             return
-        short_steps = result.steps_done < 0.95 * spec.steps
+        # Cut short: fewer steps than a full segment (the budget's end, or the share kept
+        # for the champion, fitted the spec to what was left), or the wall-time cap.
+        short_steps = result.steps_done < 0.95 * max(spec.steps, self.config.pod_steps)
         if short_steps or 0 < result.epochs_done < spec.epochs or not math.isfinite(result.score):
             return
         best = self._champion_best()
