@@ -312,25 +312,7 @@ def test_the_champion_hands_over_a_checkpoint_in_a_run_of_high_scores_not_a_luck
 
 def _scored(sched, board, spec, score, returns, steps=100, epochs_done=1):
     """A pod's result with its validation returns: board first, then the scheduler."""
-    from finpod.tournament.pod_results import PodResult
-    from finpod.tournament.updater import entry_of
-
-    history = [*spec.base_history, {"env_steps": 100 * (len(spec.lineage) + 1), "score": score}]
-    result = PodResult(
-        pod_id=spec.pod_id,
-        algorithm=spec.algorithm,
-        hparams=dict(spec.hparams),
-        score=score,
-        history=history,
-        env_steps=100 * (len(spec.lineage) + 1),
-        steps_done=steps,
-        checkpoint=b"weights",
-        epochs_done=epochs_done,
-        env=dict(spec.env),
-        returns=np.asarray(returns, dtype=np.float64),
-    )
-    board.record(entry_of(result, spec), result.checkpoint)
-    sched.scored(result, spec)
+    _report(sched, board, spec, score, epochs_done, steps_done=steps, returns=returns)
 
 
 def _champion_segments(sched, board, returns, count):

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from finpod.runs.leaderboard import Leaderboard
@@ -46,8 +47,18 @@ def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1, grace=1):
     return HalvingScheduler(context), board
 
 
-def _report(sched, board, spec: PodSpec, score: float, epochs_done: int = 1) -> None:
-    """What the orchestrator does with a pod's result: board first, then the scheduler."""
+def _report(
+    sched,
+    board,
+    spec: PodSpec,
+    score: float,
+    epochs_done: int = 1,
+    *,
+    steps_done: int = 100,
+    returns=None,
+) -> None:
+    """What the orchestrator does with a pod's result: board first, then the scheduler;
+    ``returns``: its per-bar validation returns, when a test needs them."""
     history = [*spec.base_history, {"env_steps": 100 * (len(spec.lineage) + 1), "score": score}]
     result = PodResult(
         pod_id=spec.pod_id,
@@ -56,10 +67,11 @@ def _report(sched, board, spec: PodSpec, score: float, epochs_done: int = 1) -> 
         score=score,
         history=history,
         env_steps=100 * (len(spec.lineage) + 1),
-        steps_done=100,
+        steps_done=steps_done,
         checkpoint=b"weights",
         epochs_done=epochs_done,
         env=dict(spec.env),
+        returns=None if returns is None else np.asarray(returns, dtype=np.float64),
     )
     board.record(entry_of(result, spec), result.checkpoint)
     sched.scored(result, spec)
