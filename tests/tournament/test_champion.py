@@ -426,3 +426,15 @@ def test_a_long_champion_line_keeps_only_the_returns_it_may_still_be_compared_on
         assert sched._champion_best() in sched.champion_returns
         assert len(sched.champion_returns) <= 3
         champ = sched.next_specs(1, busy=True)[0]
+
+
+def test_yield_alpha_is_off_by_default_and_a_bad_level_is_one_line():
+    from finpod.errors import FinpodError
+    from finpod.tournament.settings import parse_tournament
+
+    assert parse_tournament({}).yield_alpha == 0.0
+    assert parse_tournament({"yield_alpha": 0.01}).yield_alpha == 0.01
+    for bad in (1.0, -0.1, "0.01"):
+        with pytest.raises(FinpodError) as err:
+            parse_tournament({"yield_alpha": bad})
+        assert "yield_alpha" in str(err.value) and "\n" not in str(err.value)

@@ -22,18 +22,20 @@ challenger replaces the champion at the end only on evidence
 (:mod:`finpod.tournament.champion`). The champion is served before anything else whenever
 its last segment has reported, and never more than one segment at a time.
 
-**The champion yields its slot on evidence.** Every complete segment of a challenger is
+**The champion may yield its slot on evidence** (``yield_alpha`` > 0; off by default).
+Every complete segment of a challenger is
 compared with the champion's best checkpoint so far (by its score averaged with its
 neighbours', as the final selection picks the incumbent) on the final selection's paired
 test (:func:`finpod.tournament.champion.paired_test`, the same validation bars). Once the
-champion has trained ``grace`` segments, a challenger ahead at ``yield_alpha`` (0.01)
-stops the line: its slot goes to the search, and the budget it kept for the champion is
+champion has trained ``grace`` segments, a challenger ahead at ``yield_alpha`` (0.01,
+say) stops the line: its slot goes to the search, and the budget it kept for the champion is
 released. The line's checkpoints stay on the board, and the final selection is
 unchanged: its best checkpoint remains the incumbent every challenger must beat. Where
 the strategy's settings are wrong (a learning rate twenty times too small, decisions
 every quarter for a weekly signal) the learner's share of the machine stops going to a
-line already beaten; where they are right a challenger seldom passes so strict a level
-early, and the line trains to the budget's end.
+line already beaten. Its cost: a champion still climbing can be stopped by a line ahead
+of it now that it would have caught (``docs/tournaments.md`` measures both), which is why
+it is off unless asked for.
 """
 
 from __future__ import annotations
