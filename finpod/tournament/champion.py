@@ -156,10 +156,15 @@ def smoothed_scores(entries: list[Entry]) -> dict[str, float]:
             later = [h["score"] for h in d.history]
             if e.pod_id in d.lineage and len(later) > len(seq) and later[: len(own)] == own:
                 seq = later
-        i = len(own) - 1
-        window = [v for v in seq[max(0, i - 1) : i + 2] if math.isfinite(v)]
-        out[e.pod_id] = float(sum(window) / len(window)) if window else e.score
+        out[e.pod_id] = window_mean(seq, len(own) - 1, e.score)
     return out
+
+
+def window_mean(scores: list[float], i: int, default: float = -math.inf) -> float:
+    """The mean of the finite scores of segment ``i`` of a line and its neighbours on
+    either side (``default`` when none is finite): the line's level at ``i``."""
+    window = [v for v in scores[max(0, i - 1) : i + 2] if math.isfinite(v)]
+    return float(sum(window) / len(window)) if window else default
 
 
 def smoothed_best(scores: list[float], settled: bool = False) -> int:
@@ -169,12 +174,8 @@ def smoothed_best(scores: list[float], settled: bool = False) -> int:
     neighbours have both scored (the last one's mean may still change), or the first
     when none has."""
 
-    def level(i: int) -> tuple[float, float]:
-        window = scores[max(0, i - 1) : i + 2]
-        return sum(window) / len(window), scores[i]
-
     last = len(scores) - 1 if settled else len(scores)
-    return max(range(max(1, last)), key=level)
+    return max(range(max(1, last)), key=lambda i: (window_mean(scores, i), scores[i]))
 
 
 def _by_smoothed(entries: list[Entry], board: Leaderboard) -> list[Entry]:

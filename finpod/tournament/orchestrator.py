@@ -125,7 +125,8 @@ class Orchestrator:
                 self._bars_per_year,
             )
         )
-        self.scheduler.remember(load_candidates(run.path))
+        if self.config.yield_alpha > 0:  # the champion's returns, for its mid-run looks
+            self.scheduler.remember(load_candidates(run.path))
         self.progress = ProgressPoller(ray)
         self.outcomes = Outcomes(
             Cluster(ray, self.actors, self.policy),

@@ -172,7 +172,8 @@ class Scheduler:
             self.champion.running = False
             self.champion.failures = 0
             self.champion.steps += int(result.steps_done)
-            if result.returns is not None and math.isfinite(result.score):
+            looks = self.config.yield_alpha > 0
+            if looks and result.returns is not None and math.isfinite(result.score):
                 self._keep_champion(result.pod_id, float(result.score), result.returns)
         else:
             self.look(result, spec)
@@ -236,7 +237,8 @@ class Scheduler:
             del self.champion_returns[gone]
 
     def remember(self, candidates: CandidateSet) -> None:
-        """A resumed run's champion returns, from its candidates record."""
+        """A resumed run's champion returns, from its candidates record (the orchestrator
+        reads it only when the champion may yield: ``yield_alpha`` > 0)."""
         ours = set(self.champion.pods)
         for k, pod in enumerate(candidates.ids):
             score = float(candidates.scores[k])
