@@ -125,12 +125,15 @@ class Generator:
         index: int,
         steps: int | None = None,
         parents: list[Entry] | None = None,
+        lines: int | None = None,
     ) -> PodSpec:
         """Pod ``index``: from scratch early or with probability ε, else a child of an entry
         drawn by rank-weighted sampling: from ``parents`` (best first) when given and not
-        empty, else from the whole board."""
+        empty, else from the whole board. Early: until the board holds ``fresh_pods``
+        entries, or, given ``lines`` (the pods scored so far that trained from scratch),
+        until there are that many lines."""
         rng = self.rng(index)
-        warm = len(board) >= max(1, self.config.fresh_pods)
+        warm = (len(board) if lines is None else lines) >= max(1, self.config.fresh_pods)
         if not warm or rng.random() < self.config.epsilon:
             return self.fresh(index, rng, steps)
         if parents:

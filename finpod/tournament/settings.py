@@ -134,7 +134,9 @@ class TournamentConfig:
     epsilon: float = 0.2
     """Probability that a new pod starts from scratch once the leaderboard is warm."""
     fresh_pods: int = 4
-    """New pods start from scratch until the leaderboard holds this many entries."""
+    """New pods start from scratch until the leaderboard holds this many entries; with
+    ``mode = "asha"``, whose board fills with one line's segments, until this many lines
+    (pods trained from scratch, the champion's first segment included) have scored."""
     perturb: float = 0.25
     """Children multiply each numeric ranged hyperparameter by a log-uniform factor in
     [1 / (1 + perturb), 1 + perturb], clipped to its range."""

@@ -29,14 +29,14 @@ from tests.tournament.test_search import REGISTRY
 SEARCH = {"algorithms": ["slow"], "slow": {"tau": {"low": 0.001, "high": 0.02}, "lr": 1e-3}}
 
 
-def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1, grace=1):
+def _scheduler(tmp_path, seed=0, eta=2.0, board=None, patience=1, grace=1, fresh_pods=2):
     space = parse_search(SEARCH, "slow", {}, registry=REGISTRY)
     cfg = TournamentConfig(
         mode="asha",
         eta=eta,
         patience=patience,
         grace=grace,
-        fresh_pods=2,
+        fresh_pods=fresh_pods,
         epsilon=0.0,
         pod_steps=100,
         epochs=1,
@@ -259,6 +259,46 @@ def test_an_explorer_copies_the_best_pod_of_a_leading_line_not_a_trailing_line(t
     # Every explorer copies the strong line's best pod (3.0), never the weak line, though
     # the weak line holds four of the board's six entries.
     assert {p.parent for p in parents} == {strong.pod_id}
+
+
+def test_explorers_start_from_scratch_until_there_are_fresh_pods_lines_not_entries(tmp_path):
+    sched, board = _scheduler(tmp_path, fresh_pods=3)
+    _, lead = _start(sched, board, [1.0, 3.0])
+    for score in (3.5, 4.0):  # the lead line fills the board with its segments
+        cont = sched.next_specs(1, busy=False)[0]
+        assert cont.continued
+        _report(sched, board, cont, score)
+    for entry in board.entries:
+        sched.allocation.promote(entry.pod_id)  # nothing is promotable: the slot explores
+    assert len(board) >= 3
+    # Four entries, two lines: the explorer draws the third line from scratch.
+    third = sched.next_specs(1, busy=False)[0]
+    assert third.parent is None
+    _report(sched, board, third, 0.5)
+    assert sched.next_specs(1, busy=False)[0].parent is not None  # three lines: it copies
+
+
+def test_an_explorer_copies_a_line_at_its_level_not_a_lucky_segment_that_fell_back(tmp_path):
+    sched, board = _scheduler(tmp_path, patience=1)
+    spiky, steady = _start(sched, board, [0.5, 1.6])
+
+    def go_on(parent, score):
+        spec = sched.generator.child(board.get(parent.pod_id), sched.take_ids(1), perturb=False)
+        _report(sched, board, spec, score)
+        return spec
+
+    # One line scores 2.5 once between −0.2 and −0.2; the other holds 1.6, 2.4, 2.0.
+    lucky = go_on(go_on(spiky, -0.2), 2.5)
+    go_on(lucky, -0.2)
+    line = [steady, go_on(steady, 2.4)]
+    line.append(go_on(line[-1], 2.0))
+    for entry in board.entries:
+        sched.allocation.promote(entry.pod_id)  # nothing is promotable: every slot explores
+    parents = {sched.next_specs(1, busy=False)[0].parent for _ in range(20)}
+    # The lucky 2.5 (level 0.7) is the board's best score, yet only the steady line
+    # (level 2.0 to 2.2) is copied.
+    assert board.best().pod_id == lucky.pod_id
+    assert parents and parents <= {s.pod_id for s in line}
 
 
 @pytest.mark.parametrize("grace", [1, 3])

@@ -59,6 +59,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from finpod.tournament.champion import window_mean
 from finpod.tournament.generator import PodSpec
 from finpod.tournament.pod_results import PodResult
 from finpod.tournament.schedulers.asynchronous import AsyncScheduler
@@ -228,14 +229,48 @@ class Allocation:
         )
         return out
 
+    def levels(self, pods: list[PodRecord] | None = None) -> dict[str, float]:
+        """Pod id → its line's *level* there: the mean of its finite score and those of the
+        segments on either side along its line (the segment it continued from, and its
+        continuation, else its first copy), as the final selection smooths a line
+        (:func:`finpod.tournament.champion.window_mean`). One score between two low ones is
+        luck; a run of high scores is a level."""
+        pods = self.pods() if pods is None else pods
+        by_id = {p.pod: p for p in pods}
+        after: dict[str, PodRecord] = {}
+        for p in pods:
+            cur = after.get(p.parent) if p.parent is not None else None
+            if p.parent is not None and (
+                cur is None or (p.kind, cur.kind) == ("continued", "child")
+            ):
+                after[p.parent] = p
+        out: dict[str, float] = {}
+        for p in pods:
+            before = by_id.get(p.parent) if p.parent is not None else None
+            line = [before.score if before else math.nan, p.score]
+            line.append(after[p.pod].score if p.pod in after else math.nan)
+            out[p.pod] = window_mean(line, 1, p.score) if math.isfinite(p.score) else -math.inf
+        return out
+
     def exploit_parents(self, available: set[str]) -> list[str]:
         """Who an explorer copies (PBT's *exploit*, truncation selection over lines): the
-        best scored pod of each line whose checkpoint is ``available``, for the top
-        ``ceil(m / eta)`` of the ``m`` lines by that score, best first. Drawing parents
-        from the whole leaderboard instead lets one line's many checkpoints crowd it and
-        sends most copies to lines that already trail."""
-        best = _best_of_lines(self.pods(), lambda p: p.pod in available)
-        ranked = sorted(best.values(), key=lambda p: -p.score)
+        pod of each line with the best :meth:`levels` whose checkpoint is ``available``,
+        for the top ``ceil(m / eta)`` of the ``m`` lines by that level, best first (own
+        score breaks ties). Ranking by single scores sends copy after copy to a lucky
+        segment whose continuation fell back; drawing parents from the whole leaderboard
+        lets one line's many checkpoints crowd it and sends most copies to lines that
+        already trail."""
+        pods = self.pods()
+        level = self.levels(pods)
+        root = _roots(pods)
+        best: dict[str, PodRecord] = {}
+        for p in pods:
+            if not math.isfinite(p.score) or p.pod not in available:
+                continue
+            cur = best.get(root[p.pod])
+            if cur is None or (level[p.pod], p.score) > (level[cur.pod], cur.score):
+                best[root[p.pod]] = p
+        ranked = sorted(best.values(), key=lambda p: (-level[p.pod], -p.score))
         keep = max(1, math.ceil(len(ranked) / self.eta)) if ranked else 0
         return [p.pod for p in ranked[:keep]]
 
@@ -391,7 +426,8 @@ class HalvingScheduler(AsyncScheduler):
         if not ready and self.config.population == 1:
             ids = self.allocation.exploit_parents(available)
             parents = [e for e in map(self.board.get, ids) if e is not None]
-            return [self.generator.next(self.board, self.take_ids(1), parents=parents)]
+            lines = sum(p.kind == "fresh" for p in self.allocation.pods())
+            return [self.generator.next(self.board, self.take_ids(1), parents=parents, lines=lines)]
         if not ready:
             return super().choose(size, busy)
         lead = self.board.get(ready[0].pod)
