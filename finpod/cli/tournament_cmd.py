@@ -170,6 +170,12 @@ def budget_line(budget: dict[str, Any]) -> str:
         f"{budget.get('promotions', 0)} continued (deepest rung {budget.get('max_rung', 0)})"
         + (f"; not continued: {stopped}" if stopped else "")
     )
+    fill = budget.get("fill")
+    if isinstance(fill, dict) and fill.get("pods"):
+        line += (
+            f"; {fill['pods']} explorer segment(s) ({fill.get('env_steps', 0):,} env steps) "
+            "beyond the budget while the champion finished its share"
+        )
     sel = budget.get("selected")
     if sel and sel.get("share") is not None:
         line += (

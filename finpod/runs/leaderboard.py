@@ -112,6 +112,11 @@ class Progress:
     """Index of the next pod id to hand out."""
     env_steps: int = 0
     """Env steps trained by all evaluated pods of the run."""
+    fill_steps: int = 0
+    """Of ``env_steps``, those explorers trained beyond a step budget while the champion
+    finished its share (``tournament.fill``): not counted against the budget."""
+    fill_pods: int = 0
+    """Pods that trained those steps."""
     wall_s: float = 0.0
     """Wall seconds the run has been training, summed over sessions."""
     pods_failed: int = 0

@@ -63,8 +63,14 @@ class BudgetClock:
         if self.budget.kind == "time":
             return self.budget.amount - self.elapsed()
         if self.budget.kind == "steps":
-            return self.budget.amount - self.board.progress.env_steps - planned_steps
+            return self.budget.amount - self.counted_steps() - planned_steps
         return self.budget.amount - self.board.candidates_evaluated - planned_pods
+
+    def counted_steps(self) -> int:
+        """Env steps the step budget counts: every evaluated pod's, less those trained
+        beyond it while the champion finished its share (``tournament.fill``)."""
+        progress = self.board.progress
+        return progress.env_steps - progress.fill_steps
 
     def stopped(self) -> bool:
         """Was a stop asked for?"""
@@ -117,7 +123,7 @@ class BudgetClock:
         """What the budget counts so far: seconds, env steps or pods."""
         return {
             "time": self.elapsed(),
-            "steps": float(self.board.progress.env_steps),
+            "steps": float(self.counted_steps()),
             "pods": float(self.board.candidates_evaluated),
         }[self.budget.kind]
 

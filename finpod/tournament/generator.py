@@ -64,6 +64,10 @@ class PodSpec:
     champion: bool = False
     """A segment of the run's champion line (``base_pod = true``: the strategy's own
     settings, continued unchanged, never cut; :mod:`finpod.tournament.schedulers.base`)."""
+    fill: bool = False
+    """An explorer segment beyond the step budget, trained while the champion finishes
+    its share (``tournament.fill``): its env steps are counted apart, and its wall-time
+    cap (:attr:`max_seconds`) ends it when the champion is expected to finish."""
     continued: bool = False
     """A promotion (``mode = "asha"``): the parent continued with its hyperparameters and
     execution controls unchanged."""

@@ -299,7 +299,7 @@ def _record_stop(run: RunDir, board: Leaderboard, config: TournamentConfig) -> N
         return
     budget = config.budget
     target = budget.amount if budget.kind == "steps" else None
-    run.record_stopped(board.progress.env_steps, target)
+    run.record_stopped(BudgetClock(budget, board).counted_steps(), target)
 
 
 def _verify_checkpoint(path: Path) -> None:

@@ -146,9 +146,24 @@ class Orchestrator:
 
     def _budget_left(self) -> float:
         pending = self._inflight()
-        steps = sum(f.steps for f in pending) + sum(s.steps for s, _, _ in self.outcomes.retry)
+        planned = [s for f in pending for s in f.specs] + [s for s, _, _ in self.outcomes.retry]
+        steps = sum(s.steps for s in planned if not s.fill)  # fill is beyond the budget
         pods = sum(len(f.specs) for f in pending) + len(self.outcomes.retry)
         return self.clock.left(steps, pods)
+
+    def _fill_seconds(self) -> float | None:
+        """Seconds an explorer may train beyond a step budget (``tournament.fill``): until
+        the champion line is expected to have trained its share, at the pace of its
+        scored segments (:meth:`Scheduler.champion_seconds_left`); None when there is
+        nothing to fill (no champion, not a step budget, a stop asked for, the cap)."""
+        if not self.config.fill or self.config.budget.kind != "steps":
+            return None
+        if self.clock.stopped() or self.clock.capped():
+            return None
+        now = time.monotonic()
+        running = [now - j.dispatched for j in self._inflight() if any(s.champion for s in j.specs)]
+        share = self.config.budget.amount / max(1, self.actors.target)
+        return self.scheduler.champion_seconds_left(share, max(running, default=0.0))
 
     def can_dispatch(self) -> bool:
         """Is there budget for one more pod (and no stop asked for)?"""
@@ -168,10 +183,12 @@ class Orchestrator:
         if self.config.budget.kind == "pods":
             size = int(max(1, min(size, self._budget_left())))
         reserve = self._champion_reserve()
+        explore = self._budget_left() - reserve > 0
+        fill = None if explore else self._fill_seconds()
         specs = self.scheduler.next_specs(
             size,
             busy=bool(self._inflight() or self.outcomes.retry),
-            explore=self._budget_left() - reserve > 0,
+            explore=explore or fill is not None,
         )
         if not specs:
             return None
@@ -189,10 +206,14 @@ class Orchestrator:
         if size == 1 and specs[0].parent:
             buffer = self.updater.buffers.get(specs[0].parent)
         left = self._budget_left()
-        specs = [
-            self.clock.fit(spec, left if spec.champion else left - reserve, len(specs))
-            for spec in specs
-        ]
+        for spec in specs:
+            if fill is not None and not spec.champion:
+                # Beyond the budget: a whole segment's steps, stopped by the champion's end.
+                spec.fill = True
+                self.clock.fit(spec, spec.steps * len(specs), len(specs))
+                spec.max_seconds = min(spec.max_seconds or math.inf, fill)
+            else:
+                self.clock.fit(spec, left if spec.champion else left - reserve, len(specs))
         return specs, parents, buffer
 
     def _champion_reserve(self) -> float:
@@ -214,7 +235,8 @@ class Orchestrator:
             if len(self.actors.slots) > self.actors.target:
                 self.actors.drop(slot)
                 continue
-            if not (self.outcomes.retry and self._may_retry()) and not self.can_dispatch():
+            retry = self.outcomes.retry and self._may_retry()
+            if not retry and not self.can_dispatch() and self._fill_seconds() is None:
                 return
             nxt = self._next_job()
             if nxt is None:
@@ -294,6 +316,14 @@ class Orchestrator:
             )
             self.run_dir.record_learning(self.board.best())
             self.summary.budget = self.scheduler.report()
+            progress = self.board.progress
+            if self.summary.budget is not None and progress.fill_pods:
+                self.summary.budget["fill"] = {
+                    "pods": progress.fill_pods,
+                    "env_steps": progress.fill_steps,
+                    "what": "explorer segments beyond the step budget, trained while the "
+                    "champion finished its share (tournament.fill)",
+                }
             if self.summary.budget is not None:
                 self.run_dir.record_budget(self.summary.budget)
             self.actors.drop_all()

@@ -203,6 +203,9 @@ class Outcomes:
             return
         self.books.progress.forget(result.pod_id)
         self.books.board.progress.env_steps += result.steps_done
+        if spec.fill:
+            self.books.board.progress.fill_steps += result.steps_done
+            self.books.board.progress.fill_pods += 1
         if result.failure:
             self.books.summary.pods_non_finite += 1
             self.cluster.policy.non_finite()

@@ -80,6 +80,15 @@ class TournamentConfig:
     search found. On one validation year of daily bars a challenger that trades unlike the
     champion needs about +1 IR at 0.30 and +2 IR at 0.10 (:mod:`finpod.tournament.champion`;
     ``bench/selection_audit.py`` measures the rule on finished runs)."""
+    fill: bool = True
+    """With a champion line (``base_pod``) and a step budget: once the explorers have
+    spent their part of the budget (all of it but the champion's share), they keep
+    exploring while the champion trains the rest of its share, each segment stopping by
+    the time the champion is expected to finish, instead of leaving their slots idle.
+    These steps are counted apart (``run.json``'s ``budget.fill``), beyond the budget: the
+    budget still fixes the champion's env steps and so the run's wall time (one learner's
+    on its share of the machine), and every slot searches for all of it. ``false``: the
+    explorers stop at their part, and the run trains exactly the budget."""
     yield_alpha: float = 0.0
     """Mid-run, the champion line *yields its slot* to the search when one complete
     challenger segment beats the champion's best checkpoint so far on the same paired test
@@ -305,11 +314,11 @@ def parse_tournament(raw: dict[str, Any] | None) -> TournamentConfig:
                     f"tournament.{key} must be a number, got {value!r}", _example(key)
                 )
             values[key] = float(value)
-        elif key in ("inherit_buffer", "base_pod"):
-            if key == "base_pod" and not isinstance(value, bool):
+        elif key in ("inherit_buffer", "base_pod", "fill"):
+            if key != "inherit_buffer" and not isinstance(value, bool):
                 raise FinpodError(
-                    f"tournament.base_pod must be true or false, got {value!r}",
-                    "e.g. base_pod = true",
+                    f"tournament.{key} must be true or false, got {value!r}",
+                    f"e.g. {key} = true",
                 )
             values[key] = value
         elif key in ("mode", "score"):

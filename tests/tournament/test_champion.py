@@ -438,3 +438,29 @@ def test_yield_alpha_is_off_by_default_and_a_bad_level_is_one_line():
         with pytest.raises(FinpodError) as err:
             parse_tournament({"yield_alpha": bad})
         assert "yield_alpha" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_explorers_fill_only_while_the_champion_has_half_a_segment_or_more_to_train(tmp_path):
+    """How long an explorer may train beyond a step budget (``fill``): until the champion
+    has trained its share, at the pace of its scored segments; nothing before its first
+    score, with less than half of one of its segments left, or once the line stopped."""
+    sched, _ = _scheduler(tmp_path)
+    assert sched.champion_seconds_left(500.0) is None  # no pace yet
+    line = sched.champion
+    line.pods, line.steps, line.seconds = ["p00000", "p00002"], 200, 4.0  # 2 s a segment
+    assert sched.champion_seconds_left(500.0) == pytest.approx(6.0)  # 300 steps at 50 a second
+    assert sched.champion_seconds_left(500.0, running_s=4.5) == pytest.approx(1.5)
+    assert sched.champion_seconds_left(500.0, running_s=5.5) is None  # 0.5 s: under 1 s
+    line.stopped = "yielded its slot"
+    assert sched.champion_seconds_left(500.0) is None
+
+
+def test_fill_is_on_by_default_and_must_be_true_or_false():
+    from finpod.errors import FinpodError
+    from finpod.tournament.settings import parse_tournament
+
+    assert parse_tournament({}).fill is True
+    assert parse_tournament({"fill": False}).fill is False
+    for bad in (1, "yes"):
+        with pytest.raises(FinpodError, match="tournament.fill must be true or false"):
+            parse_tournament({"fill": bad})

@@ -111,30 +111,55 @@ def test_the_champion_line_trains_in_its_own_slot_and_is_selected_unless_beaten(
     assert board["candidates_evaluated"] == n and backtest.num_trials == n
 
 
-def test_the_champion_trains_its_share_of_a_step_budget(tmp_path, tiny_dataset):
-    """A step budget over two slots, the champion's env steps dearer than the explorers'
-    (60 passes over each rollout against one; explorers always draw fresh pods): the
-    champion line still trains
-    half of the budget (one learner's share), and the run spends the budget exactly."""
+def _dear_champion(tmp_path, dataset, fill: bool) -> tuple[Path, list[PodSpec]]:
+    """A step budget of 1,280 over two slots, the champion's env steps dearer than the
+    explorers' (60 passes over each rollout against one; explorers always draw fresh
+    pods): the run's directory and the specs it started."""
     search = SEARCH.replace("[search.a2c]", "update_epochs = [1]\n[search.a2c]")
-    text = tiny_tournament(
-        hparams={"update_epochs": 60},
-        tournament={"pod_steps": 128, "epochs": 1, "top_k": 2, "epsilon": 1.0},
-        tail='mode = "asha"\nbase_pod = true\n' + search,
-    )
     strategy = tmp_path / "s.toml"
-    strategy.write_text(text, encoding="utf-8")
-    started = []
+    strategy.write_text(
+        tiny_tournament(
+            hparams={"update_epochs": 60},
+            tournament={"pod_steps": 128, "epochs": 1, "top_k": 2, "epsilon": 1.0, "fill": fill},
+            tail='mode = "asha"\nbase_pod = true\n' + search,
+        ),
+        encoding="utf-8",
+    )
+    started: list[PodSpec] = []
     result = run_tournament(
         strategy,
-        tiny_dataset,
+        dataset,
         pods=2,
         budget="1280 steps",
         runs=tmp_path / "runs",
         on_event=lambda kind, p: started.append(p["spec"]) if kind == "start" else None,
     )
-    run_dir = Path(result.run_dir)
+    return Path(result.run_dir), started
+
+
+def test_the_champion_trains_its_share_of_a_step_budget(tmp_path, tiny_dataset):
+    """With ``fill = false``, the champion line still trains half of the budget (one
+    learner's share) beside cheaper explorers, and the run spends the budget exactly."""
+    run_dir, started = _dear_champion(tmp_path, tiny_dataset, fill=False)
     champion = json.loads((run_dir / "scheduler.json").read_text())["champion"]
     assert champion["steps"] >= 640
     assert sum(s.steps for s in started if not s.champion) <= 640
     assert sum(s.steps for s in started) == 1280
+
+
+def test_explorers_fill_the_champions_time_beyond_a_step_budget(tmp_path, tiny_dataset):
+    """``fill = true`` (the default): once the cheap explorers have spent their part of
+    the budget, their slot keeps training while the champion finishes its share: each
+    such segment has a wall-time cap, its steps are counted apart, and the budget still
+    gives the champion its share and counts exactly its amount."""
+    run_dir, started = _dear_champion(tmp_path, tiny_dataset, fill=True)
+    champion = json.loads((run_dir / "scheduler.json").read_text())["champion"]
+    assert champion["steps"] >= 640
+    fills = [s for s in started if s.fill]
+    assert fills and not any(s.champion for s in fills)
+    assert all(s.max_seconds is not None and s.max_seconds > 0 for s in fills)
+    assert sum(s.steps for s in started if not s.fill) == 1280
+    run = json.loads((run_dir / "run.json").read_text())
+    progress = json.loads((run_dir / "leaderboard.json").read_text())["progress"]
+    assert run["budget"]["fill"]["pods"] == progress["fill_pods"] == len(fills)
+    assert progress["env_steps"] - progress["fill_steps"] == 1280

@@ -109,6 +109,8 @@ class ChampionLine:
     """Why the line stopped ("": it goes on until the budget ends)."""
     steps: int = 0
     """Env steps its scored segments trained."""
+    seconds: float = 0.0
+    """Seconds its scored segments took in their pods (their pace: :meth:`Scheduler.champion_eta`)."""
     yielded: dict[str, Any] | None = None
     """The paired test that made the line yield its slot (module docstring), with the
     segments it had trained; ``None``: it did not."""
@@ -172,6 +174,7 @@ class Scheduler:
             self.champion.running = False
             self.champion.failures = 0
             self.champion.steps += int(result.steps_done)
+            self.champion.seconds += float(result.train_s)
             looks = self.config.yield_alpha > 0
             if looks and result.returns is not None and math.isfinite(result.score):
                 self._keep_champion(result.pod_id, float(result.score), result.returns)
@@ -334,6 +337,19 @@ class Scheduler:
         if not self.config.base_pod or line.stopped:
             return 0.0
         return max(0.0, float(share) - line.steps - float(planned))
+
+    def champion_seconds_left(self, share: float, running_s: float = 0.0) -> float | None:
+        """Seconds until the champion line has trained its ``share`` of a step budget, at
+        the pace of its scored segments; ``running_s``: how long its segment now running
+        has been training. None when no champion line trains, before its first score, or
+        when less than half of one of its segments is left (too little for an explorer to
+        fill: :attr:`~finpod.tournament.settings.TournamentConfig.fill`)."""
+        line = self.champion
+        if not self.config.base_pod or line.stopped or line.steps <= 0 or line.seconds <= 0:
+            return None
+        scored = len(line.pods) - int(line.running)
+        left = (float(share) - line.steps) * line.seconds / line.steps - running_s
+        return left if scored > 0 and left >= 0.5 * line.seconds / scored else None
 
     def yield_note(self) -> str | None:
         """Why the champion line yielded its slot (:meth:`look`), or ``None``."""
