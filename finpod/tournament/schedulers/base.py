@@ -110,7 +110,8 @@ class ChampionLine:
     steps: int = 0
     """Env steps its scored segments trained."""
     seconds: float = 0.0
-    """Seconds its scored segments took in their pods (their pace: :meth:`Scheduler.champion_eta`)."""
+    """Seconds its scored segments took in their pods: its pace
+    (:meth:`Scheduler.champion_seconds_left`)."""
     yielded: dict[str, Any] | None = None
     """The paired test that made the line yield its slot (module docstring), with the
     segments it had trained; ``None``: it did not."""
