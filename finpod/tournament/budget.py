@@ -106,12 +106,20 @@ class BudgetClock:
             return False
         return self.budget.kind != "time" or left > TIME_SLIVER_S
 
+    def cap(self, spec: PodSpec, seconds: float | None = None) -> PodSpec:
+        """Stop ``spec`` by the run's wall-time cap and, given, within ``seconds``."""
+        caps = [] if seconds is None else [seconds]
+        if self.time_cap is not None:
+            caps.append(max(TIME_SLIVER_S, self.time_cap - self.elapsed()))
+        if spec.max_seconds is not None:
+            caps.append(spec.max_seconds)
+        spec.max_seconds = min(caps, default=None)
+        return spec
+
     def fit(self, spec: PodSpec, left: float, share: int = 1) -> PodSpec:
         """Shrink ``spec`` so it ends with the budget (steps or seconds left); ``share``:
         pods dispatched together that split the steps left."""
-        if self.time_cap is not None:
-            cap = max(TIME_SLIVER_S, self.time_cap - self.elapsed())
-            spec.max_seconds = cap if spec.max_seconds is None else min(spec.max_seconds, cap)
+        self.cap(spec)
         if self.budget.kind == "steps":
             spec.steps = int(max(1, min(spec.steps, left // share)))
         elif self.budget.kind == "time":

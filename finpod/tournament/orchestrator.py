@@ -210,8 +210,7 @@ class Orchestrator:
             if fill is not None and not spec.champion:
                 # Beyond the budget: a whole segment's steps, stopped by the champion's end.
                 spec.fill = True
-                self.clock.fit(spec, spec.steps * len(specs), len(specs))
-                spec.max_seconds = min(spec.max_seconds or math.inf, fill)
+                self.clock.cap(spec, fill)
             else:
                 self.clock.fit(spec, left if spec.champion else left - reserve, len(specs))
         return specs, parents, buffer

@@ -262,15 +262,12 @@ class Allocation:
         already trail."""
         pods = self.pods()
         level = self.levels(pods)
-        root = _roots(pods)
-        best: dict[str, PodRecord] = {}
-        for p in pods:
-            if not math.isfinite(p.score) or p.pod not in available:
-                continue
-            cur = best.get(root[p.pod])
-            if cur is None or (level[p.pod], p.score) > (level[cur.pod], cur.score):
-                best[root[p.pod]] = p
-        ranked = sorted(best.values(), key=lambda p: (-level[p.pod], -p.score))
+
+        def rank(p: PodRecord) -> tuple[float, float]:
+            return level[p.pod], p.score
+
+        best = _best_of_lines(pods, lambda p: p.pod in available, rank)
+        ranked = sorted(best.values(), key=rank, reverse=True)
         keep = max(1, math.ceil(len(ranked) / self.eta)) if ranked else 0
         return [p.pod for p in ranked[:keep]]
 
@@ -374,16 +371,18 @@ class Allocation:
 
 
 def _best_of_lines(
-    pods: list[PodRecord], keep: Callable[[PodRecord], bool]
+    pods: list[PodRecord],
+    keep: Callable[[PodRecord], bool],
+    rank: Callable[[PodRecord], Any] = lambda p: p.score,
 ) -> dict[str, PodRecord]:
-    """Line (the id of the fresh pod it descends from) → its best-scoring pod among the
-    finite-scored pods that ``keep`` accepts."""
+    """Line (the id of the fresh pod it descends from) → its best pod by ``rank`` (its
+    score unless given) among the finite-scored pods that ``keep`` accepts."""
     root = _roots(pods)
     best: dict[str, PodRecord] = {}
     for p in pods:
         if math.isfinite(p.score) and keep(p):
             cur = best.get(root[p.pod])
-            if cur is None or p.score > cur.score:
+            if cur is None or rank(p) > rank(cur):
                 best[root[p.pod]] = p
     return best
 
