@@ -33,7 +33,9 @@ from finpod.tournament.champion import paired_test, smoothed_best
 from finpod.tournament.schedulers.base import LOOK_DRAWS
 
 
-def replay(run_dir: Path, alphas: list[float], grace: int, bars_per_year: float) -> dict[str, Any]:
+def replay(
+    run_dir: Path, alphas: list[float], grace: int, bars_per_year: float, stall: int = 0
+) -> dict[str, Any]:
     """One run's line (module docstring)."""
     info = json.loads((run_dir / "run.json").read_text())
     pods = (info.get("budget") or {}).get("per_pod") or []
@@ -51,7 +53,10 @@ def replay(run_dir: Path, alphas: list[float], grace: int, bars_per_year: float)
             continue
         if len(champion) < max(1, grace) or p["env_steps"] < 0.95 * segment:
             continue
-        best = champion[smoothed_best([s for _, s in champion])][0]
+        at = smoothed_best([s for _, s in champion])
+        if len(champion) - 1 - at < stall:
+            continue
+        best = champion[at][0]
         test = paired_test(
             returns[best],
             returns[p["pod"]],
@@ -74,6 +79,7 @@ def replay(run_dir: Path, alphas: list[float], grace: int, bars_per_year: float)
         "run": run_dir.name,
         "champion_segments": len(champion),
         "champion_level": round(final[smoothed_best(final)], 3) if final else None,
+        "champion_scores": [round(s, 2) for s in final],
         "yielded_in_run": ((info.get("budget") or {}).get("champion") or {}).get("yielded"),
         "yield": {str(a): first.get(a) for a in alphas},
     }
@@ -84,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="finished tournament run directories")
     ap.add_argument("--alphas", default="0.005,0.01,0.02,0.05", help="comma-separated levels")
     ap.add_argument("--grace", type=int, default=3, help="champion segments before a look")
+    ap.add_argument(
+        "--stall",
+        type=int,
+        default=0,
+        help="looks pass only once the champion's best is this many segments old",
+    )
     ap.add_argument("--bars-per-year", type=float, default=252.0, help="annualizes the deltas")
     args = ap.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
@@ -91,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "run.json").is_file():
             print(json.dumps({"run": str(run), "error": "no run.json"}), flush=True)
             continue
-        print(json.dumps(replay(run, alphas, args.grace, args.bars_per_year)), flush=True)
+        print(json.dumps(replay(run, alphas, args.grace, args.bars_per_year, args.stall)), flush=True)
     return 0
 
 

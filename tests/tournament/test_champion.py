@@ -315,14 +315,15 @@ def _scored(sched, board, spec, score, returns, steps=100, epochs_done=1):
     _report(sched, board, spec, score, epochs_done, steps_done=steps, returns=returns)
 
 
-def _champion_segments(sched, board, returns, count):
-    """The champion's first ``count`` segments, each scored on ``returns``; the explorer
-    dispatched beside the first one is returned."""
+def _champion_segments(sched, board, returns, count, scores=None):
+    """The champion's first ``count`` segments, each scored on ``returns`` (at
+    ``scores``, else 1.0 each); the explorer dispatched beside the first one is
+    returned."""
     champ = sched.next_specs(1, busy=False)[0]
     explorer = sched.next_specs(1, busy=True)[0]
-    for _ in range(count):
+    for k in range(count):
         assert champ.champion
-        _scored(sched, board, champ, 1.0, returns)
+        _scored(sched, board, champ, 1.0 if scores is None else scores[k], returns)
         champ = sched.next_specs(1, busy=True)[0]
     return explorer, champ
 
@@ -375,6 +376,27 @@ def test_a_challenger_ahead_by_less_than_the_level_does_not_stop_the_champion(tm
     explorer, _ = _champion_segments(never, board_never, base, 2)
     _scored(never, board_never, explorer, 9.0, far)
     assert not never.champion.stopped
+
+
+def test_a_champion_still_raising_its_best_does_not_yield_until_it_stalls(tmp_path):
+    """A challenger far ahead on the paired test does not stop a champion whose last
+    ``patience`` segments raised its best (smoothed) score: it may still catch up. Once
+    ``patience`` segments go by without a new best, the same challenger stops it."""
+    rng = np.random.default_rng(5)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0, 0.001, 252)
+    far = market + rng.normal(0.0008, 0.001, 252)
+    runs = {
+        "climbing": ([1.0, 2.0, 3.0], False),  # each segment a new best
+        "one flat": ([1.0, 2.0, 3.0, 1.0], False),  # its best is one segment old
+        "stalled": ([1.0, 2.0, 3.0, 1.0, 1.0], True),  # two segments without a new best
+    }
+    for name, (scores, stops) in runs.items():
+        sched, board = _scheduler(tmp_path / name, grace=2, patience=2, yield_alpha=0.01)
+        explorer, _ = _champion_segments(sched, board, champion, len(scores), scores)
+        _scored(sched, board, explorer, 9.0, far)
+        assert bool(sched.champion.stopped) is stops, name
+    assert sched.champion.yielded["segments"] == 5
 
 
 def test_a_resumed_run_compares_challengers_with_the_champion_it_recorded(tmp_path):

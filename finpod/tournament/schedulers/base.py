@@ -186,9 +186,11 @@ class Scheduler:
 
     def look(self, result: PodResult, spec: PodSpec) -> None:
         """Does this challenger segment make the champion yield its slot (module
-        docstring)? Only a complete segment with recorded returns counts, and only once
+        docstring)? Only a complete segment with recorded returns counts, only once
         the champion has scored ``grace`` segments (its first scores are its noisiest,
-        and it is still learning)."""
+        and it is still learning), and only once it has stalled: its last ``patience``
+        segments did not raise its best (smoothed) score. A champion still climbing is
+        never stopped by a line ahead of it now that it might catch."""
         line, alpha = self.champion, self.config.yield_alpha
         if not self.config.base_pod or line.stopped or alpha <= 0 or result.returns is None:
             return
@@ -199,7 +201,11 @@ class Scheduler:
         short_steps = result.steps_done < 0.95 * max(spec.steps, self.config.pod_steps)
         if short_steps or 0 < result.epochs_done < spec.epochs or not math.isfinite(result.score):
             return
-        best = self._champion_best()
+        scores = [score for _, score in self.champion_scores]
+        at = smoothed_best(scores)
+        if len(scores) - 1 - at < max(1, self.config.patience):
+            return  # still raising its best: it raised it within its last `patience` segments
+        best = self.champion_scores[at][0]
         base = self.champion_returns[best]
         if base.shape != result.returns.shape:
             return
