@@ -92,18 +92,22 @@ class TournamentConfig:
     yield_alpha: float = 0.0
     """Mid-run, the champion line *yields its slot* to the search when one complete
     challenger segment beats the champion's best checkpoint so far on the same paired test
-    at this level, after the champion trained ``grace`` segments (0, the default: never;
+    at this level, once the champion trained ``grace`` segments and went ``patience``
+    segments without raising its best (smoothed) score (0, the default: never;
     the champion trains to the budget's end, as one learner of the file would). Where the
     base settings are wrong the learner's half of a 2-CPU machine then goes to the search
     instead of a line already beaten on evidence; the final selection is unchanged (the
     champion's best checkpoint stays the incumbent every challenger must beat). The looks
     are many (one per scored segment), so a level that asks for it is strict: 0.01.
-    Off by default because a champion still climbing can be stopped by a line ahead of it
-    now: on a held-out well-set market one run yielded after 3 segments and tested 0.74
-    IR below the same run without it (``docs/tournaments.md``)."""
+    Off by default: the stall condition keeps well-set champions from yielding (without
+    it, a held-out momentum champion still climbing yielded after 3 segments and tested
+    0.74 IR lower), but mis-set champions stall late, and their yields after 6–11 of
+    13–17 segments bought nothing measurable (``docs/tournaments.md``)."""
     patience: int = 2
     """``"asha"``: segments a lineage may go without raising its best validation score
-    and still be continued (1: every segment must raise it)."""
+    and still be continued (1: every segment must raise it). In every mode, the segments
+    the champion line must go without raising its best (smoothed) score before it may
+    yield its slot (``yield_alpha``)."""
     grace: int = 1
     """``"asha"``: segments every line trains before it can be stopped (Ray Tune's
     ``grace_period``): a pod below this rung is continued whatever its rank or curve, so

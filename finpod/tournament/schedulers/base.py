@@ -27,15 +27,16 @@ Every complete segment of a challenger is
 compared with the champion's best checkpoint so far (by its score averaged with its
 neighbours', as the final selection picks the incumbent) on the final selection's paired
 test (:func:`finpod.tournament.champion.paired_test`, the same validation bars). Once the
-champion has trained ``grace`` segments, a challenger ahead at ``yield_alpha`` (0.01,
-say) stops the line: its slot goes to the search, and the budget it kept for the champion is
-released. The line's checkpoints stay on the board, and the final selection is
+champion has trained ``grace`` segments and has *stalled* (its last ``patience``
+segments did not raise its best score, averaged with its neighbours'), a challenger ahead
+at ``yield_alpha`` (0.01, say) stops the line: its slot goes to the search, and the budget
+it kept for the champion is released. A champion still climbing is never stopped by a line
+ahead of it now that it may catch. The line's checkpoints stay on the board, and the final selection is
 unchanged: its best checkpoint remains the incumbent every challenger must beat. Where
 the strategy's settings are wrong (a learning rate twenty times too small, decisions
 every quarter for a weekly signal) the learner's share of the machine stops going to a
-line already beaten. Its cost: a champion still climbing can be stopped by a line ahead
-of it now that it would have caught (``docs/tournaments.md`` measures both), which is why
-it is off unless asked for.
+line already beaten and no longer improving (``docs/tournaments.md`` measures what it
+buys and costs).
 """
 
 from __future__ import annotations
