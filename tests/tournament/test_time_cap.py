@@ -13,7 +13,7 @@ from .conftest import write_strategy
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 
-CAP_S = 20.0
+CAP_S = 15.0
 #: Gradient steps the longest pod takes at least before the cap (one PPO rollout's update
 #: is 3,200, one SAC vector step's 300); a deadline that fires at once lets through one.
 MEANINGFUL_UPDATES = 1_000
