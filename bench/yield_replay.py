@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "run.json").is_file():
             print(json.dumps({"run": str(run), "error": "no run.json"}), flush=True)
             continue
-        print(json.dumps(replay(run, alphas, args.grace, args.bars_per_year, args.stall)), flush=True)
+        print(
+            json.dumps(replay(run, alphas, args.grace, args.bars_per_year, args.stall)), flush=True
+        )
     return 0
 
 
