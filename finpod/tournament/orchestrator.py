@@ -180,10 +180,11 @@ class Orchestrator:
         size = self.config.population
         if self.outcomes.retry:
             return self.outcomes.take_requeued(size, lambda s: group_key(self.generator, s))
+        left = self._budget_left()  # nothing below changes what is in flight
         if self.config.budget.kind == "pods":
-            size = int(max(1, min(size, self._budget_left())))
+            size = int(max(1, min(size, left)))
         reserve = self._champion_reserve()
-        explore = self._budget_left() - reserve > 0
+        explore = left - reserve > 0
         fill = None if explore else self._fill_seconds()
         specs = self.scheduler.next_specs(
             size,
@@ -205,7 +206,6 @@ class Orchestrator:
         buffer = None
         if size == 1 and specs[0].parent:
             buffer = self.updater.buffers.get(specs[0].parent)
-        left = self._budget_left()
         for spec in specs:
             if fill is not None and not spec.champion:
                 # Beyond the budget: a whole segment's steps, stopped by the champion's end.

@@ -54,8 +54,22 @@ class ParamSpec:
             return value
         return self._clip(float(value) * factor)
 
+    def declares(self, value: Any) -> bool:
+        """Is ``value`` one this declaration can give: one of its choices, its fixed value,
+        or a number inside its range? (The champion's own settings need not be: a timid
+        base's one update epoch beside ``update_epochs = [2, 4]``.)"""
+        if self.kind == "choice":
+            return any(_same(value, c) for c in self.choices)
+        if self.kind == "fixed":
+            return _same(value, self.value)
+        assert self.low is not None and self.high is not None
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return number and self.low <= float(value) <= self.high
+
     def perturb_env(self, value: Any, scale: float, rng: np.random.Generator) -> Any:
         """A child's value of an execution control (see :meth:`SearchSpace.perturb_env`)."""
+        if self.kind in ("choice", "fixed") and not self.declares(value):
+            return self.sample(rng)
         if self.kind in ("float", "int"):
             assert self.low is not None and self.high is not None
             if self.log:
@@ -84,6 +98,18 @@ class ParamSpec:
         assert self.low is not None and self.high is not None
         x = min(max(x, self.low), self.high)
         return int(round(x)) if self.kind == "int" else float(x)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as declared values: numbers by value (5 and 5.0), lists and tuples by their
+    items (a leaderboard's JSON gives lists where a declaration holds tuples)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=0.0)
+    return a == b
 
 
 def integer_fields(params_cls: type) -> set[str] | None:

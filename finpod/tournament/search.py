@@ -87,13 +87,21 @@ class AlgorithmSpace:
     def perturb(
         self, hparams: dict[str, Any], scale: float, rng: np.random.Generator
     ) -> dict[str, Any]:
-        """A child's hyperparameters: each numeric ranged, non-frozen one times a random factor."""
+        """A child's hyperparameters: each numeric ranged, non-frozen one times a random
+        factor, clipped into its range; a non-frozen choice or fixed value the parent holds
+        outside its declaration (the champion's own, e.g. one update epoch beside
+        ``update_epochs = [2, 4]``) drawn from it, so every child lies in the declared
+        space; other choices kept."""
         hp = dict(hparams)
         bound = math.log1p(scale)
         for spec in self.params:
-            if spec.kind in ("float", "int") and spec.name not in self.frozen and spec.name in hp:
+            if spec.name in self.frozen or spec.name not in hp:
+                continue
+            if spec.kind in ("float", "int"):
                 factor = math.exp(rng.uniform(-bound, bound)) if bound > 0 else 1.0
                 hp[spec.name] = spec.perturb(hp[spec.name], factor)
+            elif not spec.declares(hp[spec.name]):
+                hp[spec.name] = spec.sample(rng)
         return hp
 
 
@@ -142,7 +150,11 @@ class SearchSpace:
         - both clipped to the range; integer ranges stay integers;
         - a choice among numbers: kept, or re-drawn with probability scale / (1 + scale);
           other choices (text, true/false, lists) are kept;
-        - a fixed value: kept.
+        - a fixed value: kept;
+        - a choice or fixed value the parent holds outside the declaration (the champion
+          trades the strategy's own ``[env]``, e.g. every 63 sessions beside
+          ``decision_interval = [5, 10, 21]``): drawn from it, so every child lies in the
+          declared space (a range already clips its value into it).
 
         A declared field missing from ``env`` (a parent from before it was declared) is
         drawn fresh.

@@ -307,6 +307,72 @@ def test_a_band_at_zero_moves_in_children_and_numeric_choices_are_sometimes_redr
     assert 100 < kept < 200  # mostly kept (p = 0.8 + 0.2/3), sometimes re-drawn
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(0.0, 2.0))
+def test_a_child_draws_controls_its_parent_holds_outside_the_declared_choices(seed, scale):
+    # The champion trades the strategy's own [env]: every 63 sessions, a partial adjustment
+    # of 0.8, where [search.env] declares (1, 5, 15) and 0.5.
+    space = _env_space()
+    parent = {**space.sample_env(np.random.default_rng(0)), "decision_interval": 63}
+    parent["partial_adjustment"] = 0.8
+    child = space.perturb_env(parent, scale, np.random.default_rng(seed))
+    assert child["decision_interval"] in (1, 5, 15)
+    assert child["partial_adjustment"] == 0.5
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), scale=st.floats(0.0, 2.0))
+def test_a_child_draws_hparam_choices_its_parent_holds_outside_them_but_keeps_frozen_ones(
+    seed, scale
+):
+    raw = {**RAW_SEARCH, "fast": {**RAW_SEARCH["fast"], "batch": [64, 128]}}
+    space = parse_search(raw, "fast", registry=REGISTRY).algorithms["fast"]
+    parent = {"learning_rate": 1e-3, "gamma": 0.95, "batch": 16, "hidden": [16]}
+    child = space.perturb(parent, scale, np.random.default_rng(seed))
+    assert child["batch"] in (64, 128)
+    assert child["hidden"] == [16]  # fixes the network's shape: never changed
+    inside = space.perturb({**parent, "batch": 128}, scale, np.random.default_rng(seed))
+    assert inside["batch"] == 128  # a declared choice is kept
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_copies_of_a_mis_set_champion_lie_in_the_quick_starts_declared_space(tmp_path, seed):
+    """A timid PPO base (learning rate ÷ 20, one epoch) that decides every 63 sessions:
+    the champion keeps them, its perturbed copies train what ``[search]`` declares."""
+    import tomllib
+    from pathlib import Path
+
+    from finpod.runs import toml_dumps
+    from finpod.strategy import load_strategy
+    from finpod.tournament.launch import resolve
+
+    raw = tomllib.loads(
+        (Path(__file__).resolve().parents[2] / "strategies/quickstart.toml").read_text()
+    )
+    raw["agent"]["hparams"].update(learning_rate=5e-5, update_epochs=1)
+    raw["env"]["decision_interval"] = 63
+    raw["train"]["seed"] = seed
+    path = tmp_path / "misset.toml"
+    path.write_text(toml_dumps(raw), encoding="utf-8")
+    config, space, run_seed = resolve(load_strategy(path))
+    gen = Generator(space, config, run_seed, num_envs=4)
+    base = gen.base(0)
+    assert base.hparams["update_epochs"] == 1 and base.env["decision_interval"] == 63
+    champion = Entry(
+        base.pod_id, base.algorithm, base.hparams, 1.0, checkpoint_name(base.pod_id), env=base.env
+    )
+    for i in range(1, 30):
+        child = gen.child(champion, i)
+        assert child.parent == base.pod_id and child.algorithm == "ppo"
+        assert child.hparams["update_epochs"] in (2, 4)
+        assert 5e-4 <= child.hparams["learning_rate"] <= 2e-3
+        assert child.env["decision_interval"] in (5, 10, 21)
+        assert child.hparams["actor_hidden"] == base.hparams["actor_hidden"]
+    # Continuing the champion unperturbed keeps its own settings.
+    same = gen.child(champion, 30, perturb=False)
+    assert same.hparams["update_epochs"] == 1 and same.env["decision_interval"] == 63
+
+
 @pytest.mark.parametrize("field", ["cost_rate", "slippage", "fill_price", "initial_cash"])
 def test_the_cost_model_cannot_be_searched(field):
     with pytest.raises(FinpodError, match=f"search.env.{field} cannot be searched"):
