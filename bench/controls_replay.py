@@ -90,17 +90,6 @@ class Run:
         series = scored_series(out.returns, out.reference_returns, self.name)
         return float(score), series.to_numpy(dtype="float64")
 
-    def line_bests(self) -> list[Entry]:
-        """Each challenger line's complete checkpoint with the best smoothed score, as the
-        final selection sends it."""
-        line, seen, out = ch._line_of(self.board), set(), []
-        for e in ch._by_smoothed(list(self.board.entries), self.board):
-            if e.champion or e.partial or line(e) in seen:
-                continue
-            seen.add(line(e))
-            out.append(e)
-        return out
-
 
 def retraded(run: Run, agent: Entry, sources: list[Entry]) -> tuple[list, dict[str, EnvConfig]]:
     """Paired tests of ``agent`` traded under each distinct other control set of
@@ -128,7 +117,7 @@ def replay(path: Path, alpha: float, ways: list[str], splits: dict) -> dict[str,
     if incumbent is None or role != "champion":
         return {"run": path.name, "skipped": "no champion line"}
     base = run.returns[incumbent.pod_id]
-    challengers = [e for e in run.line_bests() if run.returns.get(e.pod_id) is not None]
+    challengers = [e for e in ch.line_challengers(run.board)[0] if e.pod_id in run.returns]
     tests = [
         ch.paired_test(
             base, run.returns[e.pod_id], bars_per_year=run.bars_per_year, names=("own", e.pod_id)

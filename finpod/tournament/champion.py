@@ -233,18 +233,9 @@ def select(
         record["skipped"][incumbent.pod_id] = "no recorded validation returns"
     elif role == "champion":
         tests = []
-        line = _line_of(board)
-        seen: set[str] = set()
-        # Each line sends its complete checkpoint with the best smoothed score.
-        for entry in _by_smoothed(list(board.entries), board):
-            if entry.champion:
-                continue
-            if entry.partial:
-                record["skipped"][entry.pod_id] = "segment cut short"
-                continue
-            if line(entry) in seen:
-                continue
-            seen.add(line(entry))
+        challengers, cut_short = line_challengers(board)
+        record["skipped"].update(cut_short)
+        for entry in challengers:
             other = returns.get(entry.pod_id)
             if other is None or other.shape != base.shape:
                 record["skipped"][entry.pod_id] = "no validation returns on the same bars"
@@ -314,6 +305,27 @@ def select(
         else:
             record["skipped"][ensemble_id] = "no validation returns on the same bars"
     return record
+
+
+def line_challengers(board: Leaderboard) -> tuple[list[Entry], dict[str, str]]:
+    """The challengers of the champion, best first: each line's complete checkpoint with
+    the best smoothed score; and the entries passed over because their segment was cut
+    short (id → reason)."""
+    line = _line_of(board)
+    seen: set[str] = set()
+    out: list[Entry] = []
+    skipped: dict[str, str] = {}
+    for entry in _by_smoothed(list(board.entries), board):
+        if entry.champion:
+            continue
+        if entry.partial:
+            skipped[entry.pod_id] = "segment cut short"
+            continue
+        if line(entry) in seen:
+            continue
+        seen.add(line(entry))
+        out.append(entry)
+    return out, skipped
 
 
 def _line_of(board: Leaderboard) -> Callable[[Entry], str]:
