@@ -145,7 +145,9 @@ def test_a_lock_held_on_another_host_refuses_a_resume_and_changes_nothing(finish
         lock.unlink()
 
 
-def test_a_tournament_killed_before_its_selection_makes_it_on_resume(finished, finpod_cli, tmp_path):
+def test_a_tournament_killed_before_its_selection_makes_it_on_resume(
+    finished, finpod_cli, tmp_path
+):
     """Killed after its last pod and before its final selection: a resume trains nothing
     and makes the selection, so ``selected`` never falls back to the top score."""
     run, _, _ = finished

@@ -307,6 +307,7 @@ def run_backtest(
     info = {
         "agent": f"{label}: " + ", ".join(e.pod_id for e in chosen),
         "selection_decision": decision,
+        "selection_settings": (run.board.selection or {}).get("settings_note"),
         "agent_name": agent,
         "pod_ids": [e.pod_id for e in chosen],
         "algorithms": [e.algorithm for e in chosen],

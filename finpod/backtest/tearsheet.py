@@ -308,6 +308,8 @@ def render_tearsheet(result: BacktestResult) -> str:
     ]
     if info.get("selection_decision"):
         meta.append(f"selection: {html.escape(str(info['selection_decision']))}")
+    if info.get("selection_settings"):
+        meta.append(html.escape(str(info["selection_settings"])))
     if info.get("dataset_hash"):
         meta.append(f"dataset hash: {html.escape(str(info['dataset_hash']))[:16]}")
     config = result.env_config

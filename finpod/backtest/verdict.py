@@ -369,6 +369,10 @@ def backtest_verdict(result: Any) -> Verdict:
     if info.get("selection_decision"):
         # The tournament's final choice, as its paired test decided it.
         extra.append(f"Selection on validation: {info['selection_decision']}.")
+    if info.get("selection_settings"):
+        extra.append(
+            f"{str(info['selection_settings'])[0].upper()}{info['selection_settings'][1:]}."
+        )
     luck = luck_sentence(
         stats.get("dsr"),
         stats.get("pbo"),

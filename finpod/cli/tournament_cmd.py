@@ -134,6 +134,8 @@ def print_summary(console: Console, result: Any) -> None:
             f"selection (paired test on validation): {board.selection['decision']} → "
             f"[bold]{board.selection['selected']}[/]",
         )
+        if board.selection.get("settings_note"):
+            statement(console, board.selection["settings_note"])
     if summary.throughput:
         tp = summary.throughput
         line = (

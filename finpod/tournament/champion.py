@@ -273,6 +273,7 @@ def select(
     if decision is not None:
         record["best_challenger"] = decision.to_json()
     record["selected"] = selected
+    record["selected_single"] = selected  # the single agent, whether or not the ensemble wins
     record["tracking_error"] = {selected: _tracking_error(selected_returns, bars_per_year)}
     if ensemble_id is not None and ensemble_name is not None and selected_returns is not None:
         blend = returns.get(ensemble_id)

@@ -11,6 +11,7 @@ from finpod.tournament.champion import select
 from finpod.tournament.ensemble_candidate import ensemble_members, score_leaderboard_ensemble
 from finpod.tournament.settings import TournamentConfig
 from finpod.tournament.setup import Event
+from finpod.tournament.winner import record_winner
 
 
 def select_final(
@@ -23,7 +24,8 @@ def select_final(
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Score the ensemble of the top complete entries (``tournament.ensemble`` ≥ 2), then
     run the champion's paired tests; returns (ensemble record, selection record). Both go
-    to ``leaderboard.json``; the selection also to ``run.json``. ``validation``: the
+    to ``leaderboard.json``; the selection also to ``run.json``. When a challenger replaced
+    the champion, the run also gets ``winner.toml`` (:mod:`finpod.tournament.winner`). ``validation``: the
     validation split (the driver's copy in the object store: the dataset's files are not
     read again); ``yielded``: why the champion line yielded its slot mid-run, when it did
     (said after the decision)."""
@@ -54,10 +56,15 @@ def select_final(
     if ensemble is not None:
         ensemble["selected"] = bool((record.get("ensemble") or {}).get("selected"))
         board.ensemble = ensemble
+    lost = record_winner(run, board, record)
+    if lost:
+        record["settings_note"] = lost
     board.selection = record
     board.save()
     run.record_selection(record)
     run.log(f"selection: {record['decision']} → {record['selected']}")
+    if lost:
+        run.log(f"selection: {lost}")
     if on_event is not None:
         on_event("selection", {"record": record})
     return ensemble, record

@@ -114,7 +114,9 @@ def test_killed_single_agent_run_resumes_to_the_same_curve_and_checkpoint(datase
     (runs / "cut" / "leaderboard.json").unlink()
     before = (runs / "cut" / "metrics.csv").read_text().splitlines()
 
-    resumed = runner.invoke(app, ["train", "--resume", "cut", "--runs", str(runs), "--steps", "768"])
+    resumed = runner.invoke(
+        app, ["train", "--resume", "cut", "--runs", str(runs), "--steps", "768"]
+    )
     assert resumed.exit_code == 0, resumed.output
 
     whole, cut_run = runs / "whole", runs / "cut"
