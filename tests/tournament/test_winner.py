@@ -147,7 +147,15 @@ def test_settings_changes_of_the_same_algorithm_name_every_hparam_that_differs()
     b = Entry(
         "p2", "ppo", {"learning_rate": 1e-3, "update_epochs": 4, "ticker_features": 12}, 2.0, "c"
     )
-    assert settings_changes(a, b) == {
+    changes = settings_changes(a, b)
+    assert changes == {
         "agent.hparams.learning_rate": [5e-5, 1e-3],
         "agent.hparams.update_epochs": [1, 4],
     }
+    # The largest change first: the learning rate moved by ×20, the epochs by ×4.
+    a.env, b.env = {"decision_interval": 5}, {"decision_interval": 10}
+    assert list(settings_changes(a, b)) == [
+        "agent.hparams.learning_rate",
+        "agent.hparams.update_epochs",
+        "env.decision_interval",
+    ]
