@@ -724,6 +724,47 @@ def summary(market: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         if rule is not None:
             line["rule_active_return"] = rule
         out[system] = line
+    paired = _paired(rows)
+    if paired:
+        out["tournament_against"] = paired
+    return out
+
+
+def _paired(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tournament against each other system, seed by seed (both on the same market and
+    seed, at the same wall time): backtest IR ratios, how many seeds it is higher on, a
+    one-sided sign test of "higher on more seeds than chance" (ties left out) and the
+    seeds below 0.9× the other system. Five seeds give p = 0.031 at best: a sign test
+    names how far the seeds go, not a small difference."""
+    from math import comb
+
+    def ir(r: dict[str, Any]) -> float | None:
+        v = _agent_line(r).get("information_ratio")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    tour = {r["seed"]: ir(r) for r in rows if r["system"] == "tournament"}
+    out: dict[str, Any] = {}
+    for system in sorted({r["system"] for r in rows} - {"tournament"}):
+        pairs = [
+            (r["seed"], tour[r["seed"]], ir(r))
+            for r in rows
+            if r["system"] == system and tour.get(r["seed"]) is not None and ir(r) is not None
+        ]
+        if not pairs:
+            continue
+        higher = sum(t > o for _, t, o in pairs)
+        lower = sum(t < o for _, t, o in pairs)
+        n = higher + lower
+        p = sum(comb(n, k) for k in range(higher, n + 1)) / 2**n if n else None
+        out[system] = {
+            "seeds": [s for s, _, _ in pairs],
+            "ratio": [round(t / o, 3) if o > 0 else None for _, t, o in pairs],
+            "difference": [round(t - o, 3) for _, t, o in pairs],
+            "tournament_higher": higher,
+            "tournament_lower": lower,
+            "sign_test_p": None if p is None else round(p, 4),
+            "below_0.9x": [s for s, t, o in pairs if o > 0 and t < 0.9 * o],
+        }
     return out
 
 
