@@ -9,6 +9,9 @@ One format for a single agent (``kind = "agent"``) and a tournament
                          with, changed only by --threads on a resume), package versions
                          (and each Ray node's)
       strategy.toml      the resolved strategy
+      winner.toml        a tournament whose champion a challenger replaced: the strategy
+                         with the winner's settings as its base (see
+                         :mod:`finpod.tournament.winner`)
       inputs/            a copy of each file the run read outside its directory (strategy
                          file, reference weights, benchmark levels); run.json's ``inputs``
                          holds their paths and SHA-256 (see :mod:`finpod.runs.inputs`)
