@@ -66,6 +66,8 @@ from finpod.runs.toml_writer import toml_dumps
 
 RUN_FILE = "run.json"
 STRATEGY_FILE = "strategy.toml"
+#: A tournament whose champion a challenger replaced: the winner's settings as a strategy.
+WINNER_FILE = "winner.toml"
 LOG_FILE = "train.log"
 CHECKPOINTS_DIR = "checkpoints"
 #: Kinds of run: one agent trained by ``finpod.agents.train``, or a Podracer tournament.
@@ -286,6 +288,11 @@ class RunDir:
     def strategy_path(self) -> Path:
         """The run's copy of its resolved strategy."""
         return self.path / STRATEGY_FILE
+
+    def write_winner_strategy(self, text: str) -> Path:
+        """Write ``winner.toml`` (atomically): the strategy of the challenger that
+        replaced the champion (:mod:`finpod.tournament.winner`)."""
+        return atomic_write_text(self.path / WINNER_FILE, text)
 
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.safetensors`` of this run."""

@@ -22,13 +22,12 @@ import math
 import tomllib
 from typing import Any
 
-from finpod.atomic import atomic_write_text
 from finpod.runs import Leaderboard, RunDir
 from finpod.runs.leaderboard import Entry
+from finpod.runs.rundir import WINNER_FILE
 from finpod.runs.toml_writer import toml_dumps
 
-#: The winner's settings as a strategy, in the run directory.
-WINNER_FILE = "winner.toml"
+__all__ = ["WINNER_FILE", "record_winner", "settings_changes", "winner_strategy"]
 
 #: Hyperparameters that are filled in from the data (features per ticker), not chosen.
 DERIVED = frozenset({"ticker_features"})
@@ -152,9 +151,9 @@ def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> st
     )
     text = winner_strategy(run.strategy_path.read_text(encoding="utf-8"), winner, header)
     strategy_from_dict(tomllib.loads(text))  # never write a file finpod would refuse
-    atomic_write_text(run.path / WINNER_FILE, text)
+    path = run.write_winner_strategy(text)
     record["winner_strategy"] = WINNER_FILE
     return (
         f"the file's settings lost to {winner.pod_id}: {changes_text(changes)}; "
-        f"its settings as a strategy: {run.path / WINNER_FILE}"
+        f"its settings as a strategy: {path}"
     )
