@@ -94,15 +94,21 @@ def changes_text(changes: dict[str, list[Any]], limit: int = SHOWN) -> str:
     return ", ".join(parts)
 
 
-def winner_strategy(strategy_toml: str, winner: Entry, header: str) -> str:
+def winner_strategy(
+    strategy_toml: str, winner: Entry, header: str, reference: str | None = None
+) -> str:
     """The run's resolved strategy (``strategy_toml``) with ``winner``'s algorithm,
     hyperparameters and execution controls as its ``[agent]`` and ``[env]`` base, as TOML
     text under ``header`` (comment lines). Everything else (``[train]``, ``[tournament]``,
-    ``[search]``, the other ``[env]`` keys) is the run's."""
+    ``[search]``, the other ``[env]`` keys) is the run's; ``reference``: the absolute path
+    of the reference weights file the run read (a path given relative to where the run
+    started would not be found from elsewhere)."""
     raw = tomllib.loads(strategy_toml)
     hparams = {k: v for k, v in winner.hparams.items() if k not in DERIVED and v is not None}
     raw["agent"] = {"algorithm": winner.algorithm, "hparams": hparams}
     raw["env"] = {**raw.get("env", {}), **winner.env}
+    if reference is not None:
+        raw["env"]["reference"] = reference
     body = toml_dumps(raw)
     lines = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
     return lines + "\n" + body
@@ -149,7 +155,10 @@ def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> st
         "again, so its validation scores are not fresh evidence of these settings; the\n"
         "backtest split is."
     )
-    text = winner_strategy(run.strategy_path.read_text(encoding="utf-8"), winner, header)
+    read = (run.info().get("inputs") or {}).get("reference") or {}
+    text = winner_strategy(
+        run.strategy_path.read_text(encoding="utf-8"), winner, header, read.get("path")
+    )
     strategy_from_dict(tomllib.loads(text))  # never write a file finpod would refuse
     path = run.write_winner_strategy(text)
     record["winner_strategy"] = WINNER_FILE

@@ -15,14 +15,16 @@ from finpod.strategy import load_strategy, strategy_from_dict
 from finpod.tournament.champion import select
 from finpod.tournament.winner import WINNER_FILE, record_winner, settings_changes
 
-QUICKSTART = "strategies/quickstart.toml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "strategies" / "quickstart.toml"
 CONTROLS = ("decision_interval", "no_trade_band", "partial_adjustment", "turnover_penalty")
 
 
-def _run(tmp_path) -> tuple[RunDir, dict]:
+def _run(tmp_path, reference: str | None = None) -> tuple[RunDir, dict]:
     """A run of the quick start whose base decides every 63 sessions (mis-set controls)."""
     raw = tomllib.loads(Path(QUICKSTART).read_text(encoding="utf-8"))
     raw["env"]["decision_interval"] = 63
+    if reference is not None:
+        raw["env"]["reference"] = reference
     strategy = strategy_from_dict(raw)
     run = RunDir.create(
         tmp_path / "run",
@@ -31,6 +33,7 @@ def _run(tmp_path) -> tuple[RunDir, dict]:
         dataset_path=tmp_path,
         dataset_hash="0" * 12,
         seed=0,
+        inputs={"reference": reference},
     )
     return run, strategy.to_dict()
 
@@ -159,3 +162,15 @@ def test_settings_changes_of_the_same_algorithm_name_every_hparam_that_differs()
         "agent.hparams.update_epochs",
         "env.decision_interval",
     ]
+
+
+def test_a_reference_file_given_relative_to_the_start_is_written_absolute(tmp_path, monkeypatch):
+    """The run read ``weights.csv`` from where it started; ``winner.toml`` lives in the run
+    directory and is run from anywhere, so it names the file the run read by its full path."""
+    monkeypatch.chdir(tmp_path)
+    Path("weights.csv").write_text("date,AAA\n2020-01-02,1.0\n", encoding="utf-8")
+    run, resolved = _run(tmp_path, reference="weights.csv")
+    board, record = _select(run, _champion(resolved), _a2c(), ahead=True)
+    assert record_winner(run, board, record) is not None
+    written = load_strategy(run.path / WINNER_FILE)
+    assert written.config.reference == str((tmp_path / "weights.csv").resolve())
