@@ -147,17 +147,36 @@ def smoothed_scores(entries: list[Entry]) -> dict[str, float]:
     between two low scores is luck; one in a run of high scores is the line's level."""
     out: dict[str, float] = {}
     for e in entries:
-        own = [h["score"] for h in e.history]
-        if not own or not math.isfinite(e.score):
+        window = _windows(e, entries)
+        if window is None:
             out[e.pod_id] = e.score if math.isfinite(e.score) else -math.inf
-            continue
-        seq = own
-        for d in entries:
-            later = [h["score"] for h in d.history]
-            if e.pod_id in d.lineage and len(later) > len(seq) and later[: len(own)] == own:
-                seq = later
-        out[e.pod_id] = window_mean(seq, len(own) - 1, e.score)
+        else:
+            out[e.pod_id] = float(sum(window) / len(window)) if window else e.score
     return out
+
+
+def _windows(e: Entry, entries: list[Entry]) -> list[float] | None:
+    """The finite scores :func:`smoothed_scores` averages for ``e``: its segment's and its
+    neighbours' along the longest history on the board that runs through it (None: ``e``
+    has no history or no finite score)."""
+    own = [h["score"] for h in e.history]
+    if not own or not math.isfinite(e.score):
+        return None
+    seq = own
+    for d in entries:
+        later = [h["score"] for h in d.history]
+        if e.pod_id in d.lineage and len(later) > len(seq) and later[: len(own)] == own:
+            seq = later
+    i = len(own) - 1
+    return [v for v in seq[max(0, i - 1) : i + 2] if math.isfinite(v)]
+
+
+def one_score(e: Entry, entries: list[Entry]) -> bool:
+    """Is ``e``'s level a single score: a line that scored one segment, neither continued
+    nor copied (a fresh pod's first segment, the noisiest score a run has)? Entries
+    recorded without a history are not judged."""
+    window = _windows(e, entries)
+    return window is not None and len(window) < 2
 
 
 def window_mean(scores: list[float], i: int, default: float = -math.inf) -> float:
@@ -310,8 +329,8 @@ def select(
 
 def line_challengers(board: Leaderboard) -> tuple[list[Entry], dict[str, str]]:
     """The challengers of the champion, best first: each line's complete checkpoint with
-    the best smoothed score; and the entries passed over because their segment was cut
-    short (id → reason)."""
+    the best smoothed score; and the entries passed over (id → reason) because their
+    segment was cut short, or because their level is one score (:func:`one_score`)."""
     line = _line_of(board)
     seen: set[str] = set()
     out: list[Entry] = []
@@ -321,6 +340,9 @@ def line_challengers(board: Leaderboard) -> tuple[list[Entry], dict[str, str]]:
             continue
         if entry.partial:
             skipped[entry.pod_id] = "segment cut short"
+            continue
+        if one_score(entry, list(board.entries)):
+            skipped[entry.pod_id] = "one score: its line scored one segment"
             continue
         if line(entry) in seen:
             continue

@@ -31,6 +31,7 @@ from finpod.env.ensemble import Member, score_ensemble
 from finpod.errors import FinpodError
 from finpod.runs import Entry, Leaderboard, RunDir, load_candidates, read_run_info, record_candidate
 from finpod.scores import scored_series
+from finpod.tournament.champion import one_score
 
 
 def ensemble_id(pod_ids: list[str]) -> str:
@@ -39,9 +40,13 @@ def ensemble_id(pod_ids: list[str]) -> str:
 
 
 def ensemble_members(board: Leaderboard, size: int) -> list[Entry]:
-    """The ensemble's members: the top ``size`` *complete* entries. A segment cut short
-    by the budget's end or the time cap is never chosen on one score."""
-    return [e for e in board.entries if not e.partial][: max(0, int(size))]
+    """The ensemble's members: the top ``size`` *complete* entries whose level is more
+    than one score. Neither a segment cut short by the budget's end or the time cap nor a
+    line that scored one segment (:func:`~finpod.tournament.champion.one_score`) is
+    chosen on one score."""
+    entries = list(board.entries)
+    members = [e for e in entries if not e.partial and not one_score(e, entries)]
+    return members[: max(0, int(size))]
 
 
 def score_leaderboard_ensemble(

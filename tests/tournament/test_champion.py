@@ -8,6 +8,7 @@ import pytest
 from finpod.runs.candidates import candidate_set, load_candidates
 from finpod.runs.leaderboard import Entry, Leaderboard
 from finpod.tournament.champion import holm_passes, paired_test, select
+from finpod.tournament.ensemble_candidate import ensemble_members
 from finpod.tournament.generator import Generator
 from finpod.tournament.modes import MODES
 from finpod.tournament.schedulers import make_scheduler
@@ -194,6 +195,40 @@ def test_a_partial_segment_is_never_selected_on_one_score(tmp_path):
     series = {e.pod_id: champion for e in line}
     record = select(_board(tmp_path, line), _candidates(series), alpha=0.05, bars_per_year=252)
     assert record["incumbent"] == "p00002"
+
+
+def _line(pod, scores, champion=False, lineage=()):
+    """An entry at the end of a line that scored ``scores``, segment by segment."""
+    entry = _entry(pod, scores[-1], champion=champion, steps=100 * len(scores))
+    entry.history = [{"env_steps": 100 * (i + 1), "score": v} for i, v in enumerate(scores)]
+    entry.lineage = list(lineage)
+    return entry
+
+
+def test_a_line_that_scored_one_segment_is_never_selected_on_one_score(tmp_path):
+    """A fresh pod's first segment is the noisiest score a run has (a 131k-step pod once
+    replaced a champion on its one score and tested below it): it is neither a challenger
+    nor an ensemble member until its line has scored again, continued or copied."""
+    rng = np.random.default_rng(7)
+    market = rng.normal(0.0, 0.003, 252)
+    champion = market + rng.normal(0.0, 0.001, 252)
+    lucky = market + rng.normal(0.0006, 0.001, 252)  # far ahead on validation
+    line = [_line("p00000", [0.1], True), _line("p00002", [0.1, 0.2], True, ["p00000"])]
+    fresh = _line("p00005", [9.0])
+    series = {"p00000": champion, "p00002": champion, "p00005": lucky}
+    board = _board(tmp_path, [*line, fresh])
+    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252)
+    assert record["selected"] == "p00002"
+    assert record["skipped"] == {"p00005": "one score: its line scored one segment"}
+    assert [e.pod_id for e in ensemble_members(board, 3)] == ["p00002", "p00000"]
+    # Continued once, its level is two scores (9.0 beside its continuation's 8.5): now
+    # its line is a challenger like any other, and its best checkpoint replaces the champion.
+    again = _line("p00007", [9.0, 8.5], lineage=["p00005"])
+    series["p00007"] = lucky
+    board = _board(tmp_path, [*line, fresh, again])
+    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252)
+    assert record["selected"] == "p00005" and not record["skipped"]
+    assert {"p00005", "p00007"} <= {e.pod_id for e in ensemble_members(board, 3)}
 
 
 def test_the_ensemble_goes_through_the_same_test(tmp_path):
