@@ -29,7 +29,9 @@ have picked it) unless a **challenger** beats it by more than the noise:
   champion is kept because it is not shown to be worse, never because it is shown to be
   best.
 - **Never on one score.** An entry whose segment was cut short (the budget's end, the
-  wall-time cap) is not a challenger, and neither its score nor its test decides.
+  wall-time cap) is not a challenger, and neither its score nor its test decides; nor is
+  a line that has scored one segment (:func:`one_score`: a fresh pod neither continued
+  nor copied, whose level would be its first and noisiest score).
 - **The ensemble is a challenger too.** The mean target weights of the top complete
   entries replace the selected single agent only when they pass the same test against it;
   their tracking error is reported beside the single agent's (averaging targets shrinks
