@@ -145,13 +145,27 @@ def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> st
         return None
     test = record.get("best_challenger") or {}
     unit = "IR" if board.score_name == "information_ratio" else board.score_name
+    # A copy of a champion checkpoint won with the champion's weights as well as its
+    # own settings: say so, since a run of winner.toml trains the settings from scratch.
+    fork = next(
+        (p for p in reversed(winner.lineage) if (e := board.get(p)) is not None and e.champion),
+        None,
+    )
+    if fork is not None:
+        record["forked_from"] = fork
     header = (
         f"The settings of {winner.pod_id} ({winner.algorithm}), which replaced the champion "
         f"of run {run.path.name} on validation"
         + (f" ({test['delta']:+.2f} {unit}, p = {test['p_value']:.3f})" if "delta" in test else "")
         + ".\n"
         f"They differ from the run's [agent] and [env] in: {changes_text(changes, len(changes))}.\n"
-        "Chosen on that run's validation split: a run of this file selects on the same split\n"
+        + (
+            f"It trained on from the champion's checkpoint {fork}: a run of this file trains\n"
+            "these settings from scratch, without those weights.\n"
+            if fork is not None
+            else ""
+        )
+        + "Chosen on that run's validation split: a run of this file selects on the same split\n"
         "again, so its validation scores are not fresh evidence of these settings; the\n"
         "backtest split is."
     )
@@ -162,6 +176,12 @@ def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> st
     strategy_from_dict(tomllib.loads(text))  # never write a file finpod would refuse
     path = run.write_winner_strategy(text)
     record["winner_strategy"] = WINNER_FILE
+    if fork is not None:
+        return (
+            f"the champion lost to {winner.pod_id}, a copy of its checkpoint {fork} trained "
+            f"on with {changes_text(changes)}; those settings as a strategy (from scratch): "
+            f"{path}"
+        )
     return (
         f"the file's settings lost to {winner.pod_id}: {changes_text(changes)}; "
         f"its settings as a strategy: {path}"

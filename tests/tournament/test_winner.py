@@ -174,3 +174,22 @@ def test_a_reference_file_given_relative_to_the_start_is_written_absolute(tmp_pa
     assert record_winner(run, board, record) is not None
     written = load_strategy(run.path / WINNER_FILE)
     assert written.config.reference == str((tmp_path / "weights.csv").resolve())
+
+
+def test_a_copy_of_the_champion_that_won_is_named_as_one(tmp_path):
+    """A perturbed copy of a champion checkpoint won with the champion's weights as well
+    as its settings: the line and the file say that a run of ``winner.toml`` trains those
+    settings from scratch."""
+    run, resolved = _run(tmp_path)
+    champion = _champion(resolved)
+    fork = _champion(resolved)
+    fork.pod_id, fork.champion, fork.score, fork.lineage = "p00009", False, 4.0, ["p00000"]
+    fork.hparams = {**fork.hparams, "learning_rate": 0.0011}
+    fork.env = {**fork.env, "decision_interval": 10}
+    board, record = _select(run, champion, fork, ahead=True)
+    note = record_winner(run, board, record)
+    assert note is not None and note.startswith("the champion lost to p00009, a copy of its")
+    assert record["forked_from"] == "p00000"
+    text = (run.path / WINNER_FILE).read_text(encoding="utf-8")
+    assert "from the champion's checkpoint p00000" in text and "from scratch" in text
+    assert load_strategy(run.path / WINNER_FILE).config.decision_interval == 10
