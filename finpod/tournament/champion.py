@@ -29,9 +29,10 @@ have picked it) unless a **challenger** beats it by more than the noise:
   champion is kept because it is not shown to be worse, never because it is shown to be
   best.
 - **Never on one score.** An entry whose segment was cut short (the budget's end, the
-  wall-time cap) is not a challenger, and neither its score nor its test decides; nor is
-  a line that has scored one segment (:func:`one_score`: a fresh pod neither continued
-  nor copied, whose level would be its first and noisiest score).
+  wall-time cap) is not a challenger, and neither its score nor its test decides; nor,
+  under ``mode = "asha"``, is a line that has scored one segment (:func:`one_score`: a
+  fresh pod neither continued nor copied, whose level would be its first and noisiest
+  score).
 - **The ensemble is a challenger too.** The mean target weights of the top complete
   entries replace the selected single agent only when they pass the same test against it;
   their tracking error is reported beside the single agent's (averaging targets shrinks
@@ -229,9 +230,11 @@ def select(
     ensemble_id: str | None = None,
     ensemble_name: str | None = None,
     seed: int = 0,
+    min_scores: int = 1,
 ) -> dict[str, Any] | None:
     """The run's final selection (module docstring) as a JSON-ready record, or None for
-    an empty board. ``candidates``: the run's candidate record (validation returns);
+    an empty board. ``min_scores``: the fewest validation scores a challenger's level
+    must average (:func:`line_challengers`). ``candidates``: the run's candidate record (validation returns);
     ``ensemble_id`` / ``ensemble_name``: the scored ensemble's candidate id and agent name
     (``"ensemble-3"``), when there is one."""
     incumbent, role = incumbent_of(board)
@@ -252,9 +255,10 @@ def select(
     selected, selected_returns, decision = incumbent.pod_id, base, None
     if base is None:
         record["skipped"][incumbent.pod_id] = "no recorded validation returns"
+        record["decision"] = f"{role} {incumbent.pod_id}: no recorded validation returns to test"
     elif role == "champion":
         tests = []
-        challengers, cut_short = line_challengers(board)
+        challengers, cut_short = line_challengers(board, min_scores)
         record["skipped"].update(cut_short)
         for entry in challengers:
             other = returns.get(entry.pod_id)
@@ -329,10 +333,13 @@ def select(
     return record
 
 
-def line_challengers(board: Leaderboard) -> tuple[list[Entry], dict[str, str]]:
+def line_challengers(board: Leaderboard, min_scores: int = 1) -> tuple[list[Entry], dict[str, str]]:
     """The challengers of the champion, best first: each line's complete checkpoint with
     the best smoothed score; and the entries passed over (id → reason) because their
-    segment was cut short, or because their level is one score (:func:`one_score`)."""
+    segment was cut short, or, with ``min_scores`` = 2, because their level is one score
+    (:func:`one_score`). A run of ``mode = "asha"`` passes 2: its lines go on segment by
+    segment, so a line with one score is one that stopped after its first; in the other
+    modes a pod of ``epochs = 1`` has one score by design."""
     line = _line_of(board)
     seen: set[str] = set()
     out: list[Entry] = []
@@ -343,7 +350,7 @@ def line_challengers(board: Leaderboard) -> tuple[list[Entry], dict[str, str]]:
         if entry.partial:
             skipped[entry.pod_id] = "segment cut short"
             continue
-        if one_score(entry, list(board.entries)):
+        if min_scores > 1 and one_score(entry, list(board.entries)):
             skipped[entry.pod_id] = "one score: its line scored one segment"
             continue
         if line(entry) in seen:

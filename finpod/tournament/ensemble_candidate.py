@@ -39,13 +39,16 @@ def ensemble_id(pod_ids: list[str]) -> str:
     return "ensemble[" + ",".join(pod_ids) + "]"
 
 
-def ensemble_members(board: Leaderboard, size: int) -> list[Entry]:
-    """The ensemble's members: the top ``size`` *complete* entries whose level is more
-    than one score. Neither a segment cut short by the budget's end or the time cap nor a
-    line that scored one segment (:func:`~finpod.tournament.champion.one_score`) is
-    chosen on one score."""
+def ensemble_members(board: Leaderboard, size: int, min_scores: int = 1) -> list[Entry]:
+    """The ensemble's members: the top ``size`` *complete* entries. A segment cut short by
+    the budget's end or the time cap is never chosen on one score, and with
+    ``min_scores`` = 2 (``mode = "asha"``, as for the challengers:
+    :func:`~finpod.tournament.champion.line_challengers`) neither is a line that scored
+    one segment (:func:`~finpod.tournament.champion.one_score`)."""
     entries = list(board.entries)
-    members = [e for e in entries if not e.partial and not one_score(e, entries)]
+    members = [
+        e for e in entries if not e.partial and not (min_scores > 1 and one_score(e, entries))
+    ]
     return members[: max(0, int(size))]
 
 
@@ -55,16 +58,18 @@ def score_leaderboard_ensemble(
     size: int,
     validation: MarketData | str | Path,
     device: torch.device | str = "cpu",
+    min_scores: int = 1,
 ) -> dict[str, Any] | None:
     """Score the ensemble of the top ``size`` entries on the validation split, record it as
     a candidate and on the board (``board.ensemble``); returns that record, or None when
-    there is no ensemble to score (``size`` < 2 or fewer than 2 entries).
+    there is no ensemble to score (``size`` < 2 or fewer than 2 entries);
+    ``min_scores``: :func:`ensemble_members`.
 
     A member trading shares or short (which cannot be averaged as target weights), or an
     ensemble whose validation numbers are not finite, is logged and not recorded: a
     non-finite number never becomes a score.
     """
-    chosen = ensemble_members(board, size)
+    chosen = ensemble_members(board, size, min_scores)
     if int(size) < 2 or len(chosen) < 2:
         board.ensemble = None
         return None

@@ -30,11 +30,16 @@ def select_final(
     read again); ``yielded``: why the champion line yielded its slot mid-run, when it did
     (said after the decision)."""
     ensemble = None
-    members = ensemble_members(board, config.ensemble)
+    # Under "asha" lines go on segment by segment: a line with one score stopped after its
+    # first, the noisiest score a run has (elsewhere a pod of epochs = 1 has one by design).
+    min_scores = 2 if config.mode == "asha" else 1
+    members = ensemble_members(board, config.ensemble, min_scores)
     if config.ensemble >= 2 and len(members) >= 2:
         if on_event is not None:
             on_event("ensemble_start", {"members": len(members)})
-        ensemble = score_leaderboard_ensemble(run, board, config.ensemble, validation, "cpu")
+        ensemble = score_leaderboard_ensemble(
+            run, board, config.ensemble, validation, "cpu", min_scores
+        )
         if on_event is not None and ensemble is not None:
             on_event("ensemble", {"record": ensemble})
     if not len(board):
@@ -47,6 +52,7 @@ def select_final(
         bars_per_year=float(bars_per_year),
         ensemble_id=None if ensemble is None else ensemble["id"],
         ensemble_name=None if ensemble is None else f"ensemble-{len(ensemble['members'])}",
+        min_scores=min_scores,
     )
     if record is None:
         return ensemble, None

@@ -81,3 +81,21 @@ def test_the_ensemble_is_scored_by_the_boards_score_and_not_selected_on_it(run):
     assert Leaderboard.load(path).selected() == "best"
     cands = load_candidates(path)
     assert cands.scores[cands.ids.index(record["id"])] == pytest.approx(ensemble["sharpe"])
+
+
+@pytest.mark.parametrize(("mode", "scored"), [("asha", False), ("async", True)])
+def test_under_asha_a_line_of_one_score_joins_no_ensemble(run, mode, scored):
+    """Both entries scored once. Under ``mode = "asha"`` lines go on segment by segment,
+    so a line of one score stopped after its first and is no ensemble member (nor a
+    challenger); under ``"async"`` a pod of ``epochs = 1`` has one score by design."""
+    from finpod.data import load_split
+    from finpod.tournament.final_selection import select_final
+    from finpod.tournament.settings import TournamentConfig
+
+    path, dataset, _, _ = run
+    board = Leaderboard.load(path)
+    assert all(len(e.history) == 1 for e in board.entries)
+    config = TournamentConfig(mode=mode, ensemble=2)
+    ensemble, record = select_final(RunDir(path), board, config, load_split(dataset, "validation"))
+    assert (ensemble is not None) is scored
+    assert record is not None and record["selected"] == board.entries[0].pod_id

@@ -217,18 +217,22 @@ def test_a_line_that_scored_one_segment_is_never_selected_on_one_score(tmp_path)
     fresh = _line("p00005", [9.0])
     series = {"p00000": champion, "p00002": champion, "p00005": lucky}
     board = _board(tmp_path, [*line, fresh])
-    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252)
+    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252, min_scores=2)
     assert record["selected"] == "p00002"
     assert record["skipped"] == {"p00005": "one score: its line scored one segment"}
-    assert [e.pod_id for e in ensemble_members(board, 3)] == ["p00002", "p00000"]
+    assert [e.pod_id for e in ensemble_members(board, 3, 2)] == ["p00002", "p00000"]
+    # Outside "asha" (min_scores = 1) a pod of one epoch has one score by design.
+    assert select(board, _candidates(series), alpha=0.05, bars_per_year=252)["selected"] == (
+        "p00005"
+    )
     # Continued once, its level is two scores (9.0 beside its continuation's 8.5): now
     # its line is a challenger like any other, and its best checkpoint replaces the champion.
     again = _line("p00007", [9.0, 8.5], lineage=["p00005"])
     series["p00007"] = lucky
     board = _board(tmp_path, [*line, fresh, again])
-    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252)
+    record = select(board, _candidates(series), alpha=0.05, bars_per_year=252, min_scores=2)
     assert record["selected"] == "p00005" and not record["skipped"]
-    assert {"p00005", "p00007"} <= {e.pod_id for e in ensemble_members(board, 3)}
+    assert {"p00005", "p00007"} <= {e.pod_id for e in ensemble_members(board, 3, 2)}
 
 
 def test_the_ensemble_goes_through_the_same_test(tmp_path):
