@@ -26,6 +26,7 @@ from finpod.runs import Leaderboard, RunDir
 from finpod.runs.leaderboard import Entry
 from finpod.runs.rundir import WINNER_FILE
 from finpod.runs.toml_writer import toml_dumps
+from finpod.strategy import strategy_from_dict
 
 __all__ = ["WINNER_FILE", "record_winner", "settings_changes", "winner_strategy"]
 
@@ -131,8 +132,6 @@ def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> st
     ``settings_changed`` to ``record`` and write ``winner.toml`` (checked by reading it
     back as a strategy); returns the one-line summary for the log and the console, else
     None (the champion kept, no champion line, or the ensemble over the champion)."""
-    from finpod.strategy import strategy_from_dict
-
     champion_id, single = record.get("incumbent"), _single(record)
     if record.get("incumbent_role") != "champion" or single in (None, champion_id):
         return None
