@@ -341,16 +341,17 @@ def line_challengers(board: Leaderboard, min_scores: int = 1) -> tuple[list[Entr
     segment, so a line with one score is one that stopped after its first; in the other
     modes a pod of ``epochs = 1`` has one score by design."""
     line = _line_of(board)
+    entries = list(board.entries)
     seen: set[str] = set()
     out: list[Entry] = []
     skipped: dict[str, str] = {}
-    for entry in _by_smoothed(list(board.entries), board):
+    for entry in _by_smoothed(entries, board):
         if entry.champion:
             continue
         if entry.partial:
             skipped[entry.pod_id] = "segment cut short"
             continue
-        if min_scores > 1 and one_score(entry, list(board.entries)):
+        if min_scores > 1 and one_score(entry, entries):
             skipped[entry.pod_id] = "one score: its line scored one segment"
             continue
         if line(entry) in seen:

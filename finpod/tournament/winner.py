@@ -115,24 +115,12 @@ def winner_strategy(
     return lines + "\n" + body
 
 
-def _single(record: dict[str, Any]) -> str | None:
-    """The single agent a selection chose, whether or not the ensemble then replaced it
-    (records written before ``selected_single`` existed: from the decision)."""
-    if "selected_single" in record:
-        return record["selected_single"]
-    if not str(record.get("selected", "")).startswith("ensemble"):
-        return record.get("selected")
-    if str(record.get("decision", "")).startswith("challenger"):
-        return (record.get("best_challenger") or {}).get("challenger")
-    return record.get("incumbent")
-
-
 def record_winner(run: RunDir, board: Leaderboard, record: dict[str, Any]) -> str | None:
     """After the selection: when a challenger replaced the champion, add
     ``settings_changed`` to ``record`` and write ``winner.toml`` (checked by reading it
     back as a strategy); returns the one-line summary for the log and the console, else
     None (the champion kept, no champion line, or the ensemble over the champion)."""
-    champion_id, single = record.get("incumbent"), _single(record)
+    champion_id, single = record.get("incumbent"), record.get("selected_single")
     if record.get("incumbent_role") != "champion" or single in (None, champion_id):
         return None
     champion, winner = board.get(champion_id), board.get(single)
